@@ -1,0 +1,197 @@
+//! Default agent definitions (seed 004 §3.4) and `task setup-agents`.
+//!
+//! One source per agent, `templates/agents/<name>.md` (Claude Code's format:
+//! YAML frontmatter then the system prompt); the Kiro JSON is derived from it
+//! so the two runtimes never drift apart.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::fsutil;
+
+/// The default roster's agent files, embedded at build time.
+pub const DEFAULT_AGENTS: [(&str, &str); 8] = [
+    ("pm", include_str!("../templates/agents/pm.md")),
+    ("explore", include_str!("../templates/agents/explore.md")),
+    ("plan", include_str!("../templates/agents/plan.md")),
+    ("architect", include_str!("../templates/agents/architect.md")),
+    ("dev", include_str!("../templates/agents/dev.md")),
+    ("test", include_str!("../templates/agents/test.md")),
+    ("review", include_str!("../templates/agents/review.md")),
+    ("scribe", include_str!("../templates/agents/scribe.md")),
+];
+
+/// An agent definition split into frontmatter fields and prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentDef {
+    /// `name:`.
+    pub name: String,
+    /// `description:`.
+    pub description: String,
+    /// `tools:`, split on commas.
+    pub tools: Vec<String>,
+    /// `model:`.
+    pub model: Option<String>,
+    /// The system prompt after the frontmatter.
+    pub prompt: String,
+}
+
+/// Parse a Claude Code agent file (`---` frontmatter of `key: value` lines, then the prompt).
+pub fn parse_agent_md(text: &str) -> std::result::Result<AgentDef, String> {
+    let rest = text.strip_prefix("---\n").ok_or("no '---' frontmatter at the top")?;
+    let end = rest.find("\n---\n").ok_or("frontmatter is not closed by '---'")?;
+    let (front, prompt) = (&rest[..end], &rest[end + 5..]);
+    let mut def = AgentDef {
+        name: String::new(),
+        description: String::new(),
+        tools: Vec::new(),
+        model: None,
+        prompt: prompt.trim().to_string(),
+    };
+    for line in front.lines() {
+        let Some((k, v)) = line.split_once(':') else { continue };
+        let v = v.trim().trim_matches('"').to_string();
+        match k.trim() {
+            "name" => def.name = v,
+            "description" => def.description = v,
+            "tools" => {
+                def.tools = v
+                    .split(',')
+                    .map(|t| t.trim().to_string())
+                    .filter(|t| !t.is_empty())
+                    .collect()
+            }
+            "model" => def.model = Some(v).filter(|m| !m.is_empty()),
+            _ => {}
+        }
+    }
+    if def.name.is_empty() {
+        return Err("frontmatter has no 'name:'".into());
+    }
+    Ok(def)
+}
+
+/// Kiro's agent config (`.kiro/agents/<name>.json`): the documented fields we fill.
+#[derive(Debug, Clone, Serialize)]
+pub struct KiroAgent {
+    /// Agent name.
+    pub name: String,
+    /// What it is for.
+    pub description: String,
+    /// The system prompt.
+    pub prompt: String,
+    /// Built-in tool names.
+    pub tools: Vec<String>,
+    /// Model id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// Map Claude Code tool names to Kiro CLI built-in tool names.
+fn kiro_tool(claude: &str) -> Option<&'static str> {
+    Some(match claude {
+        "Read" | "Grep" | "Glob" | "LS" => "read",
+        "Write" | "Edit" | "MultiEdit" | "NotebookEdit" => "write",
+        "Bash" => "shell",
+        _ => return None,
+    })
+}
+
+/// Map Claude Code model aliases to Kiro model ids.
+fn kiro_model(claude: &str) -> String {
+    match claude {
+        "sonnet" => "claude-sonnet-4".into(),
+        "opus" => "claude-opus-4.1".into(),
+        "haiku" => "claude-haiku-4.5".into(),
+        other => other.into(),
+    }
+}
+
+/// Derive the Kiro config from a Claude agent definition.
+pub fn to_kiro(def: &AgentDef) -> KiroAgent {
+    let mut tools: Vec<String> = Vec::new();
+    for t in &def.tools {
+        if let Some(k) = kiro_tool(t) {
+            if !tools.iter().any(|x| x == k) {
+                tools.push(k.to_string());
+            }
+        }
+    }
+    KiroAgent {
+        name: def.name.clone(),
+        description: def.description.clone(),
+        prompt: def.prompt.clone(),
+        tools,
+        model: def.model.as_deref().map(kiro_model),
+    }
+}
+
+/// Which runtimes' files to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Which {
+    /// `.claude/agents/<name>.md`.
+    Claude,
+    /// `.kiro/agents/<name>.json`.
+    Kiro,
+    /// Both.
+    Both,
+}
+
+/// What `setup-agents` did, path by path (relative to the project).
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct SetupReport {
+    /// Files written.
+    pub added: Vec<String>,
+    /// Files that already existed and were left alone.
+    pub kept: Vec<String>,
+}
+
+/// Write the default agents that are missing; never overwrite.
+pub fn setup(project: &Path, which: Which) -> Result<SetupReport> {
+    let mut report = SetupReport::default();
+    for (name, text) in DEFAULT_AGENTS {
+        let def = parse_agent_md(text)
+            .map_err(|e| Error::BadInput(format!("built-in template for agent {name} is malformed: {e}")))?;
+        let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+        if matches!(which, Which::Claude | Which::Both) {
+            files.push((format!(".claude/agents/{name}.md"), text.as_bytes().to_vec()));
+        }
+        if matches!(which, Which::Kiro | Which::Both) {
+            let mut json = serde_json::to_vec_pretty(&to_kiro(&def)).expect("serialises");
+            json.push(b'\n');
+            files.push((format!(".kiro/agents/{name}.json"), json));
+        }
+        for (rel, bytes) in files {
+            let path = project.join(&rel);
+            if let Some(dir) = path.parent() {
+                fsutil::create_dir_all(dir)?;
+            }
+            if fsutil::atomic_create(&path, &bytes)? {
+                report.added.push(rel);
+            } else {
+                report.kept.push(rel);
+            }
+        }
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_template_parses_with_its_own_name() {
+        for (name, text) in DEFAULT_AGENTS {
+            let def = parse_agent_md(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(def.name, name);
+            assert!(!def.description.is_empty(), "{name} has a description");
+            assert!(!def.tools.is_empty(), "{name} has tools");
+            assert!(def.prompt.len() > 200, "{name} has a real prompt");
+            let k = to_kiro(&def);
+            assert!(!k.tools.is_empty(), "{name} maps to Kiro tools");
+        }
+    }
+}

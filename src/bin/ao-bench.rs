@@ -1,0 +1,357 @@
+//! Benchmarks of the `task` binary, each beside a floor measured in the same run.
+//!
+//!   ao-bench status [--handoffs N] [--artifacts N] [--runs N]
+//!       `task status` and `task progress` on a generated task, beside `cat` of the same files.
+//!   ao-bench tmux [--runs N]
+//!       spawn latency (command → agent prompt on screen) and send latency (command →
+//!       message confirmed submitted), beside raw `tmux new-session` / `tmux send-keys`.
+//!   ao-bench generate DIR [--handoffs N] [--artifacts N]
+//!       only write the generated task (DIR/tasks/bench).
+//!
+//! Build with `cargo build --release` first; the figures go in README.md's Performance section.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn arg(args: &[String], name: &str, default: usize) -> usize {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn task_bin() -> PathBuf {
+    let me = std::env::current_exe().expect("own path");
+    me.parent().expect("bin dir").join("task")
+}
+
+const STATUSES: [&str; 4] = ["COMPLETE", "NEEDS_REVIEW", "BLOCKED", "COMPLETE"];
+const AGENTS: [&str; 6] = ["explore", "plan", "architect", "dev", "test", "review"];
+
+/// Write a task with `handoffs` handoffs (alternating PM instructions and agent reports) and `artifacts` artifacts.
+fn generate(project: &Path, handoffs: usize, artifacts: usize) -> PathBuf {
+    let dir = project.join("tasks/bench");
+    let run = Command::new(task_bin())
+        .args(["new", "bench", "--project"])
+        .arg(project)
+        .output()
+        .expect("task new");
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let start = chrono::NaiveDate::from_ymd_opt(2025, 1, 1)
+        .unwrap()
+        .and_hms_opt(0, 0, 0)
+        .unwrap();
+    for i in 0..handoffs {
+        let t = start + chrono::Duration::seconds(i as i64 * 61);
+        let stamp = t.format("%Y%m%d-%H%M%S");
+        let agent = AGENTS[(i / 2) % AGENTS.len()];
+        let (name, text) = if i % 2 == 0 {
+            (
+                format!("pm-{stamp}.md"),
+                format!(
+                    "# Handoff: pm\n**Timestamp:** {t}\n**Target:** {agent}\n**Status:** IN_PROGRESS\n\n## Instructions\nStep {i}: continue the work on module {m}.\n\n## Context\nSee artifacts/design/.\n\n## Skills to Load\n- dds-testing\n\n## Success Criteria\nTests pass.\n",
+                    m = i % 17
+                ),
+            )
+        } else {
+            (
+                format!("{agent}-{stamp}.md"),
+                format!(
+                    "# Handoff: {agent}\n**Timestamp:** {t}\n**Target:** pm\n**Status:** {s}\n**Recommended Next:** review\n\n## Completed Work\nFinished step {i} of module {m}; {pad}\n\n## Artifacts Generated\n- artifacts/code/file-{i}.cpp\n\n## Blockers\n{b}\n\n## Gates Honored\n- build: PASS\n",
+                    s = STATUSES[i % 4],
+                    m = i % 17,
+                    pad = "details ".repeat(20),
+                    b = if STATUSES[i % 4] == "BLOCKED" {
+                        "Board offline."
+                    } else {
+                        "None"
+                    }
+                ),
+            )
+        };
+        std::fs::write(dir.join("handoffs").join(name), text).unwrap();
+    }
+    let kinds = ["analysis", "design", "code", "tests", "reviews"];
+    for i in 0..artifacts {
+        let kind = kinds[i % kinds.len()];
+        std::fs::write(
+            dir.join("artifacts").join(kind).join(format!("artifact-{i}.md")),
+            format!("# Artifact {i}\n{}\n", "x".repeat(200)),
+        )
+        .unwrap();
+    }
+    dir
+}
+
+fn time_cmd(mut c: Command) -> Duration {
+    c.stdout(Stdio::null()).stderr(Stdio::null());
+    let t = Instant::now();
+    let s = c.status().expect("run");
+    assert!(s.success(), "{c:?} failed");
+    t.elapsed()
+}
+
+struct Stats {
+    p50: Duration,
+    p90: Duration,
+    min: Duration,
+}
+
+fn stats(mut v: Vec<Duration>) -> Stats {
+    v.sort();
+    let at = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
+    Stats {
+        p50: at(0.5),
+        p90: at(0.9),
+        min: v[0],
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn row(name: &str, s: &Stats, floor: &Stats, target: &str) {
+    println!(
+        "| {name:<34} | {:>10} | {:>10} | {:>10} | {:>7.1}x | {target:<8} |",
+        ms(s.p50),
+        ms(s.p90),
+        ms(s.min),
+        s.p50.as_secs_f64() / floor.p50.as_secs_f64()
+    );
+}
+
+fn header() {
+    println!(
+        "| {:<34} | {:>10} | {:>10} | {:>10} | {:>8} | {:<8} |",
+        "measurement", "p50", "p90", "min", "vs floor", "target"
+    );
+    println!(
+        "|{}|{}|{}|{}|{}|{}|",
+        "-".repeat(36),
+        "-".repeat(12),
+        "-".repeat(12),
+        "-".repeat(12),
+        "-".repeat(10),
+        "-".repeat(10)
+    );
+}
+
+fn bench_status(args: &[String]) {
+    let handoffs = arg(args, "--handoffs", 10_000);
+    let artifacts = arg(args, "--artifacts", 2_000);
+    let runs = arg(args, "--runs", 15);
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Instant::now();
+    let dir = generate(tmp.path(), handoffs, artifacts);
+    eprintln!(
+        "generated {handoffs} handoffs and {artifacts} artifacts in {:.1?}",
+        t.elapsed()
+    );
+    let floor = stats(
+        (0..runs)
+            .map(|_| {
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg("find \"$1\"/handoffs \"$1\"/artifacts -type f -exec cat {} + >/dev/null")
+                    .arg("sh")
+                    .arg(&dir);
+                time_cmd(c)
+            })
+            .collect(),
+    );
+    let status = stats(
+        (0..runs)
+            .map(|_| {
+                let mut c = Command::new(task_bin());
+                c.args(["status", "bench", "--project"]).arg(tmp.path());
+                time_cmd(c)
+            })
+            .collect(),
+    );
+    let json = stats(
+        (0..runs)
+            .map(|_| {
+                let mut c = Command::new(task_bin());
+                c.args(["status", "bench", "--json", "--project"]).arg(tmp.path());
+                time_cmd(c)
+            })
+            .collect(),
+    );
+    let progress = stats(
+        (0..runs)
+            .map(|_| {
+                let mut c = Command::new(task_bin());
+                c.args(["progress", "bench", "--project"]).arg(tmp.path());
+                time_cmd(c)
+            })
+            .collect(),
+    );
+    println!("\n{handoffs} handoffs, {artifacts} artifacts, {runs} runs each\n");
+    header();
+    row("floor: cat every handoff+artifact", &floor, &floor, "-");
+    row("task status", &status, &floor, "< 100 ms");
+    row("task status --json", &json, &floor, "< 100 ms");
+    row("task progress (all handoffs new)", &progress, &floor, "< 500 ms");
+}
+
+fn tmux(sock: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("tmux")
+        .arg("-S")
+        .arg(sock)
+        .args(args)
+        .env_remove("TMUX")
+        .output()
+        .expect("tmux")
+}
+
+fn capture(sock: &Path, target: &str) -> String {
+    String::from_utf8_lossy(&tmux(sock, &["capture-pane", "-p", "-J", "-t", target]).stdout).into_owned()
+}
+
+fn poll_until(sock: &Path, target: &str, mut f: impl FnMut(&str) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let screen = capture(sock, target);
+        if f(&screen) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting on {target}; screen:\n{screen}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn bench_tmux(args: &[String]) {
+    let runs = arg(args, "--runs", 10);
+    let tmp = tempfile::Builder::new().prefix("aob").tempdir_in("/tmp").unwrap();
+    let sock = tmp.path().join("tmux.sock");
+    let project = tmp.path().join("p");
+    std::fs::create_dir_all(&project).unwrap();
+    let task = |a: &[&str]| {
+        let mut c = Command::new(task_bin());
+        c.args(a)
+            .current_dir(&project)
+            .env("AO_TMUX_SOCKET", &sock)
+            .env("AO_SESSION_PREFIX", "aob")
+            .env("AO_DEMO_IDLE", "1")
+            .env_remove("TMUX");
+        c
+    };
+    assert!(task(&["new", "b"]).status().unwrap().success());
+    // Keep a server alive so neither side pays for starting it.
+    tmux(&sock, &["new-session", "-d", "-s", "keepalive", "--", "sleep", "3600"]);
+    let h = String::from_utf8(
+        task(&[
+            "handoff",
+            "b",
+            "--from",
+            "pm",
+            "--target",
+            "x",
+            "--status",
+            "IN_PROGRESS",
+        ])
+        .output()
+        .unwrap()
+        .stdout,
+    )
+    .unwrap();
+    let h = h.trim().to_string();
+
+    let mut spawn = Vec::new();
+    let mut raw_spawn = Vec::new();
+    let mut send = Vec::new();
+    let mut raw_send = Vec::new();
+    for i in 0..runs {
+        let agent = format!("a{i}");
+        let t = Instant::now();
+        let o = task(&["spawn", "b", &agent, "--handoff", &h, "--runtime", "demo"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let target = format!("=aob-b-{agent}:");
+        poll_until(&sock, &target, |s| s.contains("demo> "));
+        spawn.push(t.elapsed());
+
+        let t = Instant::now();
+        let o = task(&[
+            "send",
+            "b",
+            &agent,
+            "--message",
+            "benchmark message with some words in it",
+        ])
+        .output()
+        .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        send.push(t.elapsed());
+
+        let name = format!("raw{i}");
+        let t = Instant::now();
+        tmux(
+            &sock,
+            &[
+                "new-session",
+                "-d",
+                "-s",
+                &name,
+                "--",
+                "sh",
+                "-c",
+                "printf 'raw> '; cat",
+            ],
+        );
+        let rt = format!("={name}:");
+        poll_until(&sock, &rt, |s| s.contains("raw> "));
+        raw_spawn.push(t.elapsed());
+
+        let t = Instant::now();
+        tmux(
+            &sock,
+            &["send-keys", "-t", &rt, "-l", "benchmark message with some words in it"],
+        );
+        tmux(&sock, &["send-keys", "-t", &rt, "Enter"]);
+        poll_until(&sock, &rt, |s| s.matches("benchmark message").count() >= 2);
+        raw_send.push(t.elapsed());
+    }
+    tmux(&sock, &["kill-server"]);
+    let (spawn, raw_spawn, send, raw_send) = (stats(spawn), stats(raw_spawn), stats(send), stats(raw_send));
+    println!("\n{runs} runs each\n");
+    header();
+    row("floor: tmux new-session → prompt", &raw_spawn, &raw_spawn, "-");
+    row("task spawn → agent prompt", &spawn, &raw_spawn, "-");
+    row("floor: tmux send-keys → echoed", &raw_send, &raw_send, "-");
+    row("task send → confirmed submitted", &send, &raw_send, "-");
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if !task_bin().exists() {
+        eprintln!(
+            "ao-bench: {} not found; run `cargo build --release` first",
+            task_bin().display()
+        );
+        std::process::exit(2);
+    }
+    match args.first().map(String::as_str) {
+        Some("status") => bench_status(&args),
+        Some("tmux") => bench_tmux(&args),
+        Some("generate") => {
+            let dir = PathBuf::from(args.get(1).expect("ao-bench generate DIR"));
+            std::fs::create_dir_all(&dir).unwrap();
+            let d = generate(&dir, arg(&args, "--handoffs", 10_000), arg(&args, "--artifacts", 2_000));
+            println!("{}", d.display());
+        }
+        _ => {
+            eprintln!(
+                "usage: ao-bench status [--handoffs N] [--artifacts N] [--runs N] | tmux [--runs N] | generate DIR"
+            );
+            std::process::exit(2);
+        }
+    }
+}

@@ -1,0 +1,878 @@
+//! The `task` command line: argument parsing and one function per verb.
+//!
+//! Human output goes to stdout, diagnostics to stderr; `--json` output is the
+//! documented, versioned shape in docs/json.md. Exit codes are those of
+//! [`crate::error`].
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+
+use crate::agents;
+use crate::clock;
+use crate::error::{self, Error};
+use crate::handoff::{self, Status};
+use crate::names::{AgentName, TaskName};
+use crate::scribe;
+use crate::status;
+use crate::task::{self, Task};
+
+const AFTER_HELP: &str = "\
+Names: task and agent names are 1-63 characters of lower-case a-z, 0-9, '-' and '_',
+starting with a letter or digit. Upper case is refused, not folded.
+
+Exit codes:
+  0  success
+  1  the work failed (I/O, tmux, a runtime)
+  2  bad input: a refused name, a bad flag, a malformed task.md or body
+  3  not found: no such task (or session)
+  4  pm_state.json is corrupt or from a newer version
+  5  a message or check-in was not confirmed delivered (it will be retried)
+
+Environment:
+  TASK_NAME, TASK_DIR   set in every agent's session; `task` finds the task from them
+  AO_TMUX_SOCKET        tmux server: a name (-L, default agent-orchestrator) or a socket path (-S)
+  AO_SESSION_PREFIX     session names are <prefix>-<task>-<agent> (default ao)
+  SOURCE_DATE_EPOCH     fixes the clock (reproducible progress.md in tests)
+  RUST_LOG              log filter for diagnostics on stderr";
+
+/// A supervisor for teams of AI coding agents in tmux.
+#[derive(Debug, Parser)]
+#[command(name = "task", version, about, long_about = None, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// More diagnostics on stderr (-v info, -vv debug).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// `--project` shared by most verbs.
+#[derive(Debug, clap::Args)]
+pub struct ProjectArg {
+    /// The project folder holding tasks/ (default: found from $TASK_DIR, or the current folder and its parents).
+    #[arg(long, value_name = "DIR")]
+    pub project: Option<PathBuf>,
+}
+
+/// The verbs.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create tasks/<name>/ (task.md, pm_state.json, progress.md, handoffs/, artifacts/, scratchpad/); re-running repairs missing parts and never overwrites task.md or state.
+    New {
+        /// The task name (see "Names" below).
+        name: TaskName,
+        /// The project folder (default: the current folder).
+        #[arg(long, value_name = "DIR")]
+        project: Option<PathBuf>,
+        /// Print what was created as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a well-formed handoff atomically and print its path. The body (markdown sections such as '## Completed Work') comes from --body-file, or stdin with '--body-file -'.
+    Handoff {
+        /// The task.
+        task: TaskName,
+        /// The agent writing it.
+        #[arg(long, value_name = "AGENT")]
+        from: AgentName,
+        /// COMPLETE, BLOCKED, NEEDS_REVIEW or IN_PROGRESS (case-insensitive).
+        #[arg(long, value_parser = parse_status, value_name = "STATUS")]
+        status: Status,
+        /// Who it is for (default: pm, unless written by pm).
+        #[arg(long, value_name = "AGENT")]
+        target: Option<AgentName>,
+        /// The agent recommended to run next.
+        #[arg(long, value_name = "AGENT")]
+        next: Option<AgentName>,
+        /// File with the body; '-' reads stdin.
+        #[arg(long, value_name = "FILE")]
+        body_file: Option<PathBuf>,
+        #[command(flatten)]
+        project: ProjectArg,
+        /// Print {"path": …} as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a task's phase, agents, check-ins, blockers and counts (all tasks of the project when no name is given).
+    Status {
+        /// The task (default: every task in the project).
+        task: Option<TaskName>,
+        #[command(flatten)]
+        project: ProjectArg,
+        /// Machine-readable output (see docs/json.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the project's tasks.
+    List {
+        #[command(flatten)]
+        project: ProjectArg,
+        /// Machine-readable output (see docs/json.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Regenerate progress.md (the built-in scribe) and print its path; does not mark handoffs as checked in.
+    Progress {
+        /// The task.
+        task: TaskName,
+        #[command(flatten)]
+        project: ProjectArg,
+    },
+    /// Write the default agent definitions (pm, explore, plan, architect, dev, test, review, scribe) that are missing; never overwrites.
+    /// Start the task's PM in tmux (creating the task if needed) and, in cron mode, install its check-in crontab line.
+    Start {
+        /// The task.
+        name: TaskName,
+        /// The project folder (default: the current folder, or where the task is found).
+        #[arg(long, value_name = "DIR")]
+        project: Option<PathBuf>,
+        /// claude, kiro, demo, or a profile from the config file (default: task.md `runtime:`, else claude).
+        #[arg(long, value_name = "RUNTIME")]
+        runtime: Option<String>,
+        /// Do not install the crontab line (use `task watch` or your own scheduler).
+        #[arg(long)]
+        no_cron: bool,
+        /// Print what was started as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start an agent in its own tmux session with the spawn preamble followed by the PM's handoff.
+    Spawn {
+        /// The task.
+        task: TaskName,
+        /// The agent to start (explore, plan, architect, dev, test, review, …).
+        agent: AgentName,
+        /// The PM's handoff with the agent's instructions (path, or a name in handoffs/).
+        #[arg(long, value_name = "FILE")]
+        handoff: PathBuf,
+        /// Override the task's runtime.
+        #[arg(long, value_name = "RUNTIME")]
+        runtime: Option<String>,
+        #[command(flatten)]
+        project: ProjectArg,
+        /// Print what was started as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Type a message into a running agent and confirm it was submitted (exit 5 when not confirmed).
+    Send {
+        /// The task.
+        task: TaskName,
+        /// The agent.
+        agent: AgentName,
+        /// The message text (may start with '-').
+        #[arg(long, value_name = "TEXT", group = "what", allow_hyphen_values = true)]
+        message: Option<String>,
+        /// Send the contents of a file.
+        #[arg(long, value_name = "FILE", group = "what")]
+        file: Option<PathBuf>,
+        /// Send a pointer to a handoff file ("Read your instructions in …").
+        #[arg(long, value_name = "FILE", group = "what")]
+        handoff: Option<PathBuf>,
+        #[command(flatten)]
+        project: ProjectArg,
+        /// Print the delivery report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One check-in (for cron): refresh progress.md, compute signals, message the PM; handoffs are marked seen only once the PM got it (exit 5 when not delivered).
+    Checkin {
+        /// The task.
+        task: TaskName,
+        #[command(flatten)]
+        project: ProjectArg,
+        /// Print the check-in report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run check-ins in the foreground: at once when a handoff lands, and on the task's schedule; exits when the task is COMPLETE or BLOCKED.
+    Watch {
+        /// The task.
+        task: TaskName,
+        #[command(flatten)]
+        project: ProjectArg,
+        /// How often to look for new handoffs, in milliseconds.
+        #[arg(long, default_value_t = 500, value_name = "MS")]
+        poll_ms: u64,
+        /// Give up after this many seconds (0: never).
+        #[arg(long, default_value_t = 0, value_name = "SECS")]
+        timeout: u64,
+    },
+    /// End the task's agent sessions (PM included) and remove its crontab line; every file is kept.
+    Stop {
+        /// The task.
+        task: TaskName,
+        #[command(flatten)]
+        project: ProjectArg,
+        /// Print what was stopped as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Attach your terminal to an agent's tmux session (the PM by default).
+    Attach {
+        /// The task.
+        task: TaskName,
+        /// The agent (default: pm).
+        agent: Option<AgentName>,
+        #[command(flatten)]
+        project: ProjectArg,
+    },
+    /// The built-in scripted agent of the demo runtime (started by `task start --runtime demo`).
+    #[command(hide = true)]
+    DemoAgent {
+        /// The preamble file to read.
+        #[arg(long, value_name = "FILE")]
+        prompt_file: PathBuf,
+    },
+    SetupAgents {
+        #[command(flatten)]
+        project: ProjectArg,
+        /// Which runtime's files to write.
+        #[arg(long, value_enum, default_value = "both")]
+        runtime: agents::Which,
+        /// Print what was added and kept as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_status(s: &str) -> Result<Status, String> {
+    Status::from_word(s)
+        .filter(|st| s.trim().eq_ignore_ascii_case(st.as_str()))
+        .ok_or_else(|| format!("{s:?} is not one of COMPLETE, BLOCKED, NEEDS_REVIEW, IN_PROGRESS"))
+}
+
+/// Parse arguments, run, print errors; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() {
+                error::EXIT_BAD_INPUT
+            } else {
+                error::EXIT_OK
+            };
+            let _ = e.print();
+            return code;
+        }
+    };
+    crate::logging::init(cli.verbose);
+    match run(cli) {
+        Ok(()) => error::EXIT_OK,
+        Err(e) => {
+            let code = e
+                .chain()
+                .find_map(|c| c.downcast_ref::<Exit>().map(|x| x.0))
+                .or_else(|| e.chain().find_map(|c| c.downcast_ref::<Error>()).map(Error::exit_code))
+                .unwrap_or(error::EXIT_FAILURE);
+            eprintln!("error: {e:#}");
+            code
+        }
+    }
+}
+
+fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, v)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+fn locate(project: &ProjectArg, name: &TaskName) -> anyhow::Result<Task> {
+    let p = task::find_project(project.project.as_deref(), name)?;
+    let t = Task::new(&p, name.clone())?;
+    t.require()?;
+    Ok(t)
+}
+
+/// Run one parsed command.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::New { name, project, json } => cmd_new(&name, project.as_deref(), json),
+        Command::Handoff {
+            task,
+            from,
+            status,
+            target,
+            next,
+            body_file,
+            project,
+            json,
+        } => cmd_handoff(
+            &project,
+            &task,
+            &from,
+            status,
+            target.as_ref(),
+            next.as_ref(),
+            body_file.as_deref(),
+            json,
+        ),
+        Command::Status { task, project, json } => cmd_status(&project, task.as_ref(), json),
+        Command::List { project, json } => cmd_list(&project, json),
+        Command::Progress { task, project } => cmd_progress(&project, &task),
+        Command::SetupAgents { project, runtime, json } => cmd_setup_agents(&project, runtime, json),
+        Command::Start {
+            name,
+            project,
+            runtime,
+            no_cron,
+            json,
+        } => block_on(cmd_start(&name, project.as_deref(), runtime.as_deref(), no_cron, json)),
+        Command::Spawn {
+            task,
+            agent,
+            handoff,
+            runtime,
+            project,
+            json,
+        } => block_on(cmd_spawn(&project, &task, &agent, &handoff, runtime.as_deref(), json)),
+        Command::Send {
+            task,
+            agent,
+            message,
+            file,
+            handoff,
+            project,
+            json,
+        } => block_on(cmd_send(&project, &task, &agent, message, file, handoff, json)),
+        Command::Checkin { task, project, json } => block_on(cmd_checkin(&project, &task, json)),
+        Command::Watch {
+            task,
+            project,
+            poll_ms,
+            timeout,
+        } => block_on(cmd_watch(&project, &task, poll_ms, timeout)),
+        Command::Stop { task, project, json } => block_on(cmd_stop(&project, &task, json)),
+        Command::Attach { task, agent, project } => cmd_attach(&project, &task, agent.as_ref()),
+        Command::DemoAgent { prompt_file } => Ok(crate::demo::main(&prompt_file)?),
+    }
+}
+
+fn cmd_new(name: &TaskName, project: Option<&Path>, json: bool) -> anyhow::Result<()> {
+    let project = match project {
+        Some(p) => p.to_path_buf(),
+        None => std::env::current_dir().context("reading the current folder")?,
+    };
+    if !project.is_dir() {
+        return Err(Error::BadInput(format!(
+            "project folder {} does not exist; create it first or pass --project DIR",
+            project.display()
+        ))
+        .into());
+    }
+    let t = Task::new(&project, name.clone())?;
+    let report = task::create_or_repair(&t, clock::now())?;
+    if let Some(aside) = &report.state_set_aside {
+        eprintln!(
+            "warning: {} was corrupt; it was moved to {} and a fresh state was written (handoffs will be checked in again)",
+            t.state_path().display(),
+            aside.display()
+        );
+    }
+    if json {
+        return print_json(&serde_json::json!({
+            "task": name.as_str(),
+            "dir": t.dir(),
+            "created": report.created,
+            "state_set_aside": report.state_set_aside,
+        }));
+    }
+    if report.created.is_empty() {
+        println!("Task '{name}' is complete at {}; nothing to repair.", t.dir().display());
+    } else if report.created.iter().any(|c| c == ".") {
+        println!("Created task '{name}' at {}", t.dir().display());
+        println!(
+            "Next: describe the goal in {}, then run `task start {name}`.",
+            t.task_md().display()
+        );
+    } else {
+        println!(
+            "Repaired task '{name}' at {}: added {}",
+            t.dir().display(),
+            report.created.join(", ")
+        );
+    }
+    Ok(())
+}
+
+fn read_body(path: Option<&Path>) -> anyhow::Result<String> {
+    let Some(path) = path else { return Ok(String::new()) };
+    let mut bytes = Vec::new();
+    let cap = handoff::SIZE_CAP;
+    if path == Path::new("-") {
+        std::io::stdin()
+            .lock()
+            .take(cap + 1)
+            .read_to_end(&mut bytes)
+            .context("reading the handoff body from stdin")?;
+    } else {
+        let f = std::fs::File::open(path).map_err(|e| Error::io("open the body file", path, e))?;
+        f.take(cap + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| Error::io("read the body file", path, e))?;
+    }
+    if bytes.len() as u64 > cap {
+        return Err(Error::BadInput(format!(
+            "the handoff body is over the {cap} byte cap; put large content in artifacts/ and list it under '## Artifacts Generated'"
+        ))
+        .into());
+    }
+    let body = String::from_utf8(bytes).map_err(|e| {
+        Error::BadInput(format!(
+            "the handoff body is not valid UTF-8 (first bad byte at offset {}); nothing was written",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    let body = body.strip_prefix('\u{feff}').unwrap_or(&body).replace("\r\n", "\n");
+    if body.contains('\0') {
+        return Err(Error::BadInput("the handoff body contains NUL bytes; nothing was written".into()).into());
+    }
+    Ok(body)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn cmd_handoff(
+    project: &ProjectArg,
+    name: &TaskName,
+    from: &AgentName,
+    status: Status,
+    target: Option<&AgentName>,
+    next: Option<&AgentName>,
+    body_file: Option<&Path>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let body = read_body(body_file)?;
+    let t = locate(project, name)?;
+    fsutil_dir(&t.handoffs())?;
+    let h = handoff::NewHandoff {
+        from,
+        status,
+        target,
+        next,
+        body: &body,
+        now: clock::now().with_timezone(&chrono::Local),
+    };
+    for w in handoff::parse(&handoff::render(&h))
+        .warnings
+        .iter()
+        .filter(|w| w.contains("twice"))
+    {
+        eprintln!("warning: the body repeats a header line: {w}");
+    }
+    let path = handoff::write(&t.handoffs(), &h)?;
+    if json {
+        return print_json(&serde_json::json!({ "path": path }));
+    }
+    println!("{}", path.display());
+    Ok(())
+}
+
+fn fsutil_dir(dir: &Path) -> anyhow::Result<()> {
+    if !dir.is_dir() {
+        crate::fsutil::create_dir_all(dir)?;
+    }
+    Ok(())
+}
+
+fn cmd_status(project: &ProjectArg, name: Option<&TaskName>, json: bool) -> anyhow::Result<()> {
+    let tasks = match name {
+        Some(n) => vec![locate(project, n)?],
+        None => {
+            let root = task::find_project_root(project.project.as_deref())?;
+            let ts = task::list_tasks(&root)?;
+            if ts.is_empty() && !json {
+                println!(
+                    "No tasks in {}/tasks. Create one with `task new <name>`.",
+                    root.display()
+                );
+                return Ok(());
+            }
+            ts
+        }
+    };
+    let mut all = Vec::new();
+    for t in &tasks {
+        let mut s = status::task_status(t)?;
+        add_liveness(t, &mut s);
+        all.push(s);
+    }
+    if json {
+        let v = match name {
+            Some(_) => serde_json::json!({ "schema": status::JSON_SCHEMA, "task": all.pop() }),
+            None => serde_json::json!({ "schema": status::JSON_SCHEMA, "tasks": all }),
+        };
+        return print_json(&v);
+    }
+    let text: Vec<String> = all.iter().map(status::render).collect();
+    print!("{}", text.join("\n"));
+    Ok(())
+}
+
+fn cmd_list(project: &ProjectArg, json: bool) -> anyhow::Result<()> {
+    let root = task::find_project_root(project.project.as_deref())?;
+    let rows = status::list(&root)?;
+    if json {
+        return print_json(&serde_json::json!({
+            "schema": status::JSON_SCHEMA,
+            "project": root,
+            "tasks": rows,
+        }));
+    }
+    print!("{}", status::render_list(&root, &rows));
+    Ok(())
+}
+
+fn cmd_progress(project: &ProjectArg, name: &TaskName) -> anyhow::Result<()> {
+    let t = locate(project, name)?;
+    let st = t.state()?;
+    let (names, skipped) = handoff::list(&t.handoffs())?;
+    for s in &skipped {
+        eprintln!("warning: skipped handoffs/{}: {}", s.file, s.reason);
+    }
+    let recent = scribe::unprocessed(&t, &st, &names)?;
+    scribe::write_progress(&t, &st, &names, &recent, &[], clock::now())?;
+    println!("{}", t.progress_path().display());
+    Ok(())
+}
+
+fn cmd_setup_agents(project: &ProjectArg, which: agents::Which, json: bool) -> anyhow::Result<()> {
+    let root = match &project.project {
+        Some(p) => p.clone(),
+        None => std::env::current_dir().context("reading the current folder")?,
+    };
+    let report = agents::setup(&root, which)?;
+    if json {
+        return print_json(&report);
+    }
+    for a in &report.added {
+        println!("added  {a}");
+    }
+    for k in &report.kept {
+        println!("kept   {k} (already exists)");
+    }
+    Ok(())
+}
+
+/// Exit code when a message or check-in was not confirmed delivered.
+pub const EXIT_UNDELIVERED: i32 = 5;
+
+/// An error that carries its own exit code (delivery outcomes).
+#[derive(Debug)]
+struct Exit(i32, String);
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.1)
+    }
+}
+
+impl std::error::Error for Exit {}
+
+fn block_on<F: std::future::Future<Output = anyhow::Result<()>>>(f: F) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(f)
+}
+
+fn add_liveness(t: &Task, s: &mut status::TaskStatus) {
+    let Ok(st) = t.state() else { return };
+    if !st.agents.values().any(|a| a.pane.is_some()) {
+        return;
+    }
+    let Ok(ctx) = crate::session::Ctx::from_env() else {
+        return;
+    };
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+        return;
+    };
+    let Ok(live) = rt.block_on(crate::session::liveness(&ctx, &st, clock::now())) else {
+        return;
+    };
+    for l in live {
+        if let Some(row) = s.agents.iter_mut().find(|r| r.name == l.agent) {
+            row.pane = Some(l.pane);
+            row.exit_status = l.exit_status;
+            row.exit_signal = l.exit_signal;
+            row.idle_secs = l.idle_secs;
+            row.waiting_for_human = l.waiting_for_human;
+        }
+    }
+}
+
+async fn cmd_start(
+    name: &TaskName,
+    project: Option<&Path>,
+    runtime: Option<&str>,
+    no_cron: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    let project = task::find_project(project, name)?;
+    if !project.is_dir() {
+        return Err(Error::BadInput(format!("project folder {} does not exist", project.display())).into());
+    }
+    let t = Task::new(&project, name.clone())?;
+    let ctx = crate::session::Ctx::from_env()?;
+    let started = crate::session::start(&ctx, &t, runtime, clock::now()).await?;
+    let mut cron_line = None;
+    let mut cron_note = None;
+    if !no_cron {
+        let spec = t.spec()?;
+        let sched = crate::cron::schedule(spec.setting("checkin")).map_err(Error::BadInput)?;
+        let line = crate::cron::line(
+            &sched,
+            &ctx.task_bin,
+            &t.project,
+            name.as_str(),
+            &t.dir().join(".checkin.log"),
+        );
+        if crate::cron::available() {
+            crate::cron::install(&line, &crate::cron::marker(&t.project, name.as_str()))?;
+            cron_note = Some("installed".to_string());
+        } else {
+            cron_note = Some("crontab is not installed; add this line with `crontab -e`".to_string());
+        }
+        cron_line = Some(line);
+    }
+    if json {
+        return print_json(&serde_json::json!({ "started": started, "cron_line": cron_line, "cron": cron_note }));
+    }
+    println!(
+        "Started the PM of task '{name}' ({} runtime) in tmux session {} (pane {}).",
+        started.runtime, started.session, started.pane
+    );
+    println!("Preamble saved to {}", started.preamble.display());
+    match (&cron_line, cron_note.as_deref()) {
+        (Some(_), Some("installed")) => {
+            println!("Check-ins: crontab line installed (`crontab -l` shows it; `task stop {name}` removes it).")
+        }
+        (Some(l), Some(note)) => println!("Check-ins: {note}:\n  {l}"),
+        _ => println!(
+            "Check-ins: no crontab line; run `task watch {name}` or `task checkin {name}` from your scheduler."
+        ),
+    }
+    println!(
+        "Watch it: task status {name}   |   task attach {name}   (tmux {} ls)",
+        ctx.tmux.socket().flags()
+    );
+    Ok(())
+}
+
+async fn cmd_spawn(
+    project: &ProjectArg,
+    name: &TaskName,
+    agent: &AgentName,
+    handoff: &Path,
+    runtime: Option<&str>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let t = locate(project, name)?;
+    let ctx = crate::session::Ctx::from_env()?;
+    let started = crate::session::spawn(&ctx, &t, agent, handoff, runtime, clock::now()).await?;
+    if json {
+        return print_json(&started);
+    }
+    println!(
+        "Started {agent} for task '{name}' in tmux session {} (pane {}); preamble saved to {}",
+        started.session,
+        started.pane,
+        started.preamble.display()
+    );
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn cmd_send(
+    project: &ProjectArg,
+    name: &TaskName,
+    agent: &AgentName,
+    message: Option<String>,
+    file: Option<PathBuf>,
+    handoff: Option<PathBuf>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let t = locate(project, name)?;
+    let text = match (message, file, handoff) {
+        (Some(m), _, _) => m,
+        (None, Some(f), _) => {
+            let bytes = std::fs::read(&f).map_err(|e| Error::io("read", &f, e))?;
+            String::from_utf8(bytes)
+                .map_err(|_| Error::BadInput(format!("{} is not valid UTF-8; nothing was sent", f.display())))?
+        }
+        (None, None, Some(h)) => {
+            let p = crate::session::find_handoff(&t, &h)?;
+            format!("New instructions from the PM: read {} and follow them.", p.display())
+        }
+        (None, None, None) => {
+            return Err(
+                Error::BadInput("say what to send: --message TEXT, --file FILE or --handoff FILE".into()).into(),
+            );
+        }
+    };
+    let ctx = crate::session::Ctx::from_env()?;
+    let report = crate::session::send(&ctx, &t, agent.as_str(), &text).await?;
+    if json {
+        print_json(&report)?;
+    } else {
+        println!(
+            "{}: {} ({} bytes, {} Enter)",
+            format!("{:?}", report.outcome).to_lowercase(),
+            report.reason,
+            report.bytes,
+            report.enters
+        );
+    }
+    if report.outcome != crate::delivery::Outcome::Delivered {
+        return Err(Exit(
+            EXIT_UNDELIVERED,
+            format!("message to {agent} not confirmed: {}", report.reason),
+        )
+        .into());
+    }
+    Ok(())
+}
+
+async fn cmd_checkin(project: &ProjectArg, name: &TaskName, json: bool) -> anyhow::Result<()> {
+    let t = locate(project, name)?;
+    let ctx = crate::session::Ctx::from_env()?;
+    let report = crate::checkin::run(&t, &ctx.tmux, clock::now()).await?;
+    if json {
+        print_json(&report)?;
+    } else {
+        print_checkin(&report);
+    }
+    match &report.delivery {
+        None => Ok(()),
+        Some(d) if d.outcome == crate::delivery::Outcome::Delivered => Ok(()),
+        Some(d) => Err(Exit(
+            EXIT_UNDELIVERED,
+            format!(
+                "check-in not delivered ({}); the handoffs stay new for the next check-in",
+                d.reason
+            ),
+        )
+        .into()),
+    }
+}
+
+fn print_checkin(r: &crate::checkin::CheckinReport) {
+    match &r.delivery {
+        None => println!("{}: another check-in is running; this one stood down.", r.task),
+        Some(d) => {
+            let what = if r.new_handoffs.is_empty() {
+                "nothing new".to_string()
+            } else {
+                format!("{} new handoff(s): {}", r.new_handoffs.len(), r.new_handoffs.join(", "))
+            };
+            println!(
+                "{}: {what}; {} signal(s); phase {}; check-in {}: {}",
+                r.task,
+                r.signals.len(),
+                r.phase,
+                format!("{:?}", d.outcome).to_lowercase(),
+                d.reason
+            );
+        }
+    }
+}
+
+async fn cmd_watch(project: &ProjectArg, name: &TaskName, poll_ms: u64, timeout: u64) -> anyhow::Result<()> {
+    let t = locate(project, name)?;
+    let ctx = crate::session::Ctx::from_env()?;
+    let every = t
+        .spec()
+        .ok()
+        .and_then(|s| s.setting("checkin").and_then(crate::checkin::parse_duration))
+        .unwrap_or(std::time::Duration::from_secs(600));
+    let started = std::time::Instant::now();
+    let mut last_checkin = std::time::Instant::now();
+    println!(
+        "Watching task '{name}': a check-in on every new handoff, and every {}s.",
+        every.as_secs()
+    );
+    loop {
+        let st = t.state()?;
+        if matches!(st.phase, task::Phase::Complete | task::Phase::Blocked) {
+            println!("Task '{name}' is {}.", st.phase);
+            return if st.phase == task::Phase::Complete {
+                Ok(())
+            } else {
+                Err(Exit(
+                    error::EXIT_FAILURE,
+                    format!("task '{name}' is BLOCKED; see `task status {name}`"),
+                )
+                .into())
+            };
+        }
+        let (names, _) = handoff::list(&t.handoffs())?;
+        let (cands, _) = st.ledger.scan(&t.handoffs(), &names)?;
+        let due = last_checkin.elapsed() >= every;
+        if !cands.is_empty() || due {
+            let r = crate::checkin::run(&t, &ctx.tmux, clock::now()).await?;
+            print_checkin(&r);
+            last_checkin = std::time::Instant::now();
+            if r.delivery
+                .as_ref()
+                .is_some_and(|d| d.outcome != crate::delivery::Outcome::Delivered)
+            {
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            }
+        }
+        if timeout > 0 && started.elapsed().as_secs() >= timeout {
+            return Err(Exit(
+                error::EXIT_FAILURE,
+                format!("gave up after {timeout}s; the task is {}", st.phase),
+            )
+            .into());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(poll_ms)).await;
+    }
+}
+
+async fn cmd_stop(project: &ProjectArg, name: &TaskName, json: bool) -> anyhow::Result<()> {
+    let t = locate(project, name)?;
+    let ctx = crate::session::Ctx::from_env()?;
+    let stopped = crate::session::stop(&ctx, &t, clock::now()).await?;
+    let cron_removed = if crate::cron::available() {
+        crate::cron::uninstall(&crate::cron::marker(&t.project, name.as_str()))?
+    } else {
+        false
+    };
+    if json {
+        return print_json(&serde_json::json!({ "stopped": stopped, "cron_removed": cron_removed }));
+    }
+    if stopped.ended.is_empty() {
+        println!("Task '{name}' had no running sessions; nothing to stop. Files are untouched.");
+    } else {
+        println!(
+            "Stopped {} session(s) of task '{name}': {}. Files are kept.",
+            stopped.ended.len(),
+            stopped.ended.join(", ")
+        );
+    }
+    if cron_removed {
+        println!("Removed its crontab line.");
+    }
+    Ok(())
+}
+
+fn cmd_attach(project: &ProjectArg, name: &TaskName, agent: Option<&AgentName>) -> anyhow::Result<()> {
+    let t = locate(project, name)?;
+    let agent = agent.map(|a| a.as_str()).unwrap_or("pm");
+    let ctx = crate::session::Ctx::from_env()?;
+    let session = ctx.session_name(&t, agent);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    if !rt.block_on(ctx.tmux.has_session(&session))? {
+        return Err(Error::NotRunning(format!(
+            "agent '{agent}' of task '{name}' is not running (no tmux session {session} on server {}); start it with `task start {name}`",
+            ctx.tmux.socket().flags()
+        ))
+        .into());
+    }
+    Err(ctx.tmux.attach_exec(&session).into())
+}

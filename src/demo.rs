@@ -1,0 +1,550 @@
+//! The demo runtime: a scripted agent built into the binary.
+//!
+//! It behaves like a real terminal agent as far as the supervisor can tell:
+//! it draws an input line (`demo> `), takes bracketed pastes, submits on
+//! Enter, shows `demo: working…` while busy — and it follows the protocol with
+//! the real commands: it reads its preamble, writes artifacts, and finishes
+//! with `task handoff`. As PM it runs a fixed plan (explore → plan → dev →
+//! review, one rejection then approval, then COMPLETE) using `task handoff`
+//! and `task spawn`, advancing one step per check-in it receives.
+//!
+//! Every submitted message is appended to `scratchpad/<agent>/inbox.jsonl`,
+//! which is how tests prove a message arrived literally and exactly once.
+
+use std::io::{Read, Write};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::handoff::{self, Status};
+
+/// Environment the demo agent runs in (set by `task start` / `task spawn`).
+#[derive(Debug, Clone)]
+struct Env {
+    task: String,
+    task_dir: PathBuf,
+    agent: String,
+    pause: Duration,
+    bin: PathBuf,
+}
+
+fn env() -> Result<Env> {
+    let get = |k: &str| {
+        std::env::var(k).map_err(|_| {
+            Error::BadInput(format!(
+                "demo-agent needs ${k}; it is started by `task start`/`task spawn`"
+            ))
+        })
+    };
+    let pause_ms = std::env::var("AO_DEMO_PAUSE_MS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1500);
+    Ok(Env {
+        task: get("TASK_NAME")?,
+        task_dir: PathBuf::from(get("TASK_DIR")?),
+        agent: get("TASK_AGENT")?,
+        pause: Duration::from_millis(pause_ms),
+        bin: std::env::current_exe().map_err(|e| Error::io("find own binary", "task", e))?,
+    })
+}
+
+/// Raw mode + bracketed paste for the life of the value.
+struct Terminal {
+    saved: Option<libc::termios>,
+}
+
+impl Terminal {
+    fn enter() -> Terminal {
+        let fd = std::io::stdin().as_raw_fd();
+        // SAFETY: tcgetattr/tcsetattr on stdin with a zeroed, then filled, termios.
+        let saved = unsafe {
+            let mut t: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(fd, &mut t) != 0 {
+                None
+            } else {
+                let orig = t;
+                libc::cfmakeraw(&mut t);
+                t.c_oflag |= libc::OPOST | libc::ONLCR;
+                libc::tcsetattr(fd, libc::TCSANOW, &t);
+                Some(orig)
+            }
+        };
+        print!("\x1b[?2004h");
+        let _ = std::io::stdout().flush();
+        Terminal { saved }
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        print!("\x1b[?2004l");
+        let _ = std::io::stdout().flush();
+        if let Some(t) = self.saved {
+            // SAFETY: restoring the attributes read in enter().
+            unsafe {
+                libc::tcsetattr(std::io::stdin().as_raw_fd(), libc::TCSANOW, &t);
+            }
+        }
+    }
+}
+
+/// Input line state: typed text and pastes.
+#[derive(Default)]
+struct Input {
+    text: String,
+    pasted_chars: usize,
+    in_paste: bool,
+    esc: Vec<u8>,
+    /// Bytes not yet decoded: a UTF-8 character split across reads waits here.
+    raw: Vec<u8>,
+}
+
+impl Input {
+    fn display(&self) -> String {
+        if self.pasted_chars > 0 {
+            format!(
+                "[pasted {} chars]{}",
+                self.pasted_chars,
+                self.text.chars().skip(self.pasted_chars).collect::<String>()
+            )
+        } else {
+            self.text.clone()
+        }
+    }
+
+    /// Feed bytes; returns the messages submitted.
+    fn feed(&mut self, bytes: &[u8], out: &mut Vec<String>) {
+        let mut raw = std::mem::take(&mut self.raw);
+        for &b in bytes {
+            if !self.esc.is_empty() || b == 0x1b {
+                self.esc.push(b);
+                let seq = self.esc.as_slice();
+                if seq == b"\x1b[200~" {
+                    self.flush_raw(&mut raw);
+                    self.in_paste = true;
+                    self.esc.clear();
+                } else if seq == b"\x1b[201~" {
+                    self.flush_raw(&mut raw);
+                    self.in_paste = false;
+                    self.esc.clear();
+                } else if !(b"\x1b[200~".starts_with(seq) || b"\x1b[201~".starts_with(seq)) {
+                    // Some other escape sequence: inside a paste keep it verbatim, else drop it.
+                    if self.in_paste {
+                        raw.extend_from_slice(&self.esc);
+                    }
+                    self.esc.clear();
+                }
+                continue;
+            }
+            if self.in_paste {
+                raw.push(if b == b'\r' { b'\n' } else { b });
+                continue;
+            }
+            if b < 0x20 || b == 0x7f {
+                self.flush_raw(&mut raw);
+            }
+            match b {
+                b'\r' | b'\n' if !self.text.is_empty() => {
+                    out.push(std::mem::take(&mut self.text));
+                    self.pasted_chars = 0;
+                }
+                b'\r' | b'\n' => {}
+                0x7f | 0x08 => {
+                    self.text.pop();
+                    self.pasted_chars = self.pasted_chars.min(self.text.chars().count());
+                }
+                0x03 => {
+                    self.text.clear();
+                    self.pasted_chars = 0;
+                }
+                b if b >= 0x20 => raw.push(b),
+                _ => {}
+            }
+            self.flush_complete(&mut raw);
+        }
+        self.flush_complete(&mut raw);
+        self.raw = raw;
+    }
+
+    /// Decode everything (an incomplete tail becomes U+FFFD): used at paste and control boundaries.
+    fn flush_raw(&mut self, raw: &mut Vec<u8>) {
+        if raw.is_empty() {
+            return;
+        }
+        let s = String::from_utf8_lossy(raw).into_owned();
+        self.push(&s);
+        raw.clear();
+    }
+
+    /// Decode the complete UTF-8 prefix; keep a split character's bytes for the next read.
+    fn flush_complete(&mut self, raw: &mut Vec<u8>) {
+        let keep = match std::str::from_utf8(raw) {
+            Ok(_) => 0,
+            Err(e) if e.error_len().is_none() => raw.len() - e.valid_up_to(),
+            Err(_) => 0,
+        };
+        let tail = raw.split_off(raw.len() - keep);
+        self.flush_raw(raw);
+        *raw = tail;
+    }
+
+    fn push(&mut self, s: &str) {
+        if self.in_paste {
+            self.pasted_chars += s.chars().count();
+        }
+        self.text.push_str(s);
+    }
+}
+
+#[derive(Serialize)]
+struct InboxEntry<'a> {
+    n: usize,
+    bytes: usize,
+    text: &'a str,
+}
+
+fn say(line: &str) {
+    print!("\r\x1b[2K{line}\r\n");
+    let _ = std::io::stdout().flush();
+}
+
+fn prompt(input: &Input) {
+    print!("\r\x1b[2Kdemo> {}", input.display());
+    let _ = std::io::stdout().flush();
+}
+
+fn run_task(env: &Env, args: &[&str], stdin: Option<&str>) -> Result<String> {
+    let mut c = Command::new(&env.bin);
+    c.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    let mut child = c.spawn().map_err(|e| Error::io("run", &env.bin, e))?;
+    if let (Some(text), Some(mut si)) = (stdin, child.stdin.take()) {
+        let _ = si.write_all(text.as_bytes());
+    }
+    let out = child.wait_with_output().map_err(|e| Error::io("run", &env.bin, e))?;
+    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        say(&format!("demo: `task {}` failed: {err}", args.first().unwrap_or(&"")));
+        return Err(Error::BadInput(err));
+    }
+    Ok(stdout)
+}
+
+fn handoff_cmd(env: &Env, status: Status, target: Option<&str>, next: Option<&str>, body: &str) -> Result<String> {
+    let mut args = vec![
+        "handoff",
+        env.task.as_str(),
+        "--from",
+        env.agent.as_str(),
+        "--status",
+        status.as_str(),
+    ];
+    if let Some(t) = target {
+        args.extend(["--target", t]);
+    }
+    if let Some(n) = next {
+        args.extend(["--next", n]);
+    }
+    args.extend(["--body-file", "-"]);
+    let path = run_task(env, &args, Some(body))?;
+    say(&format!(
+        "demo: wrote {}",
+        Path::new(&path)
+            .file_name()
+            .map(|f| f.to_string_lossy())
+            .unwrap_or_default()
+    ));
+    Ok(path)
+}
+
+fn count_handoffs(env: &Env, agent: &str) -> usize {
+    handoff::list(&env.task_dir.join("handoffs"))
+        .map(|(n, _)| n.iter().filter(|n| n.agent == agent).count())
+        .unwrap_or(0)
+}
+
+fn write_artifact(env: &Env, rel: &str, text: &str) -> Result<()> {
+    let p = env.task_dir.join(rel);
+    if let Some(d) = p.parent() {
+        crate::fsutil::create_dir_all(d)?;
+    }
+    crate::fsutil::atomic_write(&p, text.as_bytes())
+}
+
+/// The spoke's scripted work: one artifact and one handoff.
+fn spoke_work(env: &Env, instructions: &str) -> Result<()> {
+    say("demo: working…");
+    std::thread::sleep(env.pause);
+    let n = count_handoffs(env, &env.agent) + 1;
+    let gist = handoff::one_line(instructions, 80);
+    let (status, next, rel, extra): (Status, Option<&str>, String, String) = match env.agent.as_str() {
+        "explore" => (
+            Status::Complete,
+            Some("plan"),
+            "artifacts/analysis/demo-analysis.md".into(),
+            String::new(),
+        ),
+        "plan" => (
+            Status::Complete,
+            Some("dev"),
+            "artifacts/design/demo-plan.md".into(),
+            String::new(),
+        ),
+        "architect" => (
+            Status::Complete,
+            Some("dev"),
+            "artifacts/design/demo-architecture.md".into(),
+            String::new(),
+        ),
+        "dev" => (
+            Status::NeedsReview,
+            Some("review"),
+            format!("artifacts/code/demo-change-{n}.md"),
+            String::new(),
+        ),
+        "test" => (
+            Status::Complete,
+            Some("review"),
+            "artifacts/tests/demo-results.md".into(),
+            String::new(),
+        ),
+        "review" => {
+            if n == 1 {
+                (
+                    Status::Complete,
+                    Some("dev"),
+                    format!("artifacts/reviews/demo-review-{n}.md"),
+                    "**Verdict:** REJECTED\n".into(),
+                )
+            } else {
+                (
+                    Status::Complete,
+                    None,
+                    format!("artifacts/reviews/demo-review-{n}.md"),
+                    "**Verdict:** APPROVED\n".into(),
+                )
+            }
+        }
+        _ => (
+            Status::Complete,
+            None,
+            format!("scratchpad/{}/demo-notes-{n}.md", env.agent),
+            String::new(),
+        ),
+    };
+    write_artifact(
+        env,
+        &rel,
+        &format!("# {} output {n}\n\nDemo work for: {gist}\n", env.agent),
+    )?;
+    let verdict_note = if extra.contains("REJECTED") {
+        "Rejected: the change lacks a test for the failure case. Add it and resubmit."
+    } else if extra.contains("APPROVED") {
+        "Approved: the change and its test meet the success criteria."
+    } else {
+        "Done as instructed."
+    };
+    let body = format!(
+        "{extra}\n## Completed Work\n{verdict_note} ({} pass {n}: {gist})\n\n## Artifacts Generated\n- {rel}\n\n## Blockers\nNone\n\n## Gates Honored\n- demo-self-check: PASS\n",
+        env.agent
+    );
+    handoff_cmd(env, status, None, next, &body)?;
+    Ok(())
+}
+
+/// The PM's next step, decided from the handoff files (what a real PM reads).
+fn pm_step(env: &Env) -> Result<bool> {
+    let dir = env.task_dir.join("handoffs");
+    let (names, _) = handoff::list(&dir)?;
+    // The latest report after the PM's latest instruction.
+    let last_pm = names.iter().rposition(|n| n.agent == "pm");
+    let reports: Vec<_> = names.iter().skip(last_pm.map(|i| i + 1).unwrap_or(0)).collect();
+    let Some(last) = reports.last() else {
+        say("demo: nothing to act on yet");
+        return Ok(false);
+    };
+    let Ok(l) = handoff::load(&dir, last)? else {
+        return Ok(false);
+    };
+    let h = &l.handoff;
+    if !h.status.is_terminal() {
+        return Ok(false);
+    }
+    let next: Option<(&str, String)> = match (l.agent(), h.status) {
+        ("explore", Status::Complete) => Some((
+            "plan",
+            "Design the test strategy from the analysis in artifacts/analysis/.".into(),
+        )),
+        ("plan", Status::Complete) => Some(("dev", "Implement test 1 from the plan in artifacts/design/.".into())),
+        ("dev", _) => Some((
+            "review",
+            format!("Review the change in the latest artifacts/code/ file ({}).", l.file),
+        )),
+        ("review", _) if h.is_rejection() => Some((
+            "dev",
+            format!(
+                "The review rejected the work ({}). Address its feedback: {}",
+                l.file,
+                h.summary()
+            ),
+        )),
+        ("review", _) => None,
+        (_, Status::Blocked) => {
+            handoff_cmd(
+                env,
+                Status::Blocked,
+                None,
+                None,
+                &format!("## Blockers\n{} is blocked; a human must look.\n", l.agent()),
+            )?;
+            return Ok(true);
+        }
+        _ => None,
+    };
+    match next {
+        Some((agent, instructions)) => {
+            pm_instruct(env, agent, &instructions)?;
+            Ok(false)
+        }
+        None => {
+            handoff_cmd(
+                env,
+                Status::Complete,
+                None,
+                None,
+                "## Completed Work\nAll success criteria met: the review approved the change.\n",
+            )?;
+            say("demo: task complete");
+            Ok(true)
+        }
+    }
+}
+
+fn pm_instruct(env: &Env, agent: &str, instructions: &str) -> Result<()> {
+    say("demo: working…");
+    std::thread::sleep(env.pause / 3);
+    let body = format!(
+        "## Instructions\n{instructions}\n\n## Context\nDemo run of task {}.\n\n## Skills to Load\n- none\n\n## Success Criteria\nA handoff with an artifact.\n",
+        env.task
+    );
+    let path = handoff_cmd(env, Status::InProgress, Some(agent), None, &body)?;
+    run_task(
+        env,
+        &["spawn", env.task.as_str(), agent, "--handoff", path.as_str()],
+        None,
+    )?;
+    say(&format!("demo: spawned {agent}"));
+    Ok(())
+}
+
+fn instructions_of(preamble: &str) -> &str {
+    preamble.split("## Your Instructions").nth(1).unwrap_or(preamble)
+}
+
+/// `task demo-agent --prompt-file F`: run the scripted agent in this terminal.
+pub fn main(prompt_file: &Path) -> Result<()> {
+    let env = env()?;
+    let preamble = std::fs::read_to_string(prompt_file).map_err(|e| Error::io("read preamble", prompt_file, e))?;
+    let inbox_path = env.task_dir.join("scratchpad").join(&env.agent).join("inbox.jsonl");
+    crate::fsutil::create_dir_all(inbox_path.parent().unwrap_or(Path::new(".")))?;
+    let _term = Terminal::enter();
+    say(&format!(
+        "demo: {} agent for task {} (read {} bytes of preamble)",
+        env.agent,
+        env.task,
+        preamble.len()
+    ));
+    // AO_DEMO_IDLE=1: only read and record messages (tests use it for a quiet agent).
+    let idle = std::env::var_os("AO_DEMO_IDLE").is_some();
+    let mut done = idle;
+    if idle {
+        say("demo: idle mode; recording messages only");
+    } else if env.agent == "pm" {
+        pm_instruct(
+            &env,
+            "explore",
+            "Analyse the code base and the task; list the modules involved.",
+        )?;
+    } else {
+        let _ = spoke_work(&env, instructions_of(&preamble));
+    }
+    let mut input = Input::default();
+    let mut received = 0usize;
+    prompt(&input);
+    let mut buf = [0u8; 4096];
+    let mut stdin = std::io::stdin().lock();
+    loop {
+        let n = match stdin.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::io("read", "stdin", e)),
+        };
+        let mut msgs = Vec::new();
+        input.feed(&buf[..n], &mut msgs);
+        for m in msgs {
+            received += 1;
+            let entry = serde_json::to_string(&InboxEntry {
+                n: received,
+                bytes: m.len(),
+                text: &m,
+            })
+            .unwrap_or_default();
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&inbox_path)
+                .map_err(|e| Error::io("open", &inbox_path, e))?;
+            f.write_all(format!("{entry}\n").as_bytes())
+                .map_err(|e| Error::io("append", &inbox_path, e))?;
+            say(&format!("demo: received message #{received} ({} bytes)", m.len()));
+            if env.agent == "pm" && !done && m.starts_with("Check-in for task") {
+                done = pm_step(&env).unwrap_or(false);
+            }
+        }
+        prompt(&input);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bracketed_paste_then_enter_is_one_message() {
+        let mut i = Input::default();
+        let mut out = Vec::new();
+        i.feed(b"\x1b[200~line one\rline; two $(x)\x1b[201~", &mut out);
+        assert!(out.is_empty());
+        assert_eq!(i.display(), "[pasted 23 chars]");
+        i.feed(b"\r", &mut out);
+        assert_eq!(out, vec!["line one\nline; two $(x)".to_string()]);
+        i.feed(b"\r", &mut out);
+        assert_eq!(out.len(), 1, "an empty Enter submits nothing");
+    }
+
+    #[test]
+    fn split_escape_sequences_and_typing() {
+        let mut i = Input::default();
+        let mut out = Vec::new();
+        i.feed(b"\x1b[20", &mut out);
+        i.feed(b"0~ab", &mut out);
+        i.feed(b"\x1b[201", &mut out);
+        i.feed(b"~c\x7f", &mut out);
+        let e = "é".as_bytes();
+        i.feed(&e[..1], &mut out);
+        i.feed(&e[1..], &mut out);
+        i.feed(b"\x1b[200~", &mut out);
+        let k = "日本".as_bytes();
+        i.feed(&k[..2], &mut out);
+        i.feed(&k[2..], &mut out);
+        i.feed(b"\x1b[201~\r", &mut out);
+        assert_eq!(out, vec!["abé日本".to_string()]);
+    }
+}

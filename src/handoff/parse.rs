@@ -1,0 +1,641 @@
+//! Fault-tolerant handoff parsing (seed 004 §4.3, seed 003).
+//!
+//! Agents are language models: they forget headers, write statuses in lower
+//! case, wrap things in code fences, and occasionally emit binary junk. The
+//! parser never fails. It extracts what is there, records a warning for each
+//! deviation, and falls back to BLOCKED when the status cannot be trusted, so
+//! the PM looks at the handoff instead of assuming success.
+
+use std::fmt;
+use std::ops::Range;
+
+use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
+use serde::{Deserialize, Serialize};
+
+/// The handoff status vocabulary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Status {
+    /// The work is done.
+    Complete,
+    /// The agent cannot go on; also the fallback for a missing or unreadable status.
+    Blocked,
+    /// The work is done and asks for a review.
+    NeedsReview,
+    /// Instructions (PM → agent) or an interim report.
+    InProgress,
+}
+
+impl Status {
+    /// Terminal statuses end an agent's turn (and, later, release its lane).
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, Status::InProgress)
+    }
+
+    /// The canonical spelling used in files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Complete => "COMPLETE",
+            Status::Blocked => "BLOCKED",
+            Status::NeedsReview => "NEEDS_REVIEW",
+            Status::InProgress => "IN_PROGRESS",
+        }
+    }
+
+    /// Parse a canonical or near-canonical spelling; `None` when unrecognised.
+    pub fn from_word(word: &str) -> Option<Status> {
+        let norm: String = word
+            .trim()
+            .chars()
+            .map(|c| {
+                if c == ' ' || c == '-' {
+                    '_'
+                } else {
+                    c.to_ascii_uppercase()
+                }
+            })
+            .collect();
+        match norm.as_str() {
+            "COMPLETE" | "COMPLETED" | "DONE" => Some(Status::Complete),
+            "BLOCKED" => Some(Status::Blocked),
+            "NEEDS_REVIEW" => Some(Status::NeedsReview),
+            "IN_PROGRESS" => Some(Status::InProgress),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A gate outcome from `## Gates Honored` (seed 003).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum GateResult {
+    /// The gate passed.
+    Pass,
+    /// The gate failed: treated as a blocker by later check-ins.
+    Fail,
+    /// The gate was skipped.
+    Skipped,
+    /// Anything else (e.g. `3/4 complete`), kept verbatim.
+    Other(String),
+}
+
+/// One `- gate: RESULT` line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gate {
+    /// The gate's name.
+    pub name: String,
+    /// Its outcome.
+    pub result: GateResult,
+}
+
+/// The known sections of seed 004 §4.3 and seed 003; each `None` when absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sections {
+    pub instructions: Option<String>,
+    pub context: Option<String>,
+    pub skills_to_load: Option<Vec<String>>,
+    pub success_criteria: Option<String>,
+    pub completed_work: Option<String>,
+    pub artifacts_generated: Option<Vec<String>>,
+    pub blockers: Option<String>,
+    pub skill_gaps: Option<String>,
+    pub gates_honored: Option<Vec<Gate>>,
+    pub scope: Option<String>,
+    pub next_action: Option<String>,
+    pub summary: Option<String>,
+    pub outcome: Option<String>,
+    /// Sections we do not know, kept in order as (heading, body).
+    pub other: Vec<(String, String)>,
+}
+
+/// A parsed handoff. Fields come from the header lines (`**Key:** value`);
+/// the source agent and time also come from the file name (see [`super::HandoffName`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Handoff {
+    /// The agent in the `# Handoff: <agent>` title, when present.
+    pub title_agent: Option<String>,
+    /// `**Timestamp:**` verbatim.
+    pub timestamp: Option<String>,
+    /// `**Target:**`.
+    pub target: Option<String>,
+    /// The effective status (BLOCKED when missing or unknown).
+    pub status: Status,
+    /// The status text as written, when it was not exactly canonical.
+    pub status_written: Option<String>,
+    /// `**Recommended Next:**`.
+    pub recommended_next: Option<String>,
+    /// `Cycle Result:` of seed 003 (PASS | FAIL | BLOCKED), verbatim upper-cased.
+    pub cycle_result: Option<String>,
+    /// `**Verdict:**` of a review (APPROVED | REJECTED), verbatim upper-cased.
+    pub verdict: Option<String>,
+    /// The sections.
+    pub sections: Sections,
+    /// Every deviation noticed, for logs and `task status`.
+    pub warnings: Vec<String>,
+}
+
+impl Handoff {
+    /// A one-line summary for progress.md and check-ins.
+    pub fn summary(&self) -> String {
+        let s = &self.sections;
+        let src = s
+            .summary
+            .as_deref()
+            .or(s.completed_work.as_deref())
+            .or(s.outcome.as_deref())
+            .or(s.instructions.as_deref())
+            .or(s.blockers.as_deref())
+            .unwrap_or("");
+        one_line(src, 100)
+    }
+
+    /// The blockers text, unless it says there are none.
+    pub fn blockers(&self) -> Option<&str> {
+        self.sections.blockers.as_deref().filter(|b| !is_none_text(b))
+    }
+
+    /// Whether this is a review that rejected the work.
+    pub fn is_rejection(&self) -> bool {
+        self.verdict.as_deref().is_some_and(|v| v.starts_with("REJECT"))
+    }
+}
+
+/// True for "None", "N/A", "-" and the like.
+pub fn is_none_text(s: &str) -> bool {
+    let t = s
+        .trim()
+        .trim_start_matches("- ")
+        .trim()
+        .trim_end_matches('.')
+        .to_ascii_lowercase();
+    matches!(t.as_str(), "" | "none" | "n/a" | "na" | "-" | "no blockers" | "nothing")
+}
+
+/// Collapse markdown to one line of at most `max` characters: the first list
+/// item, or the first paragraph with its lines joined.
+pub fn one_line(src: &str, max: usize) -> String {
+    let is_bullet = |l: &str| l.starts_with("- ") || l.starts_with("* ") || l.starts_with("+ ");
+    let mut lines = src
+        .lines()
+        .map(str::trim)
+        .skip_while(|l| l.is_empty() || l.starts_with("```"));
+    let mut text = String::new();
+    if let Some(first) = lines.next() {
+        text.push_str(first);
+        if !is_bullet(first) && !first.starts_with('#') {
+            for l in lines {
+                if l.is_empty() || is_bullet(l) || l.starts_with('#') || l.starts_with("```") {
+                    break;
+                }
+                text.push(' ');
+                text.push_str(l);
+            }
+        }
+    }
+    let first = text.trim_start_matches(['-', '*', '+', '#', '>']).trim();
+    let clean: String = first
+        .chars()
+        .map(|c| if c.is_control() || c == '|' { ' ' } else { c })
+        .filter(|c| *c != '*' && *c != '`')
+        .collect();
+    let clean = clean.trim();
+    if clean.chars().count() > max {
+        let mut s: String = clean.chars().take(max.saturating_sub(1)).collect();
+        s.push('…');
+        s
+    } else {
+        clean.to_string()
+    }
+}
+
+/// Decode bytes as UTF-8, replacing invalid sequences; strip a BOM; normalise CRLF.
+pub fn decode(bytes: &[u8], warnings: &mut Vec<String>) -> String {
+    let text = match std::str::from_utf8(bytes) {
+        Ok(s) => s.to_string(),
+        Err(_) => {
+            warnings.push("not valid UTF-8; invalid bytes were replaced".into());
+            String::from_utf8_lossy(bytes).into_owned()
+        }
+    };
+    let text = text.strip_prefix('\u{feff}').map(str::to_string).unwrap_or(text);
+    if text.contains('\r') {
+        text.replace("\r\n", "\n").replace('\r', "\n")
+    } else {
+        text
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Known {
+    Instructions,
+    Context,
+    Skills,
+    Success,
+    Completed,
+    Artifacts,
+    Blockers,
+    SkillGaps,
+    Gates,
+    Scope,
+    NextAction,
+    Summary,
+    Outcome,
+}
+
+fn classify_heading(h: &str) -> Option<Known> {
+    // "Blockers (if BLOCKED)", "Gates Honored (A5 …)", "Artifacts Generated:" all count.
+    let base = h.split('(').next().unwrap_or(h);
+    let norm: String = base
+        .trim()
+        .trim_end_matches(':')
+        .to_ascii_lowercase()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    Some(match norm.as_str() {
+        "instructions" | "your instructions" => Known::Instructions,
+        "context" => Known::Context,
+        "skills to load" | "skills" => Known::Skills,
+        "success criteria" => Known::Success,
+        "completed work" | "work completed" => Known::Completed,
+        "artifacts generated" | "artifacts" => Known::Artifacts,
+        "blockers" | "blocker" => Known::Blockers,
+        "skill gaps" | "skill gap" => Known::SkillGaps,
+        "gates honored" | "gates honoured" | "gates" => Known::Gates,
+        "scope" | "scope boundaries" => Known::Scope,
+        "next action" | "next steps" => Known::NextAction,
+        "summary" => Known::Summary,
+        "outcome" => Known::Outcome,
+        _ => return None,
+    })
+}
+
+struct Section {
+    heading: String,
+    body: Range<usize>,
+    items: Vec<Range<usize>>,
+}
+
+/// Parse handoff markdown. Never fails; see [`Handoff::warnings`].
+pub fn parse(text: &str) -> Handoff {
+    let mut warnings = Vec::new();
+    parse_into(text, &mut warnings)
+}
+
+/// Parse raw bytes: decode (lossy), then [`parse`]; `truncated` adds the size-cap warning.
+pub fn parse_bytes(bytes: &[u8], truncated: bool) -> Handoff {
+    let mut warnings = Vec::new();
+    if truncated {
+        warnings.push(format!(
+            "larger than the {} KiB cap; only its head was parsed",
+            bytes.len() / 1024
+        ));
+    }
+    let mut text = decode(bytes, &mut warnings);
+    if truncated {
+        // Drop a possibly torn last line.
+        if let Some(i) = text.rfind('\n') {
+            text.truncate(i + 1);
+        }
+    }
+    parse_into(&text, &mut warnings)
+}
+
+fn parse_into(text: &str, warnings: &mut Vec<String>) -> Handoff {
+    let mut title: Option<String> = None;
+    let mut sections: Vec<Section> = Vec::new();
+    let mut paragraphs: Vec<(Range<usize>, bool)> = Vec::new(); // (range, before first section)
+
+    let mut in_heading: Option<(HeadingLevel, usize)> = None;
+    let mut heading_text = String::new();
+    let mut list_depth = 0usize;
+    let mut para_depth = 0usize;
+
+    for (ev, range) in Parser::new_ext(text, Options::empty()).into_offset_iter() {
+        match ev {
+            Event::Start(Tag::Heading { level, .. }) => {
+                in_heading = Some((level, range.start));
+                heading_text.clear();
+            }
+            Event::End(TagEnd::Heading(level)) => {
+                let start = in_heading.take().map(|(_, s)| s).unwrap_or(range.start);
+                let h = heading_text.trim().to_string();
+                match level {
+                    HeadingLevel::H1 => {
+                        if let Some(s) = sections.last_mut() {
+                            s.body.end = start;
+                        }
+                        if title.is_none() {
+                            title = Some(h);
+                        } else if !sections.is_empty() {
+                            // A second H1 ends the current section; nothing follows into it.
+                            sections.push(Section {
+                                heading: h,
+                                body: range.end..range.end,
+                                items: Vec::new(),
+                            });
+                        }
+                    }
+                    HeadingLevel::H2 => {
+                        if let Some(s) = sections.last_mut() {
+                            s.body.end = start;
+                        }
+                        sections.push(Section {
+                            heading: h,
+                            body: range.end..text.len(),
+                            items: Vec::new(),
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            Event::Text(t) | Event::Code(t) if in_heading.is_some() => heading_text.push_str(&t),
+            Event::Start(Tag::List(_)) => list_depth += 1,
+            Event::End(TagEnd::List(_)) => list_depth = list_depth.saturating_sub(1),
+            Event::Start(Tag::Item) if list_depth == 1 => {
+                if let Some(s) = sections.last_mut() {
+                    s.items.push(range);
+                }
+            }
+            Event::Start(Tag::Paragraph) => {
+                if para_depth == 0 {
+                    paragraphs.push((range, sections.is_empty()));
+                }
+                para_depth += 1;
+            }
+            Event::End(TagEnd::Paragraph) => para_depth = para_depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+
+    let mut h = Handoff {
+        title_agent: None,
+        timestamp: None,
+        target: None,
+        status: Status::Blocked,
+        status_written: None,
+        recommended_next: None,
+        cycle_result: None,
+        verdict: None,
+        sections: Sections::default(),
+        warnings: Vec::new(),
+    };
+
+    match title.as_deref() {
+        Some(t) => match t.split_once(':') {
+            Some((k, v)) if k.trim().eq_ignore_ascii_case("handoff") => {
+                let v = v.trim();
+                if !v.is_empty() {
+                    h.title_agent = Some(v.to_string());
+                }
+            }
+            _ => warnings.push(format!("title {:?} is not '# Handoff: <agent>'", one_line(t, 60))),
+        },
+        None => warnings.push("no '# Handoff: <agent>' title".into()),
+    }
+
+    let mut status_raw: Option<String> = None;
+    for (range, in_header) in &paragraphs {
+        for line in text[range.clone()].lines() {
+            if let Some((key, value)) = header_field(line, *in_header) {
+                let slot = match key.as_str() {
+                    "timestamp" | "date" | "time" => &mut h.timestamp,
+                    "target" | "to" => &mut h.target,
+                    "status" => &mut status_raw,
+                    "recommended next" | "recommended next agent" | "recommended" | "next agent" => {
+                        &mut h.recommended_next
+                    }
+                    "cycle result" | "implementation result" | "investigation result" | "closure result" => {
+                        &mut h.cycle_result
+                    }
+                    "verdict" => &mut h.verdict,
+                    _ => continue,
+                };
+                match slot {
+                    None => *slot = Some(value),
+                    Some(prev) if *prev != value => warnings.push(format!(
+                        "'{key}' given twice ({prev:?}, then {value:?}); the first is used"
+                    )),
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+    for s in [&mut h.cycle_result, &mut h.verdict].into_iter().flatten() {
+        *s = first_word(s).to_ascii_uppercase();
+    }
+    for v in [&mut h.target, &mut h.recommended_next] {
+        if let Some(s) = v {
+            let w = first_word(s).to_string();
+            if w.is_empty() || is_none_text(&w) {
+                *v = None;
+            } else {
+                *s = w;
+            }
+        }
+    }
+
+    h.status = resolve_status(
+        status_raw.as_deref(),
+        h.cycle_result.as_deref(),
+        &mut h.status_written,
+        warnings,
+    );
+
+    let mut seen: Vec<Known> = Vec::new();
+    for s in &sections {
+        let body = text[s.body.clone()].trim().to_string();
+        let Some(kind) = classify_heading(&s.heading) else {
+            h.sections.other.push((s.heading.clone(), body));
+            continue;
+        };
+        if seen.contains(&kind) {
+            warnings.push(format!("section '## {}' appears twice; the first is used", s.heading));
+            continue;
+        }
+        seen.push(kind);
+        let items = || -> Vec<String> {
+            s.items
+                .iter()
+                .map(|r| item_text(&text[r.clone()]))
+                .filter(|t| !t.is_empty())
+                .collect()
+        };
+        let sec = &mut h.sections;
+        match kind {
+            Known::Instructions => sec.instructions = Some(body),
+            Known::Context => sec.context = Some(body),
+            Known::Skills => sec.skills_to_load = Some(items()),
+            Known::Success => sec.success_criteria = Some(body),
+            Known::Completed => sec.completed_work = Some(body),
+            Known::Artifacts => {
+                sec.artifacts_generated = Some(
+                    items()
+                        .into_iter()
+                        .map(|i| artifact_path(&i))
+                        .filter(|p| !p.is_empty() && !is_none_text(p))
+                        .collect(),
+                )
+            }
+            Known::Blockers => sec.blockers = Some(body),
+            Known::SkillGaps => sec.skill_gaps = Some(body),
+            Known::Gates => sec.gates_honored = Some(items().iter().filter_map(|i| gate(i)).collect()),
+            Known::Scope => sec.scope = Some(body),
+            Known::NextAction => sec.next_action = Some(body),
+            Known::Summary => sec.summary = Some(body),
+            Known::Outcome => sec.outcome = Some(body),
+        }
+    }
+
+    h.warnings = std::mem::take(warnings);
+    h
+}
+
+fn resolve_status(
+    raw: Option<&str>,
+    cycle: Option<&str>,
+    written: &mut Option<String>,
+    warnings: &mut Vec<String>,
+) -> Status {
+    if let Some(raw) = raw {
+        let v = raw.trim().trim_matches(['*', '`', '_']).trim();
+        if v.contains('|') {
+            *written = Some(raw.to_string());
+            warnings.push(format!(
+                "status {:?} lists several values; treated as BLOCKED",
+                one_line(raw, 60)
+            ));
+            return Status::Blocked;
+        }
+        let word = first_word(v);
+        // "NEEDS REVIEW" / "IN PROGRESS" written with a space.
+        let two: String = v.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+        let found = Status::from_word(word).or_else(|| Status::from_word(&two));
+        return match found {
+            Some(s) => {
+                if word != s.as_str() {
+                    *written = Some(raw.to_string());
+                    warnings.push(format!(
+                        "status {:?} is not written as {}; accepted",
+                        one_line(raw, 60),
+                        s
+                    ));
+                }
+                s
+            }
+            None => {
+                *written = Some(raw.to_string());
+                warnings.push(format!("unknown status {:?}; treated as BLOCKED", one_line(raw, 60)));
+                Status::Blocked
+            }
+        };
+    }
+    match cycle {
+        Some("PASS") => Status::Complete,
+        Some("FAIL") | Some("BLOCKED") => Status::Blocked,
+        Some(other) => {
+            warnings.push(format!(
+                "no status and unknown cycle result {other:?}; treated as BLOCKED"
+            ));
+            Status::Blocked
+        }
+        None => {
+            warnings.push("no status; treated as BLOCKED".into());
+            Status::Blocked
+        }
+    }
+}
+
+fn first_word(s: &str) -> &str {
+    s.split(|c: char| c.is_whitespace() || c == ',' || c == ';' || c == '(')
+        .find(|w| !w.is_empty())
+        .unwrap_or("")
+        .trim_matches(['*', '`', '_', '.', '"', '\''])
+}
+
+/// Recognise `**Key:** value`, `**Key**: value`, `- **Key:** value` and, in the header only, `Key: value`.
+fn header_field(line: &str, in_header: bool) -> Option<(String, String)> {
+    let l = line.trim();
+    let l = l.strip_prefix("- ").unwrap_or(l);
+    let (key, value) = if let Some(rest) = l.strip_prefix("**") {
+        let end = rest.find("**")?;
+        let inner = &rest[..end];
+        let after = &rest[end + 2..];
+        if let Some(k) = inner.strip_suffix(':') {
+            (k, after)
+        } else {
+            (inner, after.strip_prefix(':')?)
+        }
+    } else if in_header || l.starts_with("Cycle Result:") {
+        let (k, v) = l.split_once(':')?;
+        if k.len() > 30 || k.contains(['*', '`', '[']) {
+            return None;
+        }
+        (k, v)
+    } else {
+        return None;
+    };
+    let key = key.trim().to_ascii_lowercase();
+    let value = value.trim().to_string();
+    if key.is_empty() || value.is_empty() {
+        return None;
+    }
+    Some((key, value))
+}
+
+fn item_text(src: &str) -> String {
+    let first = src.lines().next().unwrap_or("").trim();
+    let stripped = first
+        .strip_prefix("- ")
+        .or_else(|| first.strip_prefix("* "))
+        .or_else(|| first.strip_prefix("+ "))
+        .unwrap_or_else(|| {
+            first
+                .split_once(". ")
+                .filter(|(n, _)| n.bytes().all(|b| b.is_ascii_digit()))
+                .map(|(_, r)| r)
+                .unwrap_or(first)
+        });
+    let stripped = stripped.trim();
+    let stripped = stripped
+        .strip_prefix("[ ] ")
+        .or_else(|| stripped.strip_prefix("[x] "))
+        .unwrap_or(stripped);
+    stripped.trim().to_string()
+}
+
+/// `artifacts/x.py (created)` / `` `artifacts/x.py` — notes `` → `artifacts/x.py`.
+fn artifact_path(item: &str) -> String {
+    let t = item.trim();
+    if let Some(rest) = t.strip_prefix('`') {
+        if let Some(end) = rest.find('`') {
+            return rest[..end].to_string();
+        }
+    }
+    let t = t.split(" (").next().unwrap_or(t);
+    let t = t.split(" — ").next().unwrap_or(t);
+    let t = t.split(" - ").next().unwrap_or(t);
+    t.trim().trim_matches(['`', '*']).to_string()
+}
+
+fn gate(item: &str) -> Option<Gate> {
+    let (name, value) = item.split_once(':')?;
+    let name = name.trim().trim_matches(['*', '`']).trim().to_string();
+    let value = value.trim().trim_matches(['*', '`']).trim();
+    if name.is_empty() {
+        return None;
+    }
+    let result = match first_word(value).to_ascii_uppercase().as_str() {
+        "PASS" | "PASSED" => GateResult::Pass,
+        "FAIL" | "FAILED" => GateResult::Fail,
+        "SKIPPED" | "SKIP" => GateResult::Skipped,
+        _ => GateResult::Other(value.to_string()),
+    };
+    Some(Gate { name, result })
+}

@@ -1,0 +1,29 @@
+//! agent-orchestrator: a supervisor for teams of AI coding agents in tmux.
+//!
+//! A PM agent (the hub) plans and delegates; spoke agents work in their own
+//! tmux sessions and talk only through handoff files; the supervisor watches
+//! those files, keeps the PM's state, writes progress.md and wakes the PM with
+//! check-ins. This crate is the library behind the thin `task` binary; see
+//! DESIGN.md for the module map.
+
+pub mod agents;
+pub mod checkin;
+pub mod cli;
+pub mod clock;
+pub mod cron;
+pub mod delivery;
+pub mod demo;
+pub mod error;
+pub mod fsutil;
+pub mod handoff;
+pub mod logging;
+pub mod names;
+pub mod preamble;
+pub mod runtime;
+pub mod scribe;
+pub mod session;
+pub mod status;
+pub mod task;
+pub mod tmux;
+
+pub use error::{Error, Result};

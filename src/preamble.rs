@@ -1,0 +1,164 @@
+//! Rendering the texts the supervisor sends: spawn preambles (seed 004 §6.1,
+//! §6.2), the PM's preamble, and check-in messages. The words live in
+//! templates/; this module only fills `{placeholders}` (`{{` and `}}` stand
+//! for literal braces).
+
+/// Spoke preamble (seed 004 §6.1).
+pub const AGENT_TEMPLATE: &str = include_str!("../templates/preamble-agent.md");
+/// The remote addition (seed 004 §6.2).
+pub const REMOTE_TEMPLATE: &str = include_str!("../templates/preamble-remote.md");
+/// The PM's preamble.
+pub const PM_TEMPLATE: &str = include_str!("../templates/preamble-pm.md");
+/// The check-in message.
+pub const CHECKIN_TEMPLATE: &str = include_str!("../templates/checkin.md");
+
+/// Fill `{key}` placeholders; `{{`/`}}` become literal braces; unknown keys are left as they are.
+pub fn fill(template: &str, vars: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len() + 256);
+    let mut rest = template;
+    while let Some(i) = rest.find(['{', '}']) {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        if let Some(r) = tail.strip_prefix("{{") {
+            out.push('{');
+            rest = r;
+        } else if let Some(r) = tail.strip_prefix("}}") {
+            out.push('}');
+            rest = r;
+        } else if let Some(after) = tail.strip_prefix('{') {
+            let value = after
+                .find('}')
+                .map(|j| &after[..j])
+                .and_then(|key| vars.iter().find(|(k, _)| *k == key).map(|(k, v)| (k.len(), *v)));
+            match value {
+                Some((klen, v)) => {
+                    out.push_str(v);
+                    rest = &after[klen + 1..];
+                }
+                None => {
+                    out.push('{');
+                    rest = after;
+                }
+            }
+        } else {
+            out.push('}');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Everything a spoke preamble names.
+#[derive(Debug, Clone)]
+pub struct AgentPreamble<'a> {
+    pub agent: &'a str,
+    pub role: &'a str,
+    pub task: &'a str,
+    pub spawned: &'a str,
+    pub cwd: &'a str,
+    pub task_dir: &'a str,
+    pub task_bin: &'a str,
+    pub handoff_file: &'a str,
+    pub handoff: &'a str,
+    /// `(host, remote cwd)` for a remote agent.
+    pub remote: Option<(&'a str, &'a str)>,
+}
+
+/// Render a spoke preamble followed by the PM handoff's contents.
+pub fn agent(p: &AgentPreamble<'_>) -> String {
+    let remote_block = match p.remote {
+        Some((host, cwd)) => fill(
+            REMOTE_TEMPLATE,
+            &[("remote_host", host), ("remote_cwd", cwd), ("task", p.task)],
+        ),
+        None => String::new(),
+    };
+    fill(
+        AGENT_TEMPLATE,
+        &[
+            ("agent", p.agent),
+            ("role", p.role),
+            ("task", p.task),
+            ("spawned", p.spawned),
+            ("cwd", p.cwd),
+            ("task_dir", p.task_dir),
+            ("task_bin", p.task_bin),
+            ("handoff_file", p.handoff_file),
+            ("handoff", p.handoff.trim_end()),
+            ("remote_block", &remote_block),
+        ],
+    )
+}
+
+/// Render the PM's preamble.
+pub fn pm(task: &str, spawned: &str, task_dir: &str, task_bin: &str, checkin: &str, no_progress: &str) -> String {
+    fill(
+        PM_TEMPLATE,
+        &[
+            ("task", task),
+            ("spawned", spawned),
+            ("task_dir", task_dir),
+            ("task_bin", task_bin),
+            ("checkin", checkin),
+            ("no_progress", no_progress),
+        ],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_replaces_known_and_keeps_the_rest() {
+        assert_eq!(fill("a {x} {y} {{z}} }", &[("x", "1")]), "a 1 {y} {z} }");
+        assert_eq!(fill("{x}{x}", &[("x", "{x}")]), "{x}{x}", "values are not re-expanded");
+    }
+
+    #[test]
+    fn agent_preamble_has_the_protocol_and_the_handoff() {
+        let text = agent(&AgentPreamble {
+            agent: "dev",
+            role: "spoke",
+            task: "t1",
+            spawned: "2025-11-27 10:35:00 +00:00",
+            cwd: "/repo",
+            task_dir: "/repo/tasks/t1",
+            task_bin: "task",
+            handoff_file: "handoffs/pm-20251127-103500.md",
+            handoff: "# Handoff: pm\n## Instructions\nDo it.\n",
+            remote: None,
+        });
+        for needle in [
+            "# Agent: dev",
+            "**Task:** t1",
+            "Your working directory: /repo",
+            "/repo/tasks/t1/artifacts/",
+            "/repo/tasks/t1/scratchpad/dev/",
+            "handoffs/dev-{YYYYMMDD}-{HHMMSS}.md",
+            "task handoff t1 --from dev --status COMPLETE",
+            "## Your Instructions",
+            "## Instructions\nDo it.",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+        }
+        assert!(!text.contains("Remote Setup"));
+        let remote = agent(&AgentPreamble {
+            remote: Some(("u@h", "/srv/r")),
+            ..AgentPreamble {
+                agent: "dev",
+                role: "spoke",
+                task: "t1",
+                spawned: "",
+                cwd: "/srv/r",
+                task_dir: "/srv/r/tasks/t1",
+                task_bin: "task",
+                handoff_file: "",
+                handoff: "",
+                remote: None,
+            }
+        });
+        assert!(remote.contains("You are running on: u@h") && remote.contains("/srv/r/tasks/t1/"));
+    }
+}

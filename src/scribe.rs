@@ -1,0 +1,218 @@
+//! The built-in scribe: progress.md from handoffs and artifacts (seed 004 §8).
+//!
+//! Rendering is a pure function of its input, so the same files and clock
+//! give a byte-identical progress.md; gathering the input is the only I/O.
+
+use std::fmt::Write as _;
+
+use chrono::{DateTime, Local, TimeZone, Utc};
+
+use crate::error::Result;
+use crate::fsutil;
+use crate::handoff::{self, HandoffName, Loaded, Status};
+use crate::task::{self, Artifact, Phase, PmState, Task};
+
+/// Everything progress.md is made from.
+#[derive(Debug, Clone)]
+pub struct Input<'a> {
+    /// Task name.
+    pub task: &'a str,
+    /// "Last Updated".
+    pub now: DateTime<Utc>,
+    /// "Last Check-in": the check-in before this update.
+    pub last_checkin: Option<DateTime<Utc>>,
+    /// Current phase.
+    pub phase: Phase,
+    /// Handoffs new since the last check-in, timeline order.
+    pub recent: &'a [Loaded],
+    /// The latest handoff of each agent, timeline order.
+    pub latest: &'a [Loaded],
+    /// All artifacts, by path.
+    pub artifacts: &'a [Artifact],
+    /// Escalations waiting for a human (one line each).
+    pub escalations: &'a [String],
+}
+
+/// Format an instant in local time, as every human-facing timestamp is.
+pub fn local_time(t: DateTime<Utc>) -> String {
+    t.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S %:z").to_string()
+}
+
+/// Format an mtime (ns) in local time, minute precision.
+pub fn local_mtime(ns: i64) -> String {
+    Utc.timestamp_nanos(ns)
+        .with_timezone(&Local)
+        .format("%Y-%m-%d %H:%M")
+        .to_string()
+}
+
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+/// Render progress.md.
+pub fn render(i: &Input<'_>) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# Task Progress: {}", i.task);
+    let _ = writeln!(s, "**Last Updated:** {}", local_time(i.now));
+    let _ = writeln!(
+        s,
+        "**Last Check-in:** {}",
+        i.last_checkin.map(local_time).unwrap_or_else(|| "never".into())
+    );
+    let _ = writeln!(s, "**Phase:** {}", i.phase);
+    s.push('\n');
+
+    if !i.escalations.is_empty() {
+        s.push_str("## Needs a Human\n");
+        for e in i.escalations {
+            let _ = writeln!(s, "- {e}");
+        }
+        s.push('\n');
+    }
+
+    s.push_str("## Recent Activity (since last check-in)\n");
+    let since_ns = i.last_checkin.and_then(|t| t.timestamp_nanos_opt());
+    let new_artifacts: Vec<&Artifact> = i
+        .artifacts
+        .iter()
+        .filter(|a| since_ns.is_none_or(|t| a.mtime_ns > t))
+        .collect();
+    if i.recent.is_empty() && new_artifacts.is_empty() {
+        s.push_str("- Nothing new.\n");
+    }
+    for h in i.recent {
+        let mut line = format!("- {}: {}", h.file, h.handoff.status);
+        let summary = h.handoff.summary();
+        if !summary.is_empty() {
+            let _ = write!(line, " — {summary}");
+        }
+        if let Some(t) = &h.handoff.target {
+            if h.agent() == "pm" {
+                let _ = write!(line, " (to {t})");
+            }
+        }
+        if let Some(n) = &h.handoff.recommended_next {
+            let _ = write!(line, " (recommends {n})");
+        }
+        let _ = writeln!(s, "{line}");
+    }
+    for a in &new_artifacts {
+        let _ = writeln!(s, "- New artifact: {}", a.path);
+    }
+    s.push('\n');
+
+    s.push_str("## Milestone Summary\n");
+    s.push_str("| Milestone | Status | Last Handoff | Notes |\n");
+    s.push_str("|-----------|--------|--------------|-------|\n");
+    let mut any = false;
+    for h in i.latest.iter().filter(|h| h.agent() != "pm") {
+        any = true;
+        let mut notes = h.handoff.summary();
+        if let Some(v) = &h.handoff.verdict {
+            notes = format!("{v}: {notes}");
+        }
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            h.agent(),
+            h.handoff.status,
+            h.file,
+            cell(&notes)
+        );
+    }
+    if !any {
+        s.push_str("| (none yet) | | | |\n");
+    }
+    s.push('\n');
+
+    s.push_str("## Current Blockers\n");
+    let mut blocked = false;
+    for h in i.latest.iter().filter(|h| h.handoff.status == Status::Blocked) {
+        blocked = true;
+        let why = h
+            .handoff
+            .blockers()
+            .map(|b| handoff::one_line(b, 120))
+            .filter(|b| !b.is_empty())
+            .or_else(|| h.handoff.warnings.first().cloned())
+            .unwrap_or_else(|| "no details given".into());
+        let _ = writeln!(s, "- {} ({}): {}", h.agent(), h.file, why);
+    }
+    if !blocked {
+        s.push_str("None\n");
+    }
+    s.push('\n');
+
+    s.push_str("## Artifacts Generated\n");
+    if i.artifacts.is_empty() {
+        s.push_str("None yet.\n");
+    }
+    for a in i.artifacts {
+        let _ = writeln!(s, "- {} ({})", a.path, local_mtime(a.mtime_ns));
+    }
+    s
+}
+
+/// progress.md for a brand-new task.
+pub fn render_empty(task: &str, state: &PmState, now: DateTime<Utc>) -> String {
+    render(&Input {
+        task,
+        now,
+        last_checkin: state.last_checkin,
+        phase: state.phase,
+        recent: &[],
+        latest: &[],
+        artifacts: &[],
+        escalations: &[],
+    })
+}
+
+/// The latest readable handoff of each agent, in timeline order. Reads one file per agent
+/// (falling back to an older one when the newest breaks the file rules).
+pub fn latest_by_agent(dir: &std::path::Path, names: &[HandoffName]) -> Result<Vec<Loaded>> {
+    let mut done: Vec<&str> = Vec::new();
+    let mut out = Vec::new();
+    for n in names.iter().rev() {
+        if done.contains(&n.agent.as_str()) {
+            continue;
+        }
+        if let Ok(l) = handoff::load(dir, n)? {
+            done.push(&n.agent);
+            out.push(l);
+        }
+    }
+    out.reverse();
+    Ok(out)
+}
+
+/// Handoffs not yet in the ledger (read-only: the ledger is not updated).
+pub fn unprocessed(task: &Task, state: &PmState, names: &[HandoffName]) -> Result<Vec<Loaded>> {
+    let (cands, _) = state.ledger.scan(&task.handoffs(), names)?;
+    Ok(cands.into_iter().map(|c| c.loaded).collect())
+}
+
+/// Regenerate progress.md with `recent` as the activity since the last check-in; returns the text.
+pub fn write_progress(
+    task: &Task,
+    state: &PmState,
+    names: &[HandoffName],
+    recent: &[Loaded],
+    escalations: &[String],
+    now: DateTime<Utc>,
+) -> Result<String> {
+    let latest = latest_by_agent(&task.handoffs(), names)?;
+    let artifacts = task::list_artifacts(task)?;
+    let text = render(&Input {
+        task: task.name.as_str(),
+        now,
+        last_checkin: state.last_checkin,
+        phase: state.phase,
+        recent,
+        latest: &latest,
+        artifacts: &artifacts,
+        escalations,
+    });
+    fsutil::atomic_write(&task.progress_path(), text.as_bytes())?;
+    Ok(text)
+}

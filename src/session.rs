@@ -1,0 +1,474 @@
+//! Agent sessions: start the PM, spawn agents, send messages, stop, and
+//! report liveness. The tmux edge is [`crate::tmux`]; this module decides
+//! names, folders, environment, preambles and what is recorded.
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::delivery;
+use crate::error::{Error, Result};
+use crate::fsutil;
+use crate::handoff;
+use crate::names::AgentName;
+use crate::preamble;
+use crate::runtime::{self, Runtime, Vars};
+use crate::scribe;
+use crate::task::{AgentState, CwdSpec, Task};
+use crate::tmux::{SessionSpec, Socket, Tmux};
+
+/// Default session-name prefix: sessions are `<prefix>-<task>-<agent>`.
+pub const DEFAULT_PREFIX: &str = "ao";
+
+/// What every session operation needs.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    /// The tmux server.
+    pub tmux: Tmux,
+    /// Session-name prefix (`$AO_SESSION_PREFIX`, default `ao`).
+    pub prefix: String,
+    /// This `task` binary, for preambles and the demo runtime.
+    pub task_bin: PathBuf,
+}
+
+impl Ctx {
+    /// From the environment.
+    pub fn from_env() -> Result<Ctx> {
+        let prefix = std::env::var("AO_SESSION_PREFIX").unwrap_or_else(|_| DEFAULT_PREFIX.into());
+        crate::names::validate("session prefix", &prefix)?;
+        Ok(Ctx {
+            tmux: Tmux::from_env()?,
+            prefix,
+            task_bin: std::env::current_exe().map_err(|e| Error::io("find own binary", "task", e))?,
+        })
+    }
+
+    /// `<prefix>-<task>-<agent>`.
+    pub fn session_name(&self, task: &Task, agent: &str) -> String {
+        format!("{}-{}-{}", self.prefix, task.name, agent)
+    }
+
+    /// How preambles should spell the binary: `task` when that is what PATH finds, else the full path.
+    pub fn task_bin_display(&self) -> String {
+        match runtime::which("task") {
+            Some(p) if same_file(&p, &self.task_bin) => "task".into(),
+            _ => self.task_bin.display().to_string(),
+        }
+    }
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// The environment every agent pane gets.
+fn agent_env(ctx: &Ctx, task: &Task, agent: &str, role: &str) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("TASK_NAME".into(), task.name.to_string()),
+        ("TASK_DIR".into(), task.dir().display().to_string()),
+        ("TASK_AGENT".into(), agent.to_string()),
+        ("TASK_ROLE".into(), role.to_string()),
+        ("AO_SESSION_PREFIX".into(), ctx.prefix.clone()),
+        (
+            "AO_TMUX_SOCKET".into(),
+            match ctx.tmux.socket() {
+                Socket::Name(n) => n.clone(),
+                Socket::Path(p) => p.display().to_string(),
+            },
+        ),
+    ];
+    for k in [
+        "AO_TMUX_GUARD_DIR",
+        "AO_DEMO_PAUSE_MS",
+        "AO_DEMO_IDLE",
+        "XDG_CONFIG_HOME",
+        "PATH",
+        "HOME",
+    ] {
+        if let Ok(v) = std::env::var(k) {
+            env.push((k.into(), v));
+        }
+    }
+    env
+}
+
+/// The local folder agents work in: task.md `cwd:` (relative to the project) or the project.
+pub fn local_cwd(task: &Task) -> Result<PathBuf> {
+    let spec = task.spec()?;
+    Ok(match spec.cwd {
+        Some(CwdSpec::Local { path }) if path.is_absolute() => path,
+        Some(CwdSpec::Local { path }) => task.project.join(path),
+        Some(CwdSpec::Remote(_)) | None => task.project.clone(),
+    })
+}
+
+/// Runtime for a task: `--runtime`, else task.md `runtime:`, else what the PM was started with, else `claude`.
+pub fn choose_runtime(task: &Task, flag: Option<&str>) -> Result<Runtime> {
+    if let Some(f) = flag {
+        return runtime::resolve(f);
+    }
+    if let Some(r) = task.spec().ok().and_then(|s| s.setting("runtime").map(str::to_string)) {
+        return runtime::resolve(&r);
+    }
+    if let Some(r) = task
+        .state()
+        .ok()
+        .and_then(|s| s.agents.get("pm").and_then(|a| a.runtime.clone()))
+    {
+        return runtime::resolve(&r);
+    }
+    runtime::resolve("claude")
+}
+
+fn save_preamble(task: &Task, agent: &str, text: &str, now: DateTime<Utc>) -> Result<PathBuf> {
+    let dir = task.scratchpad().join(agent);
+    fsutil::create_dir_all(&dir)?;
+    let stamp = now.with_timezone(&chrono::Local).format("%Y%m%d-%H%M%S");
+    let mut path = dir.join(format!("preamble-{stamp}.md"));
+    let mut n = 2;
+    while !fsutil::atomic_create(&path, text.as_bytes())? {
+        path = dir.join(format!("preamble-{stamp}-{n}.md"));
+        n += 1;
+    }
+    Ok(path)
+}
+
+/// What a start or spawn did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Started {
+    /// The agent.
+    pub agent: String,
+    /// Its tmux session.
+    pub session: String,
+    /// Its pane id.
+    pub pane: String,
+    /// The runtime.
+    pub runtime: String,
+    /// Where the exact preamble sent is saved.
+    pub preamble: PathBuf,
+    /// The command line started (argv).
+    pub argv: Vec<String>,
+}
+
+#[allow(clippy::too_many_arguments)] // one call site each for start and spawn; a struct would only rename them
+async fn start_agent(
+    ctx: &Ctx,
+    task: &Task,
+    agent: &str,
+    role: &str,
+    rt: &Runtime,
+    preamble_text: &str,
+    cwd: &Path,
+    now: DateTime<Utc>,
+) -> Result<Started> {
+    let session = ctx.session_name(task, agent);
+    let session_id = uuid::Uuid::new_v4().to_string();
+    // Check everything that can fail before anything is created.
+    let probe = rt.argv(&Vars {
+        agent,
+        task: task.name.as_str(),
+        session: &session,
+        session_id: &session_id,
+        prompt: preamble_text,
+        prompt_file: Path::new("/dev/null"),
+        task_bin: &ctx.task_bin,
+    })?;
+    drop(probe);
+    if !cwd.is_dir() {
+        return Err(Error::BadInput(format!(
+            "the agents' working folder {} does not exist; create it or fix cwd: in {}",
+            cwd.display(),
+            task.task_md().display()
+        )));
+    }
+    if ctx.tmux.has_session(&session).await? {
+        if agent != "pm" && finished_since_start(task, agent)? {
+            // Its turn is over (a terminal handoff since it started): retire the old session.
+            tracing::info!(agent, session = %session, "replacing a finished agent's session");
+            ctx.tmux.kill_session(&session).await?;
+        } else {
+            return Err(Error::BadInput(format!(
+                "agent '{agent}' of task '{}' is still working in tmux session {session} (no COMPLETE/BLOCKED/NEEDS_REVIEW handoff since it started); message it with `task send {} {agent} --message …`, look with `task attach {} {agent}`, or end it with `task stop {}`",
+                task.name, task.name, task.name, task.name
+            )));
+        }
+    }
+    let prompt_file = save_preamble(task, agent, preamble_text, now)?;
+    let argv = rt.argv(&Vars {
+        agent,
+        task: task.name.as_str(),
+        session: &session,
+        session_id: &session_id,
+        prompt: preamble_text,
+        prompt_file: &prompt_file,
+        task_bin: &ctx.task_bin,
+    })?;
+    let pane = ctx
+        .tmux
+        .new_session(&SessionSpec {
+            name: &session,
+            cwd,
+            env: agent_env(ctx, task, agent, role),
+            argv: argv.clone(),
+        })
+        .await?;
+    tracing::info!(agent, session = %session, pane = %pane, runtime = %rt.name, preamble_bytes = preamble_text.len(), "agent started");
+    let _l = task.lock_state()?;
+    let mut st = task.state_for_update(now)?;
+    let a = st.agents.entry(agent.to_string()).or_insert_with(AgentState::default);
+    a.role = role.into();
+    a.host = "local".into();
+    a.session = Some(session.clone());
+    a.pane = Some(pane.clone());
+    a.status = "running".into();
+    a.runtime = Some(rt.name.clone());
+    a.session_id = Some(session_id);
+    a.started_at = Some(now);
+    a.last_activity = Some(now);
+    task.save_state(&st)?;
+    Ok(Started {
+        agent: agent.into(),
+        session,
+        pane,
+        runtime: rt.name.clone(),
+        preamble: prompt_file,
+        argv,
+    })
+}
+
+/// Whether `agent` wrote a terminal handoff after the supervisor last started it.
+fn finished_since_start(task: &Task, agent: &str) -> Result<bool> {
+    let started = task.state()?.agents.get(agent).and_then(|a| a.started_at);
+    let (names, _) = handoff::list(&task.handoffs())?;
+    let Some(last) = names.iter().rev().find(|n| n.agent == agent) else {
+        return Ok(false);
+    };
+    let Ok(l) = handoff::load(&task.handoffs(), last)? else {
+        return Ok(false);
+    };
+    let after_start = match started.and_then(|t| t.timestamp_nanos_opt()) {
+        Some(ns) => l.mtime_ns >= ns,
+        None => true,
+    };
+    Ok(after_start && l.handoff.status.is_terminal())
+}
+
+/// Start the task's PM (creating the task when needed).
+pub async fn start(ctx: &Ctx, task: &Task, runtime_flag: Option<&str>, now: DateTime<Utc>) -> Result<Started> {
+    crate::task::create_or_repair(task, now)?;
+    let spec = task.spec()?;
+    let rt = choose_runtime(task, runtime_flag)?;
+    rt.ensure_installed(&ctx.task_bin)?;
+    let checkin = spec.setting("checkin").unwrap_or("10m").to_string();
+    let no_progress = spec.setting("no_progress").unwrap_or("30m").to_string();
+    let text = preamble::pm(
+        task.name.as_str(),
+        &scribe::local_time(now),
+        &task.dir().display().to_string(),
+        &ctx.task_bin_display(),
+        &checkin,
+        &no_progress,
+    );
+    if ctx.tmux.has_session(&ctx.session_name(task, "pm")).await? {
+        return Err(Error::BadInput(format!(
+            "task '{}' is already running (session {}); watch it with `task attach {}` or `task status {}`",
+            task.name,
+            ctx.session_name(task, "pm"),
+            task.name,
+            task.name
+        )));
+    }
+    start_agent(ctx, task, "pm", "hub", &rt, &text, &task.project, now).await
+}
+
+/// Resolve a `--handoff` argument: absolute, relative to the current folder, or to the task folder.
+pub fn find_handoff(task: &Task, arg: &Path) -> Result<PathBuf> {
+    let candidates = if arg.is_absolute() {
+        vec![arg.to_path_buf()]
+    } else {
+        vec![fsutil::absolute(arg)?, task.dir().join(arg), task.handoffs().join(arg)]
+    };
+    candidates.into_iter().find(|p| p.is_file()).ok_or_else(|| {
+        Error::BadInput(format!(
+            "handoff file {} not found (looked in the current folder and {}); write it with `task handoff {} --from pm …`",
+            arg.display(),
+            task.dir().display(),
+            task.name
+        ))
+    })
+}
+
+/// Spawn `agent` with the PM's handoff (seed 004 §6.1 preamble + the handoff's contents).
+pub async fn spawn(
+    ctx: &Ctx,
+    task: &Task,
+    agent: &AgentName,
+    handoff_arg: &Path,
+    runtime_flag: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<Started> {
+    task.require()?;
+    let spec = task.spec()?;
+    if matches!(spec.cwd, Some(CwdSpec::Remote(_))) && matches!(agent.as_str(), "dev" | "architect") {
+        return Err(Error::BadInput(format!(
+            "task.md sets a remote cwd for {agent}; remote agents are not supported by this build yet — run it locally by commenting out cwd:"
+        )));
+    }
+    let path = find_handoff(task, handoff_arg)?;
+    let contents = match fsutil::read_regular(&path, handoff::SIZE_CAP)? {
+        Ok(c) => c,
+        Err(skip) => {
+            return Err(Error::BadInput(format!(
+                "refusing to read handoff {}: {}",
+                path.display(),
+                skip.reason()
+            )));
+        }
+    };
+    let mut warnings = Vec::new();
+    let handoff_text = handoff::decode(&contents.bytes, &mut warnings);
+    let rt = choose_runtime(task, runtime_flag)?;
+    rt.ensure_installed(&ctx.task_bin)?;
+    let cwd = local_cwd(task)?;
+    let rel = path
+        .strip_prefix(task.dir())
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| path.display().to_string());
+    let role = if agent.as_str() == "pm" { "hub" } else { "spoke" };
+    let text = preamble::agent(&preamble::AgentPreamble {
+        agent: agent.as_str(),
+        role,
+        task: task.name.as_str(),
+        spawned: &scribe::local_time(now),
+        cwd: &cwd.display().to_string(),
+        task_dir: &task.dir().display().to_string(),
+        task_bin: &ctx.task_bin_display(),
+        handoff_file: &rel,
+        handoff: &handoff_text,
+        remote: None,
+    });
+    start_agent(ctx, task, agent.as_str(), role, &rt, &text, &cwd, now).await
+}
+
+/// Deliver a message to a running agent with verified delivery.
+pub async fn send(ctx: &Ctx, task: &Task, agent: &str, text: &str) -> Result<delivery::Report> {
+    task.require()?;
+    let st = task.state()?;
+    let a = st.agents.get(agent).filter(|a| a.pane.is_some()).ok_or_else(|| {
+        Error::NotRunning(format!(
+            "agent '{agent}' of task '{}' has never been started; start it with `task spawn {} {agent} --handoff FILE`",
+            task.name, task.name
+        ))
+    })?;
+    let pane = a.pane.clone().unwrap_or_default();
+    if ctx.tmux.pane(&pane).await?.is_none() {
+        return Err(Error::NotRunning(format!(
+            "agent '{agent}' of task '{}' is not running (its pane {pane} is gone); start it again with `task spawn`",
+            task.name
+        )));
+    }
+    let rt = runtime::resolve(a.runtime.as_deref().unwrap_or("claude"))?;
+    delivery::deliver(&ctx.tmux, &pane, text, &rt.patterns, rt.delivery_options()).await
+}
+
+/// What `task stop` did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Stopped {
+    /// Sessions ended.
+    pub ended: Vec<String>,
+    /// Sessions that were already gone.
+    pub already_gone: Vec<String>,
+}
+
+/// End every session of the task recorded in its state; keep every file. Idempotent.
+pub async fn stop(ctx: &Ctx, task: &Task, now: DateTime<Utc>) -> Result<Stopped> {
+    task.require()?;
+    let _l = task.lock_state()?;
+    let mut st = task.state_for_update(now)?;
+    let mut out = Stopped::default();
+    for a in st.agents.values_mut() {
+        let Some(session) = a.session.clone() else { continue };
+        if ctx.tmux.kill_session(&session).await? {
+            out.ended.push(session);
+        } else {
+            out.already_gone.push(session);
+        }
+        if a.status == "running" || a.status.is_empty() {
+            a.status = "stopped".into();
+        }
+    }
+    task.save_state(&st)?;
+    Ok(out)
+}
+
+/// Liveness of one agent, for `task status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Liveness {
+    /// Agent name.
+    pub agent: String,
+    /// alive, dead, gone (no pane), or not-started.
+    pub pane: String,
+    /// Exit status when dead.
+    pub exit_status: Option<i32>,
+    /// The signal that killed it, when dead by a signal.
+    pub exit_signal: Option<i32>,
+    /// Seconds since the pane's last activity.
+    pub idle_secs: Option<i64>,
+    /// The pane shows a permission or trust dialog.
+    pub waiting_for_human: bool,
+}
+
+/// Look at every recorded agent's pane (one tmux listing, one capture per live agent).
+pub async fn liveness(ctx: &Ctx, st: &crate::task::PmState, now: DateTime<Utc>) -> Result<Vec<Liveness>> {
+    let panes = ctx.tmux.list_panes().await?;
+    let mut out = Vec::new();
+    for (name, a) in &st.agents {
+        let Some(pane_id) = &a.pane else {
+            out.push(Liveness {
+                agent: name.clone(),
+                pane: "not-started".into(),
+                exit_status: None,
+                exit_signal: None,
+                idle_secs: None,
+                waiting_for_human: false,
+            });
+            continue;
+        };
+        let info = panes.iter().find(|p| &p.pane_id == pane_id);
+        let l = match info {
+            None => Liveness {
+                agent: name.clone(),
+                pane: "gone".into(),
+                exit_status: None,
+                exit_signal: None,
+                idle_secs: None,
+                waiting_for_human: false,
+            },
+            Some(p) => {
+                let mut waiting = false;
+                if !p.dead {
+                    if let Ok(rt) = runtime::resolve(a.runtime.as_deref().unwrap_or("claude")) {
+                        if let Ok(screen) = ctx.tmux.capture(pane_id).await {
+                            waiting = matches!(delivery::assess(&screen, &rt.patterns), delivery::Screen::Dialog(_));
+                        }
+                    }
+                }
+                Liveness {
+                    agent: name.clone(),
+                    pane: if p.dead { "dead".into() } else { "alive".into() },
+                    exit_status: p.dead_status.filter(|_| p.dead),
+                    exit_signal: p.dead_signal.filter(|_| p.dead),
+                    idle_secs: (p.activity > 0).then(|| (now.timestamp() - p.activity).max(0)),
+                    waiting_for_human: waiting,
+                }
+            }
+        };
+        out.push(l);
+    }
+    Ok(out)
+}

@@ -1,0 +1,348 @@
+//! `task status` and `task list`: read-only views of tasks.
+//!
+//! Cheap by construction: one directory listing for handoffs, one walk of
+//! artifacts, and one parsed handoff per agent (its latest), so a task with
+//! 10,000 handoffs answers in milliseconds. Nothing here writes.
+
+use chrono::{DateTime, Utc};
+use comfy_table::{ContentArrangement, Table, presets};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::handoff::{self, Status};
+use crate::scribe;
+use crate::task::{self, Phase, Task};
+
+/// The `--json` schema version of status and list output.
+pub const JSON_SCHEMA: u32 = 1;
+
+/// One agent's row.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentRow {
+    /// Agent name.
+    pub name: String,
+    /// Status of its latest handoff, if any.
+    pub last_status: Option<Status>,
+    /// Its latest handoff file.
+    pub last_handoff: Option<String>,
+    /// The time in that handoff's name (local, `YYYY-MM-DD HH:MM:SS`).
+    pub last_handoff_time: Option<String>,
+    /// Recommended next agent from that handoff.
+    pub recommended_next: Option<String>,
+    /// What the supervisor recorded: running, stopped, dead, … (`unknown` when never started by it).
+    pub state: String,
+    /// `local` or the remote destination.
+    pub host: String,
+    /// tmux session, when recorded.
+    pub session: Option<String>,
+    /// Pane liveness: alive, dead, gone, not-started (null when tmux was not asked).
+    pub pane: Option<String>,
+    /// Exit status of a dead pane.
+    pub exit_status: Option<i32>,
+    /// Signal that killed a dead pane.
+    pub exit_signal: Option<i32>,
+    /// Seconds since the pane last showed activity.
+    pub idle_secs: Option<i64>,
+    /// The pane shows a permission or trust dialog.
+    pub waiting_for_human: bool,
+}
+
+/// A blocker from an agent's latest handoff.
+#[derive(Debug, Clone, Serialize)]
+pub struct Blocker {
+    /// Agent name.
+    pub agent: String,
+    /// Handoff file.
+    pub handoff: String,
+    /// One-line description.
+    pub text: String,
+}
+
+/// The whole status of one task.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskStatus {
+    /// Task name.
+    pub task: String,
+    /// task.md title.
+    pub title: Option<String>,
+    /// Task folder.
+    pub dir: String,
+    /// Phase from pm_state.json.
+    pub phase: Phase,
+    /// Last delivered check-in.
+    pub last_checkin: Option<DateTime<Utc>>,
+    /// Next scheduled check-in.
+    pub next_checkin: Option<DateTime<Utc>>,
+    /// Agents, by first appearance.
+    pub agents: Vec<AgentRow>,
+    /// Blockers from latest handoffs.
+    pub blockers: Vec<Blocker>,
+    /// Handoff files.
+    pub handoffs: usize,
+    /// Handoffs not yet processed by a check-in.
+    pub handoffs_unprocessed: usize,
+    /// Entries in handoffs/ that are not handoffs (bad names, symlinks…).
+    pub handoffs_skipped: usize,
+    /// Artifact files.
+    pub artifacts: usize,
+    /// Problems reading the task (task.md errors), one line each.
+    pub problems: Vec<String>,
+}
+
+/// Gather a task's status. Errors only for a missing task or an unreadable state.
+pub fn task_status(task: &Task) -> Result<TaskStatus> {
+    task.require()?;
+    let state = task.state()?;
+    let mut problems = Vec::new();
+    let title = match task.spec() {
+        Ok(s) => s.title,
+        Err(e) => {
+            problems.push(e.to_string());
+            None
+        }
+    };
+    let (names, skipped) = handoff::list(&task.handoffs())?;
+    let latest = scribe::latest_by_agent(&task.handoffs(), &names)?;
+    let unprocessed = names
+        .iter()
+        .filter(|n| state.ledger.get(&n.file_name()).is_none())
+        .count();
+
+    let mut agents: Vec<AgentRow> = Vec::new();
+    let mut order: Vec<String> = Vec::new();
+    for n in &names {
+        if !order.contains(&n.agent) {
+            order.push(n.agent.clone());
+        }
+    }
+    for a in state.agents.keys() {
+        if !order.contains(a) {
+            order.push(a.clone());
+        }
+    }
+    let mut blockers = Vec::new();
+    for name in order {
+        let l = latest.iter().find(|l| l.agent() == name);
+        let st = state.agents.get(&name);
+        if let Some(l) = l {
+            if l.handoff.status == Status::Blocked {
+                blockers.push(Blocker {
+                    agent: name.clone(),
+                    handoff: l.file.clone(),
+                    text: l
+                        .handoff
+                        .blockers()
+                        .map(|b| handoff::one_line(b, 100))
+                        .or_else(|| l.handoff.warnings.first().cloned())
+                        .unwrap_or_else(|| "no details given".into()),
+                });
+            }
+        }
+        agents.push(AgentRow {
+            last_status: l.map(|l| l.handoff.status),
+            last_handoff: l.map(|l| l.file.clone()),
+            last_handoff_time: l.map(|l| l.name.stamp.format("%Y-%m-%d %H:%M:%S").to_string()),
+            recommended_next: l.and_then(|l| l.handoff.recommended_next.clone()),
+            state: st
+                .map(|s| s.status.clone())
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "unknown".into()),
+            host: st.map(|s| s.host.clone()).unwrap_or_else(|| "local".into()),
+            session: st.and_then(|s| s.session.clone()),
+            pane: None,
+            exit_status: None,
+            exit_signal: None,
+            idle_secs: None,
+            waiting_for_human: false,
+            name,
+        });
+    }
+    Ok(TaskStatus {
+        task: task.name.to_string(),
+        title,
+        dir: task.dir().display().to_string(),
+        phase: state.phase,
+        last_checkin: state.last_checkin,
+        next_checkin: state.next_checkin,
+        agents,
+        blockers,
+        handoffs: names.len(),
+        handoffs_unprocessed: unprocessed,
+        handoffs_skipped: skipped.len(),
+        artifacts: task::list_artifacts(task)?.len(),
+        problems,
+    })
+}
+
+fn opt_time(t: Option<DateTime<Utc>>) -> String {
+    t.map(scribe::local_time).unwrap_or_else(|| "-".into())
+}
+
+fn table() -> Table {
+    let mut t = Table::new();
+    t.load_style(presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(100);
+    t
+}
+
+/// Human rendering of one task's status; fits 100 columns.
+pub fn render(s: &TaskStatus) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("Task:          {}", s.task));
+    if let Some(t) = &s.title {
+        out.push_str(&format!(" — {}", handoff::one_line(t, 70)));
+    }
+    out.push('\n');
+    out.push_str(&format!("Folder:        {}\n", s.dir));
+    out.push_str(&format!("Phase:         {}\n", s.phase));
+    out.push_str(&format!("Last check-in: {}\n", opt_time(s.last_checkin)));
+    out.push_str(&format!("Next check-in: {}\n", opt_time(s.next_checkin)));
+    out.push_str(&format!(
+        "Handoffs:      {} ({} not yet checked in{})\n",
+        s.handoffs,
+        s.handoffs_unprocessed,
+        if s.handoffs_skipped > 0 {
+            format!(", {} skipped", s.handoffs_skipped)
+        } else {
+            String::new()
+        }
+    ));
+    out.push_str(&format!("Artifacts:     {}\n", s.artifacts));
+    out.push('\n');
+    if s.agents.is_empty() {
+        out.push_str("No agents yet.\n");
+    } else {
+        let mut t = table();
+        t.set_header(vec![
+            "AGENT",
+            "STATE",
+            "PANE",
+            "IDLE",
+            "LAST STATUS",
+            "LAST HANDOFF",
+            "NEXT",
+        ]);
+        for a in &s.agents {
+            let pane = match (&a.pane, a.exit_status) {
+                (Some(p), Some(code)) => format!("{p} ({code})"),
+                (Some(p), None) if a.exit_signal.is_some() => format!("{p} (signal {})", a.exit_signal.unwrap_or(0)),
+                (Some(p), None) if a.waiting_for_human => format!("{p}, needs human"),
+                (Some(p), None) => p.clone(),
+                (None, _) => "-".into(),
+            };
+            t.add_row(vec![
+                a.name.clone(),
+                a.state.clone(),
+                pane,
+                a.idle_secs.map(idle).unwrap_or_else(|| "-".into()),
+                a.last_status.map(|x| x.to_string()).unwrap_or_else(|| "-".into()),
+                a.last_handoff_time.clone().unwrap_or_else(|| "-".into()),
+                a.recommended_next.clone().unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        out.push_str(&trim_lines(&t.to_string()));
+        out.push('\n');
+    }
+    out.push('\n');
+    if s.blockers.is_empty() {
+        out.push_str("Blockers:      none\n");
+    } else {
+        out.push_str("Blockers:\n");
+        for b in &s.blockers {
+            out.push_str(&format!("  {} ({}): {}\n", b.agent, b.handoff, b.text));
+        }
+    }
+    for p in &s.problems {
+        out.push_str(&format!("Problem:       {p}\n"));
+    }
+    out
+}
+
+fn idle(secs: i64) -> String {
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m", s / 60),
+        s => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+fn trim_lines(s: &str) -> String {
+    s.lines().map(|l| l.trim_end()).collect::<Vec<_>>().join("\n")
+}
+
+/// One row of `task list`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ListRow {
+    /// Task name.
+    pub task: String,
+    /// Phase, when the state is readable.
+    pub phase: Option<Phase>,
+    /// Number of handoffs.
+    pub handoffs: usize,
+    /// Number of agents seen.
+    pub agents: usize,
+    /// Last check-in.
+    pub last_checkin: Option<DateTime<Utc>>,
+    /// A problem reading it (corrupt state), instead of failing the whole list.
+    pub error: Option<String>,
+}
+
+/// List the tasks of a project. A task with a corrupt state is listed with its error.
+pub fn list(project: &std::path::Path) -> Result<Vec<ListRow>> {
+    let mut rows = Vec::new();
+    for t in task::list_tasks(project)? {
+        let (names, _) = handoff::list(&t.handoffs())?;
+        let mut agents: Vec<&str> = names.iter().map(|n| n.agent.as_str()).collect();
+        agents.sort_unstable();
+        agents.dedup();
+        let (phase, last, error, extra_agents) = match t.state() {
+            Ok(s) => {
+                let extra = s.agents.keys().filter(|a| !agents.contains(&a.as_str())).count();
+                (Some(s.phase), s.last_checkin, None, extra)
+            }
+            Err(e @ (Error::CorruptState { .. } | Error::StateTooNew { .. })) => (None, None, Some(e.to_string()), 0),
+            Err(e) => return Err(e),
+        };
+        rows.push(ListRow {
+            task: t.name.to_string(),
+            phase,
+            handoffs: names.len(),
+            agents: agents.len() + extra_agents,
+            last_checkin: last,
+            error,
+        });
+    }
+    Ok(rows)
+}
+
+/// Human rendering of `task list`.
+pub fn render_list(project: &std::path::Path, rows: &[ListRow]) -> String {
+    if rows.is_empty() {
+        return format!(
+            "No tasks in {}/tasks. Create one with `task new <name>`.\n",
+            project.display()
+        );
+    }
+    let mut t = table();
+    t.set_header(vec!["TASK", "PHASE", "AGENTS", "HANDOFFS", "LAST CHECK-IN"]);
+    for r in rows {
+        t.add_row(vec![
+            r.task.clone(),
+            r.phase
+                .map(|p| p.to_string())
+                .unwrap_or_else(|| "STATE UNREADABLE".into()),
+            r.agents.to_string(),
+            r.handoffs.to_string(),
+            opt_time(r.last_checkin),
+        ]);
+    }
+    let mut s = trim_lines(&t.to_string());
+    s.push('\n');
+    for r in rows {
+        if let Some(e) = &r.error {
+            s.push_str(&format!("{}: {e}\n", r.task));
+        }
+    }
+    s
+}

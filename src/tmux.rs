@@ -1,0 +1,396 @@
+//! The tmux driver: sessions, panes, buffers — always on a named server.
+//!
+//! Every call names its server: `-L agent-orchestrator` by default (reach it
+//! by hand with `tmux -L agent-orchestrator ls`), `$AO_TMUX_SOCKET` to choose
+//! another (a path means `-S`, a bare name `-L`). The user's default server is
+//! never touched. With `$AO_TMUX_GUARD_DIR` set (tests set it), any socket
+//! outside that folder is refused loudly, so a test can never reach a real
+//! server by accident.
+//!
+//! The base `tmux -L/-S` invocation is built with tmux_interface; its
+//! per-command builders take a shell string for the pane command, which we
+//! refuse (agents start from an argv, never a shell string), so the verbs are
+//! argument lists built here, each known tmux trap handled:
+//! - an argument ending in `;` ends the tmux command → [`escape_arg`];
+//! - text starting with `-` is taken as a flag → `--` before argv, and text
+//!   goes through buffers on stdin, never `send-keys`;
+//! - `-t name` prefix-matches (`task1` hits `task10`) → `=name` or pane ids;
+//! - `new-session -c /missing` silently falls back → the folder is checked first;
+//! - a pane whose command exits vanishes → `remain-on-exit on`, so its exit
+//!   status can be reported.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+use crate::error::{Error, Result};
+
+/// Default server name (`tmux -L agent-orchestrator`).
+pub const DEFAULT_SOCKET_NAME: &str = "agent-orchestrator";
+
+/// Which tmux server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Socket {
+    /// `-L name` (a socket in tmux's per-user folder).
+    Name(String),
+    /// `-S path`.
+    Path(PathBuf),
+}
+
+impl Socket {
+    /// The flags for plain tmux, for messages and the README.
+    pub fn flags(&self) -> String {
+        match self {
+            Socket::Name(n) => format!("-L {n}"),
+            Socket::Path(p) => format!("-S {}", p.display()),
+        }
+    }
+}
+
+/// A handle on one tmux server. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Tmux {
+    socket: Socket,
+}
+
+/// Escape an argument so tmux's command parser takes it literally: a trailing
+/// `;` would otherwise end the command.
+pub fn escape_arg(s: &str) -> Cow<'_, str> {
+    if let Some(head) = s.strip_suffix(';') {
+        let mut out = head.to_string();
+        out.push_str("\\;");
+        Cow::Owned(out)
+    } else {
+        Cow::Borrowed(s)
+    }
+}
+
+/// What to start in a new session.
+#[derive(Debug, Clone)]
+pub struct SessionSpec<'a> {
+    /// Session name (exact; validated names only).
+    pub name: &'a str,
+    /// Working directory; must exist.
+    pub cwd: &'a Path,
+    /// Environment for the pane.
+    pub env: Vec<(String, String)>,
+    /// The program and its arguments (no shell).
+    pub argv: Vec<String>,
+}
+
+/// One pane as tmux reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaneInfo {
+    /// `%N`.
+    pub pane_id: String,
+    /// Its session.
+    pub session: String,
+    /// The command exited (kept by remain-on-exit).
+    pub dead: bool,
+    /// Exit status when dead.
+    pub dead_status: Option<i32>,
+    /// The signal that killed it, when dead by a signal.
+    pub dead_signal: Option<i32>,
+    /// Last activity, seconds since the epoch.
+    pub activity: i64,
+    /// PID of the pane's process.
+    pub pid: Option<u32>,
+}
+
+const PANE_FORMAT: &str = "#{pane_id}\t#{session_name}\t#{pane_dead}\t#{pane_dead_status}\t#{window_activity}\t#{pane_pid}\t#{pane_dead_signal}";
+
+fn parse_pane(line: &str) -> Option<PaneInfo> {
+    let f: Vec<&str> = line.split('\t').collect();
+    if f.len() != 7 || !f[0].starts_with('%') {
+        return None;
+    }
+    Some(PaneInfo {
+        pane_id: f[0].to_string(),
+        session: f[1].to_string(),
+        dead: f[2] == "1",
+        dead_status: f[3].parse().ok(),
+        dead_signal: f[6].parse().ok(),
+        activity: f[4].parse().unwrap_or(0),
+        pid: f[5].parse().ok(),
+    })
+}
+
+impl Tmux {
+    /// A handle on `socket`, refused when the test guard says it is not ours.
+    pub fn new(socket: Socket) -> Result<Tmux> {
+        if let Some(guard) = std::env::var_os("AO_TMUX_GUARD_DIR") {
+            let guard = PathBuf::from(guard);
+            let ok = matches!(&socket, Socket::Path(p) if p.starts_with(&guard));
+            if !ok {
+                return Err(Error::BadInput(format!(
+                    "refusing to use tmux server '{}': AO_TMUX_GUARD_DIR={} allows only sockets inside it (a test would have reached a real server)",
+                    socket.flags(),
+                    guard.display()
+                )));
+            }
+        }
+        Ok(Tmux { socket })
+    }
+
+    /// The server from `$AO_TMUX_SOCKET` (path → `-S`, name → `-L`), default `-L agent-orchestrator`.
+    pub fn from_env() -> Result<Tmux> {
+        let socket = match std::env::var("AO_TMUX_SOCKET") {
+            Ok(s) if s.contains('/') => Socket::Path(PathBuf::from(s)),
+            Ok(s) if !s.is_empty() => Socket::Name(s),
+            _ => Socket::Name(DEFAULT_SOCKET_NAME.into()),
+        };
+        Tmux::new(socket)
+    }
+
+    /// Which server this is.
+    pub fn socket(&self) -> &Socket {
+        &self.socket
+    }
+
+    fn command(&self) -> Command {
+        let base = match &self.socket {
+            Socket::Name(n) => tmux_interface::Tmux::new().socket_name(n.as_str()),
+            Socket::Path(p) => tmux_interface::Tmux::new().socket_path(p.to_string_lossy()),
+        };
+        let mut c = Command::from(base.into_command());
+        c.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        c
+    }
+
+    /// Run one tmux invocation; stdout on success, an error naming `what` otherwise.
+    pub async fn run(&self, what: &str, args: &[&str]) -> Result<String> {
+        let out = self
+            .command()
+            .args(args)
+            .output()
+            .await
+            .map_err(|e| tmux_missing(what, e))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(Error::Tmux {
+                what: what.to_string(),
+                detail: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+                socket: self.socket.flags(),
+            })
+        }
+    }
+
+    /// Whether a server is running on this socket.
+    pub async fn server_running(&self) -> bool {
+        self.command()
+            .arg("list-sessions")
+            .output()
+            .await
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    }
+
+    /// Start a detached session running `argv` in `cwd`; returns its pane id.
+    /// The folder is checked first (tmux would silently use another), and the
+    /// server keeps dead panes so exit statuses can be reported.
+    pub async fn new_session(&self, spec: &SessionSpec<'_>) -> Result<String> {
+        if !spec.cwd.is_dir() {
+            return Err(Error::BadInput(format!(
+                "working folder {} does not exist (tmux would silently start elsewhere); create it or fix cwd: in task.md",
+                spec.cwd.display()
+            )));
+        }
+        if spec.argv.is_empty() {
+            return Err(Error::BadInput("no command to start".into()));
+        }
+        let cwd = spec.cwd.to_string_lossy();
+        let mut args: Vec<Cow<'_, str>> = vec![
+            "new-session".into(),
+            "-d".into(),
+            "-P".into(),
+            "-F".into(),
+            "#{pane_id}".into(),
+            "-s".into(),
+            spec.name.into(),
+            "-x".into(),
+            "200".into(),
+            "-y".into(),
+            "50".into(),
+            "-c".into(),
+            escape_arg(&cwd).into_owned().into(),
+        ];
+        for (k, v) in &spec.env {
+            args.push("-e".into());
+            args.push(escape_arg(&format!("{k}={v}")).into_owned().into());
+        }
+        args.push("--".into());
+        for a in &spec.argv {
+            args.push(escape_arg(a).into_owned().into());
+        }
+        // Same invocation, so the options are in place before the command can exit.
+        for extra in [
+            ";",
+            "set-option",
+            "-g",
+            "remain-on-exit",
+            "on",
+            ";",
+            "set-option",
+            "-g",
+            "exit-empty",
+            "off",
+        ] {
+            args.push(extra.into());
+        }
+        let argv: Vec<&str> = args.iter().map(|a| a.as_ref()).collect();
+        let out = self.run("start session", &argv).await?;
+        let pane = out.lines().next().unwrap_or("").trim().to_string();
+        if !pane.starts_with('%') {
+            return Err(Error::Tmux {
+                what: "start session".into(),
+                detail: format!("tmux printed {pane:?} instead of a pane id"),
+                socket: self.socket.flags(),
+            });
+        }
+        Ok(pane)
+    }
+
+    /// Whether a session with exactly this name exists (no prefix matching).
+    pub async fn has_session(&self, name: &str) -> Result<bool> {
+        let target = format!("={name}");
+        match self.command().args(["has-session", "-t", &target]).output().await {
+            Ok(o) => Ok(o.status.success()),
+            Err(e) => Err(tmux_missing("look for a session", e)),
+        }
+    }
+
+    /// Kill a session by exact name; `false` when it did not exist.
+    pub async fn kill_session(&self, name: &str) -> Result<bool> {
+        if !self.has_session(name).await? {
+            return Ok(false);
+        }
+        let target = format!("={name}");
+        self.run("stop session", &["kill-session", "-t", &target]).await?;
+        Ok(true)
+    }
+
+    /// Every pane on the server, in one call. Empty when no server runs.
+    pub async fn list_panes(&self) -> Result<Vec<PaneInfo>> {
+        let out = self
+            .command()
+            .args(["list-panes", "-a", "-F", PANE_FORMAT])
+            .output()
+            .await
+            .map_err(|e| tmux_missing("list panes", e))?;
+        if !out.status.success() {
+            return Ok(Vec::new());
+        }
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(parse_pane)
+            .collect())
+    }
+
+    /// One pane by id; `None` when it no longer exists.
+    pub async fn pane(&self, pane_id: &str) -> Result<Option<PaneInfo>> {
+        Ok(self.list_panes().await?.into_iter().find(|p| p.pane_id == pane_id))
+    }
+
+    /// The visible screen of a pane, as text (no escapes).
+    pub async fn capture(&self, pane_id: &str) -> Result<String> {
+        self.run("read pane", &["capture-pane", "-p", "-J", "-t", pane_id])
+            .await
+    }
+
+    /// Paste `text` into a pane as one bracketed paste: `load-buffer` from stdin
+    /// (no argument parsing at all), then `paste-buffer -p -d` to the pane id.
+    /// The caller strips control characters first ([`crate::delivery::sanitize`]).
+    pub async fn paste(&self, pane_id: &str, buffer: &str, text: &str) -> Result<()> {
+        let mut child = self
+            .command()
+            .args(["load-buffer", "-b", buffer, "-"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .map_err(|e| tmux_missing("load buffer", e))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin
+                .write_all(text.as_bytes())
+                .await
+                .map_err(|e| Error::io("write to tmux load-buffer", "tmux", e))?;
+        }
+        let out = child
+            .wait_with_output()
+            .await
+            .map_err(|e| Error::io("wait for tmux load-buffer", "tmux", e))?;
+        if !out.status.success() {
+            return Err(Error::Tmux {
+                what: "load buffer".into(),
+                detail: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+                socket: self.socket.flags(),
+            });
+        }
+        self.run("paste", &["paste-buffer", "-p", "-d", "-b", buffer, "-t", pane_id])
+            .await
+            .map(|_| ())
+    }
+
+    /// Press a key (tmux key name such as `Enter`) in a pane.
+    pub async fn send_key(&self, pane_id: &str, key: &str) -> Result<()> {
+        self.run("send key", &["send-keys", "-t", pane_id, key])
+            .await
+            .map(|_| ())
+    }
+
+    /// Attach (or switch when already inside tmux) to a session; replaces this process.
+    pub fn attach_exec(&self, session: &str) -> Error {
+        use std::os::unix::process::CommandExt;
+        let inside = std::env::var_os("TMUX").is_some();
+        let mut c = std::process::Command::new("tmux");
+        match &self.socket {
+            Socket::Name(n) => c.args(["-L", n]),
+            Socket::Path(p) => c.arg("-S").arg(p),
+        };
+        let target = format!("={session}");
+        if inside {
+            c.args(["switch-client", "-t", &target]);
+        } else {
+            c.args(["attach-session", "-t", &target]);
+        }
+        let e = c.exec();
+        Error::io("run tmux attach", "tmux", e)
+    }
+}
+
+fn tmux_missing(what: &str, e: std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        Error::BadInput(format!(
+            "cannot {what}: tmux is not installed (apt-get install tmux, or your system's package)"
+        ))
+    } else {
+        Error::io("run tmux", "tmux", e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trailing_semicolon_is_escaped() {
+        assert_eq!(escape_arg("a;"), "a\\;");
+        assert_eq!(escape_arg("a;b"), "a;b");
+        assert_eq!(escape_arg(";"), "\\;");
+        assert_eq!(escape_arg("plain"), "plain");
+    }
+
+    #[test]
+    fn pane_lines_parse() {
+        let p = parse_pane("%3\tao-t-dev\t1\t2\t1764243000\t4242\t").unwrap();
+        assert!(p.dead);
+        assert_eq!(p.dead_status, Some(2));
+        assert_eq!(p.pid, Some(4242));
+        assert_eq!(parse_pane("garbage"), None);
+    }
+}

@@ -1,0 +1,419 @@
+//! End to end on the built binary in temp dirs: new / handoff / status / list /
+//! progress / setup-agents, JSON checked, bad input refused with the folder unchanged.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+const EXAMPLE: &str = "dds-writer-pool";
+
+#[test]
+fn new_creates_layout_and_is_idempotent() {
+    let d = tempfile::tempdir().unwrap();
+    let out = ok(&run(task(d.path()).args(["new", "demo"])));
+    assert!(out.contains("Created task 'demo'"), "{out}");
+    let t = d.path().join("tasks/demo");
+    for p in [
+        "task.md",
+        "pm_state.json",
+        "progress.md",
+        "handoffs",
+        "artifacts/analysis",
+        "artifacts/design",
+        "artifacts/code",
+        "artifacts/tests",
+        "artifacts/reviews",
+        "scratchpad",
+    ] {
+        assert!(t.join(p).exists(), "{p} missing");
+    }
+    let md = std::fs::read_to_string(t.join("task.md")).unwrap();
+    assert!(md.contains("demo") && !md.contains("{task}"), "template filled: {md}");
+    let state: Value = serde_json::from_slice(&std::fs::read(t.join("pm_state.json")).unwrap()).unwrap();
+    assert_eq!(state["version"], 2);
+    assert_eq!(state["phase"], "PLANNING");
+
+    // User edits survive; a second run changes nothing.
+    std::fs::write(t.join("task.md"), "# Task: mine\n").unwrap();
+    let before = snapshot(d.path());
+    let out = ok(&run(task(d.path()).args(["new", "demo"])));
+    assert!(out.contains("nothing to repair"), "{out}");
+    assert_eq!(snapshot(d.path()), before);
+
+    // A missing folder is repaired, nothing else touched.
+    std::fs::remove_dir(t.join("artifacts/code")).unwrap();
+    let v: Value = serde_json::from_str(&ok(&run(task(d.path()).args(["new", "demo", "--json"])))).unwrap();
+    assert_eq!(v["created"], serde_json::json!(["artifacts/code/"]));
+    assert_eq!(std::fs::read_to_string(t.join("task.md")).unwrap(), "# Task: mine\n");
+}
+
+#[test]
+fn bad_names_are_refused_before_touching_disk() {
+    let d = tempfile::tempdir().unwrap();
+    copy_example(d.path(), EXAMPLE);
+    let before = snapshot(d.path());
+    let long = "a".repeat(64);
+    for bad in [
+        "../x", "/abs", "a/b", ".hidden", "-rf", "a;b", "a:b", "a.b", "a b", "a\nb", "é", "", &long, "Upper",
+    ] {
+        for args in [
+            vec!["new", bad],
+            vec!["handoff", bad, "--from", "dev", "--status", "COMPLETE"],
+            vec!["handoff", EXAMPLE, "--from", bad, "--status", "COMPLETE"],
+            vec![
+                "handoff", EXAMPLE, "--from", "dev", "--status", "COMPLETE", "--next", bad,
+            ],
+            vec!["status", bad],
+            vec!["progress", bad],
+        ] {
+            let o = run(task(d.path()).args(&args));
+            assert_eq!(o.status.code(), Some(2), "{args:?} must exit 2; stderr: {}", stderr(&o));
+            let err = stderr(&o);
+            if !bad.is_empty() && !bad.starts_with('-') {
+                assert!(
+                    err.contains("lower-case a-z"),
+                    "{args:?}: message states the rule: {err}"
+                );
+            }
+        }
+    }
+    assert_eq!(snapshot(d.path()), before, "the project is byte-for-byte unchanged");
+}
+
+#[test]
+fn handoff_writes_atomically_with_collision_suffix() {
+    let d = tempfile::tempdir().unwrap();
+    ok(&run(task(d.path()).args(["new", "t1"])));
+    let body = "## Completed Work\nBuilt it.\n\n## Artifacts Generated\n- artifacts/code/x.py\n";
+    let mut paths = Vec::new();
+    for _ in 0..3 {
+        let o = run_with_stdin(
+            task(d.path()).env("SOURCE_DATE_EPOCH", "1764243000").args([
+                "handoff",
+                "t1",
+                "--from",
+                "dev",
+                "--status",
+                "needs_review",
+                "--next",
+                "review",
+                "--body-file",
+                "-",
+            ]),
+            body.as_bytes(),
+        );
+        paths.push(ok(&o).trim().to_string());
+    }
+    assert!(
+        paths[0].ends_with("tasks/t1/handoffs/dev-20251127-113000.md"),
+        "{}",
+        paths[0]
+    );
+    assert!(paths[1].ends_with("dev-20251127-113000-2.md"), "{}", paths[1]);
+    assert!(paths[2].ends_with("dev-20251127-113000-3.md"), "{}", paths[2]);
+    let text = std::fs::read_to_string(&paths[0]).unwrap();
+    assert_eq!(
+        text,
+        "# Handoff: dev\n**Timestamp:** 2025-11-27 11:30:00 +00:00\n**Target:** pm\n**Status:** NEEDS_REVIEW\n**Recommended Next:** review\n\n## Completed Work\nBuilt it.\n\n## Artifacts Generated\n- artifacts/code/x.py\n"
+    );
+    let entries: Vec<_> = std::fs::read_dir(d.path().join("tasks/t1/handoffs")).unwrap().collect();
+    assert_eq!(entries.len(), 3, "no temp files left behind");
+
+    // Body from a file, --json output.
+    std::fs::write(d.path().join("body.md"), "## Instructions\nExplore.\n").unwrap();
+    let v: Value = serde_json::from_str(&ok(&run(task(d.path()).args([
+        "handoff",
+        "t1",
+        "--from",
+        "pm",
+        "--target",
+        "explore",
+        "--status",
+        "IN_PROGRESS",
+        "--body-file",
+        "body.md",
+        "--json",
+    ]))))
+    .unwrap();
+    let p = v["path"].as_str().unwrap();
+    let text = std::fs::read_to_string(p).unwrap();
+    assert!(
+        text.contains("**Target:** explore\n**Status:** IN_PROGRESS\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn handoff_bad_input_writes_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    ok(&run(task(d.path()).args(["new", "t1"])));
+    let before = snapshot(d.path());
+    let cases: Vec<(Vec<&str>, &[u8], i32)> = vec![
+        (vec!["--status", "DONE-ISH"], b"x", 2),
+        (
+            vec!["--status", "COMPLETE", "--body-file", "-"],
+            b"\xff\xfe bad utf8",
+            2,
+        ),
+        (vec!["--status", "COMPLETE", "--body-file", "-"], b"nul\0byte", 2),
+        (
+            vec!["--status", "COMPLETE", "--body-file", "/nonexistent/body.md"],
+            b"",
+            1,
+        ),
+    ];
+    for (extra, input, code) in cases {
+        let mut args = vec!["handoff", "t1", "--from", "dev"];
+        args.extend(extra.iter().copied());
+        let o = run_with_stdin(task(d.path()).args(&args), input);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).starts_with("error:") || stderr(&o).contains("error"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    let big = vec![b'x'; 2 * 1024 * 1024];
+    let o = run_with_stdin(
+        task(d.path()).args([
+            "handoff",
+            "t1",
+            "--from",
+            "dev",
+            "--status",
+            "COMPLETE",
+            "--body-file",
+            "-",
+        ]),
+        &big,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cap"));
+    let o = run(task(d.path()).args(["handoff", "nosuch", "--from", "dev", "--status", "COMPLETE"]));
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("task new nosuch"),
+        "says what to do: {}",
+        stderr(&o)
+    );
+    assert_eq!(snapshot(d.path()), before);
+}
+
+#[test]
+fn agents_find_their_task_from_task_dir() {
+    let d = tempfile::tempdir().unwrap();
+    ok(&run(task(d.path()).args(["new", "t1"])));
+    let elsewhere = tempfile::tempdir().unwrap();
+    let o = run(task(elsewhere.path())
+        .env("TASK_NAME", "t1")
+        .env("TASK_DIR", d.path().join("tasks/t1"))
+        .args(["handoff", "t1", "--from", "dev", "--status", "COMPLETE"]));
+    let p = ok(&o);
+    assert!(
+        p.trim()
+            .starts_with(d.path().join("tasks/t1/handoffs").to_str().unwrap()),
+        "{p}"
+    );
+    // From a subfolder of the project, the task is found by walking up.
+    let sub = d.path().join("src/deep");
+    std::fs::create_dir_all(&sub).unwrap();
+    ok(&run(task(&sub).args(["status", "t1"])));
+}
+
+#[test]
+fn status_and_list_on_the_example() {
+    let d = tempfile::tempdir().unwrap();
+    copy_example(d.path(), EXAMPLE);
+    let before = snapshot(d.path());
+    let v: Value = serde_json::from_str(&ok(&run(task(d.path()).args(["status", EXAMPLE, "--json"])))).unwrap();
+    assert_eq!(v["schema"], 1);
+    let t = &v["task"];
+    assert_eq!(t["task"], EXAMPLE);
+    assert_eq!(t["title"], "Optimize DDS writer pool");
+    assert_eq!(t["phase"], "PLANNING");
+    assert_eq!(t["handoffs"], 8);
+    assert_eq!(t["handoffs_unprocessed"], 8);
+    assert_eq!(t["artifacts"], 4);
+    let agents: Vec<(&str, &str)> = t["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["name"].as_str().unwrap(), a["last_status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        agents,
+        vec![
+            ("pm", "IN_PROGRESS"),
+            ("explore", "COMPLETE"),
+            ("plan", "COMPLETE"),
+            ("dev", "NEEDS_REVIEW"),
+            ("review", "COMPLETE")
+        ]
+    );
+    assert_eq!(t["blockers"], serde_json::json!([]));
+
+    let human = ok(&run(task(d.path()).args(["status", EXAMPLE])));
+    assert!(human.contains("Phase:         PLANNING"), "{human}");
+    assert!(human.contains("NEEDS_REVIEW"), "{human}");
+    for line in human.lines() {
+        assert!(line.chars().count() <= 100, "line over 100 columns: {line:?}");
+    }
+
+    let v: Value = serde_json::from_str(&ok(&run(task(d.path()).args(["list", "--json"])))).unwrap();
+    assert_eq!(v["tasks"][0]["task"], EXAMPLE);
+    assert_eq!(v["tasks"][0]["handoffs"], 8);
+    assert_eq!(v["tasks"][0]["agents"], 5);
+    let human = ok(&run(task(d.path()).args(["list"])));
+    assert!(human.contains(EXAMPLE) && human.contains("PLANNING"), "{human}");
+    assert_eq!(snapshot(d.path()), before, "status and list are read-only");
+}
+
+#[test]
+fn blocked_handoff_shows_as_blocker() {
+    let d = tempfile::tempdir().unwrap();
+    ok(&run(task(d.path()).args(["new", "t1"])));
+    let o = run_with_stdin(
+        task(d.path()).args([
+            "handoff",
+            "t1",
+            "--from",
+            "dev",
+            "--status",
+            "BLOCKED",
+            "--body-file",
+            "-",
+        ]),
+        b"## Blockers\nThe board is offline.\n",
+    );
+    ok(&o);
+    let v: Value = serde_json::from_str(&ok(&run(task(d.path()).args(["status", "t1", "--json"])))).unwrap();
+    assert_eq!(v["task"]["blockers"][0]["agent"], "dev");
+    assert_eq!(v["task"]["blockers"][0]["text"], "The board is offline.");
+    let human = ok(&run(task(d.path()).args(["status", "t1"])));
+    assert!(
+        human.contains("dev (dev-") && human.contains("The board is offline."),
+        "{human}"
+    );
+}
+
+#[test]
+fn progress_matches_expected_file_byte_for_byte() {
+    let d = tempfile::tempdir().unwrap();
+    copy_example(d.path(), EXAMPLE);
+    let run_progress = || {
+        ok(&run(task(d.path())
+            .env("SOURCE_DATE_EPOCH", "1764246600")
+            .args(["progress", EXAMPLE])))
+    };
+    let path = run_progress();
+    assert!(path.trim().ends_with("tasks/dds-writer-pool/progress.md"));
+    let first = std::fs::read(path.trim()).unwrap();
+    if std::env::var_os("UPDATE_EXPECTED").is_some() {
+        std::fs::write(repo().join("tests/expected/progress-dds-writer-pool.md"), &first).unwrap();
+    }
+    let expected = std::fs::read(repo().join("tests/expected/progress-dds-writer-pool.md")).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&first),
+        String::from_utf8_lossy(&expected),
+        "progress.md differs from tests/expected (UPDATE_EXPECTED=1 rewrites it after a deliberate change)"
+    );
+    run_progress();
+    assert_eq!(std::fs::read(path.trim()).unwrap(), first, "same input, same bytes");
+}
+
+#[test]
+fn corrupt_state_is_reported_kept_and_set_aside_only_on_repair() {
+    let d = tempfile::tempdir().unwrap();
+    ok(&run(task(d.path()).args(["new", "t1"])));
+    let sp = d.path().join("tasks/t1/pm_state.json");
+    std::fs::write(&sp, b"{ not json").unwrap();
+    let before = snapshot(d.path());
+    let o = run(task(d.path()).args(["status", "t1"]));
+    assert_eq!(o.status.code(), Some(4));
+    assert!(
+        stderr(&o).contains("pm_state.json") && stderr(&o).contains("corrupt"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(task(d.path()).args(["progress", "t1"]));
+    assert_eq!(o.status.code(), Some(4));
+    let out = ok(&run(task(d.path()).args(["list"])));
+    assert!(out.contains("STATE UNREADABLE"), "{out}");
+    assert_eq!(
+        snapshot(d.path()),
+        before,
+        "read-only commands leave the corrupt file alone"
+    );
+
+    let o = run(task(d.path()).args(["new", "t1"]));
+    ok(&o);
+    assert!(stderr(&o).contains("corrupt-"), "{}", stderr(&o));
+    let aside: Vec<_> = std::fs::read_dir(d.path().join("tasks/t1"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("pm_state.json.corrupt-"))
+        .collect();
+    assert_eq!(aside.len(), 1);
+    assert_eq!(
+        std::fs::read(d.path().join("tasks/t1").join(&aside[0])).unwrap(),
+        b"{ not json"
+    );
+    let v: Value = serde_json::from_slice(&std::fs::read(&sp).unwrap()).unwrap();
+    assert_eq!(v["version"], 2);
+}
+
+#[test]
+fn malformed_agent_config_is_reported_with_file_and_line() {
+    let d = tempfile::tempdir().unwrap();
+    ok(&run(task(d.path()).args(["new", "t1"])));
+    std::fs::write(
+        d.path().join("tasks/t1/task.md"),
+        "# Task: t\n\n## Agent Config\ncwd: -oProxyCommand=touch:/tmp/x\n",
+    )
+    .unwrap();
+    let v: Value = serde_json::from_str(&ok(&run(task(d.path()).args(["status", "t1", "--json"])))).unwrap();
+    let p = v["task"]["problems"][0].as_str().unwrap();
+    assert!(p.contains("task.md:4:") && p.contains("'-'"), "{p}");
+}
+
+#[test]
+fn setup_agents_adds_missing_only() {
+    let d = tempfile::tempdir().unwrap();
+    let v: Value = serde_json::from_str(&ok(&run(task(d.path()).args(["setup-agents", "--json"])))).unwrap();
+    assert_eq!(v["added"].as_array().unwrap().len(), 16);
+    let dev = std::fs::read_to_string(d.path().join(".claude/agents/dev.md")).unwrap();
+    assert!(dev.starts_with("---\nname: dev\n"), "{dev}");
+    let k: Value = serde_json::from_slice(&std::fs::read(d.path().join(".kiro/agents/dev.json")).unwrap()).unwrap();
+    assert_eq!(k["name"], "dev");
+    assert!(k["prompt"].as_str().unwrap().len() > 200);
+    assert!(k["tools"].as_array().unwrap().iter().any(|t| t == "write"));
+
+    std::fs::write(d.path().join(".claude/agents/dev.md"), "mine").unwrap();
+    std::fs::remove_file(d.path().join(".kiro/agents/review.json")).unwrap();
+    let out = ok(&run(task(d.path()).args(["setup-agents"])));
+    assert!(out.contains("added  .kiro/agents/review.json"), "{out}");
+    assert!(out.contains("kept   .claude/agents/dev.md"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(d.path().join(".claude/agents/dev.md")).unwrap(),
+        "mine"
+    );
+    let v: Value = serde_json::from_str(&ok(&run(task(d.path()).args([
+        "setup-agents",
+        "--runtime",
+        "claude",
+        "--json",
+    ]))))
+    .unwrap();
+    assert_eq!(v["added"].as_array().unwrap().len(), 0);
+    assert_eq!(v["kept"].as_array().unwrap().len(), 8);
+}
+
+#[test]
+fn help_teaches_names_and_exit_codes() {
+    let d = tempfile::tempdir().unwrap();
+    let out = ok(&run(task(d.path()).args(["--help"])));
+    assert!(out.contains("Exit codes:") && out.contains("lower-case"), "{out}");
+    let o = run(task(d.path()).args(["frobnicate"]));
+    assert_eq!(o.status.code(), Some(2));
+}

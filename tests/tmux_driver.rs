@@ -1,0 +1,103 @@
+//! The tmux driver against a real tmux server on a private socket: each known trap has a test.
+
+mod common;
+
+use agent_orchestrator::tmux::{SessionSpec, Socket, Tmux};
+use common::*;
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn spec<'a>(name: &'a str, cwd: &'a std::path::Path, argv: &[&str]) -> SessionSpec<'a> {
+    SessionSpec {
+        name,
+        cwd,
+        env: vec![],
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+#[test]
+fn semicolons_dashes_and_env_arrive_literally() {
+    let w = World::new();
+    let tmux = Tmux::new(Socket::Path(w.sock.clone())).unwrap();
+    let out = w.dir.path().join("out.txt");
+    let script = format!("printf '%s|' \"$@\" \"$X\" > {}; sleep 30", out.display());
+    let mut s = spec(
+        "t",
+        w.dir.path(),
+        &["sh", "-c", &script, "sh", "-n", "a;", ";", "--", "b c"],
+    );
+    s.env.push(("X".into(), "v;".into()));
+    let pane = rt().block_on(tmux.new_session(&s)).unwrap();
+    assert!(pane.starts_with('%'), "{pane}");
+    let got = wait_for("the script output", 10, || {
+        std::fs::read_to_string(&out).ok().filter(|s| s.ends_with('|'))
+    });
+    assert_eq!(got, "-n|a;|;|--|b c|v;|");
+}
+
+#[test]
+fn exact_names_never_prefix_match() {
+    let w = World::new();
+    let tmux = Tmux::new(Socket::Path(w.sock.clone())).unwrap();
+    let r = rt();
+    r.block_on(tmux.new_session(&spec("t10", w.dir.path(), &["sleep", "60"])))
+        .unwrap();
+    assert!(!r.block_on(tmux.has_session("t1")).unwrap(), "t1 must not match t10");
+    assert!(!r.block_on(tmux.kill_session("t1")).unwrap());
+    assert!(
+        r.block_on(tmux.has_session("t10")).unwrap(),
+        "t10 survives a kill of t1"
+    );
+    // Plain tmux shows the trap we avoid.
+    assert!(
+        w.tmux(&["has-session", "-t", "t1"]).status.success(),
+        "tmux itself prefix-matches"
+    );
+}
+
+#[test]
+fn missing_cwd_is_refused_before_tmux() {
+    let w = World::new();
+    let tmux = Tmux::new(Socket::Path(w.sock.clone())).unwrap();
+    let missing = w.dir.path().join("nope");
+    let e = rt()
+        .block_on(tmux.new_session(&spec("x", &missing, &["sleep", "60"])))
+        .unwrap_err();
+    assert!(e.to_string().contains("does not exist"), "{e}");
+    assert!(w.sessions().is_empty());
+}
+
+#[test]
+fn dead_panes_are_kept_with_their_exit_status() {
+    let w = World::new();
+    let tmux = Tmux::new(Socket::Path(w.sock.clone())).unwrap();
+    let r = rt();
+    let pane = r
+        .block_on(tmux.new_session(&spec("d", w.dir.path(), &["sh", "-c", "exit 7"])))
+        .unwrap();
+    let info = wait_for("the pane to die", 10, || {
+        r.block_on(tmux.pane(&pane)).unwrap().filter(|p| p.dead)
+    });
+    assert_eq!(info.dead_status, Some(7));
+    assert!(r.block_on(tmux.has_session("d")).unwrap(), "the session is kept");
+}
+
+#[test]
+fn guard_refuses_other_servers() {
+    let w = World::new();
+    let o = run(w.task().env("AO_TMUX_SOCKET", "default").args(["new", "t1"]));
+    ok(&o);
+    let o = run(w.task().env("AO_TMUX_SOCKET", "default").args(["attach", "t1"]));
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).contains("refusing to use tmux server '-L default'"),
+        "{}",
+        stderr(&o)
+    );
+}
