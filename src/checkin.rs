@@ -265,9 +265,27 @@ pub fn render_message(task: &Task, state: &PmState, new: &[Loaded], ev: &Evaluat
     )
 }
 
+/// What caused a check-in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Trigger {
+    /// `task checkin` (cron or a human).
+    Manual,
+    /// A new terminal handoff (the daemon's watcher).
+    Handoff,
+    /// The task's schedule.
+    Schedule,
+    /// An agent's pane died.
+    Death,
+}
+
 /// What a check-in did.
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckinReport {
+    /// What caused it.
+    pub trigger: Trigger,
+    /// A scheduled check-in with nothing new and no signal: recorded, not sent.
+    pub skipped: bool,
     /// The task.
     pub task: String,
     /// New handoffs taken from the ledger.
@@ -335,10 +353,21 @@ fn record(state: &mut PmState, cands: &[Candidate], ev: &Evaluation, now: DateTi
 }
 
 /// Run one check-in: scribe, signals, message, verified delivery, then record.
-pub async fn run(task: &Task, tmux: &Tmux, now: DateTime<Utc>) -> Result<CheckinReport> {
+/// `extra` signals (agent deaths) are added to those computed from handoffs.
+/// A scheduled check-in with nothing to say is recorded in events.jsonl but not
+/// sent, unless task.md sets `quiet_checkins: false`.
+pub async fn run(
+    task: &Task,
+    tmux: &Tmux,
+    now: DateTime<Utc>,
+    trigger: Trigger,
+    extra: Vec<Signal>,
+) -> Result<CheckinReport> {
     let Some(_checkin_lock) = task.try_lock_checkin()? else {
         let st = task.state()?;
         return Ok(CheckinReport {
+            trigger,
+            skipped: false,
             task: task.name.to_string(),
             new_handoffs: Vec::new(),
             signals: Vec::new(),
@@ -349,10 +378,11 @@ pub async fn run(task: &Task, tmux: &Tmux, now: DateTime<Utc>) -> Result<Checkin
     };
 
     // A: evaluate under the state lock.
-    let (state, cands, ev, message, pm) = {
+    let (state, cands, ev, message, pm, quiet) = {
         let _l = task.lock_state()?;
         let state = task.state_for_update(now)?;
         let spec = task.spec().ok();
+        let quiet = spec.as_ref().and_then(|s| s.setting("quiet_checkins")) != Some("false");
         let no_progress = spec
             .as_ref()
             .and_then(|s| s.setting("no_progress"))
@@ -382,7 +412,8 @@ pub async fn run(task: &Task, tmux: &Tmux, now: DateTime<Utc>) -> Result<Checkin
             let now_ns = now.timestamp_nanos_opt()?;
             (now_ns > ns).then(|| Duration::from_nanos((now_ns - ns) as u64))
         });
-        let ev = evaluate(&state, &new, idle_for, no_progress);
+        let mut ev = evaluate(&state, &new, idle_for, no_progress);
+        ev.signals.extend(extra);
         let mut preview = state.clone();
         preview.phase = ev.phase;
         let escalations: Vec<String> = ev
@@ -397,8 +428,28 @@ pub async fn run(task: &Task, tmux: &Tmux, now: DateTime<Utc>) -> Result<Checkin
             .agents
             .get("pm")
             .and_then(|a| a.pane.clone().map(|p| (p, a.runtime.clone())));
-        (state, cands, ev, message, pm)
+        (state, cands, ev, message, pm, quiet)
     };
+
+    if trigger == Trigger::Schedule && quiet && cands.is_empty() && ev.signals.is_empty() {
+        crate::events::append(
+            task,
+            "checkin_skipped",
+            Some("pm"),
+            serde_json::json!({"trigger": trigger, "why": "nothing new"}),
+            now,
+        )?;
+        return Ok(CheckinReport {
+            trigger,
+            skipped: true,
+            task: task.name.to_string(),
+            new_handoffs: Vec::new(),
+            signals: Vec::new(),
+            phase: ev.phase,
+            delivery: None,
+            recorded: false,
+        });
+    }
 
     // B: deliver without holding the state lock (the PM may run `task spawn` at once).
     let delivery = match pm {
@@ -410,7 +461,7 @@ pub async fn run(task: &Task, tmux: &Tmux, now: DateTime<Utc>) -> Result<Checkin
         },
         Some((pane, runtime)) => {
             let rt = crate::runtime::resolve(runtime.as_deref().unwrap_or("claude"))?;
-            delivery::deliver(tmux, &pane, &message, &rt.patterns, rt.delivery_options()).await?
+            delivery::deliver(tmux, &pane, &message, &rt.patterns, &rt.delivery_options()).await?
         }
     };
 
@@ -423,7 +474,24 @@ pub async fn run(task: &Task, tmux: &Tmux, now: DateTime<Utc>) -> Result<Checkin
         task.save_state(&fresh)?;
     }
     let _ = state;
+    crate::events::append(
+        task,
+        "checkin",
+        Some("pm"),
+        serde_json::json!({
+            "trigger": trigger,
+            "new_handoffs": cands.len(),
+            "signals": ev.signals.iter().map(|s| s.kind).collect::<Vec<_>>(),
+            "outcome": delivery.outcome,
+            "enters": delivery.enters,
+            "bytes": delivery.bytes,
+            "recorded": recorded,
+        }),
+        now,
+    )?;
     Ok(CheckinReport {
+        trigger,
+        skipped: false,
         task: task.name.to_string(),
         new_handoffs: cands.iter().map(|c| c.loaded.file.clone()).collect(),
         signals: ev.signals,

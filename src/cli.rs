@@ -132,7 +132,10 @@ pub enum Command {
         /// claude, kiro, demo, or a profile from the config file (default: task.md `runtime:`, else claude).
         #[arg(long, value_name = "RUNTIME")]
         runtime: Option<String>,
-        /// Do not install the crontab line (use `task watch` or your own scheduler).
+        /// Cron mode: no supervisor daemon; check-ins come from the crontab line (or `task watch`).
+        #[arg(long)]
+        no_daemon: bool,
+        /// In cron mode, do not install the crontab line either.
         #[arg(long)]
         no_cron: bool,
         /// Print what was started as JSON.
@@ -219,6 +222,27 @@ pub enum Command {
         agent: Option<AgentName>,
         #[command(flatten)]
         project: ProjectArg,
+    },
+    /// Run the supervisor daemon in the foreground (what the systemd unit runs); --stop asks a running one to stop.
+    Daemon {
+        /// Stop the running daemon instead (agents keep running).
+        #[arg(long)]
+        stop: bool,
+    },
+    /// Stop the running daemon cleanly (agents keep running).
+    Shutdown,
+    /// Show a task's event log (check-ins, spawns, deaths…) from events.jsonl.
+    Log {
+        /// The task.
+        task: TaskName,
+        #[command(flatten)]
+        project: ProjectArg,
+        /// Keep printing new events as they are appended.
+        #[arg(long, short)]
+        follow: bool,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
     },
     /// The built-in scripted agent of the demo runtime (started by `task start --runtime demo`).
     #[command(hide = true)]
@@ -319,9 +343,25 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             name,
             project,
             runtime,
+            no_daemon,
             no_cron,
             json,
-        } => block_on(cmd_start(&name, project.as_deref(), runtime.as_deref(), no_cron, json)),
+        } => block_on(cmd_start(
+            &name,
+            project.as_deref(),
+            runtime.as_deref(),
+            no_daemon,
+            no_cron,
+            json,
+        )),
+        Command::Daemon { stop: false } => cmd_daemon(),
+        Command::Daemon { stop: true } | Command::Shutdown => cmd_shutdown(),
+        Command::Log {
+            task,
+            project,
+            follow,
+            json,
+        } => cmd_log(&project, &task, follow, json),
         Command::Spawn {
             task,
             agent,
@@ -605,10 +645,73 @@ fn add_liveness(t: &Task, s: &mut status::TaskStatus) {
     }
 }
 
+fn cmd_daemon() -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(crate::daemon::run())?;
+    Ok(())
+}
+
+fn cmd_shutdown() -> anyhow::Result<()> {
+    use crate::daemon::{client, protocol::Request};
+    if !client::running() {
+        println!("No daemon is running.");
+        return Ok(());
+    }
+    // The answer may be cut short by the daemon exiting; what counts is that it stops.
+    let _ = client::request(&Request::Shutdown);
+    {
+        {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while client::running() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            if client::running() {
+                return Err(Error::BadInput("the daemon did not stop within 10 s".into()).into());
+            }
+            println!("Daemon stopped; agents keep running.");
+        }
+    }
+    Ok(())
+}
+
+fn cmd_log(project: &ProjectArg, name: &TaskName, follow: bool, json: bool) -> anyhow::Result<()> {
+    let t = locate(project, name)?;
+    let path = crate::events::path(&t);
+    let mut shown = 0usize;
+    loop {
+        let all = crate::events::read(&path)?;
+        for e in all.iter().skip(shown) {
+            if json {
+                println!("{}", serde_json::to_string(e)?);
+            } else {
+                println!("{}", crate::events::render(e));
+            }
+        }
+        shown = all.len();
+        if !follow {
+            return Ok(());
+        }
+        std::io::stdout().flush()?;
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+}
+
+fn supervised(t: &Task) -> crate::daemon::protocol::Supervised {
+    crate::daemon::protocol::Supervised {
+        project: t.project.display().to_string(),
+        task: t.name.to_string(),
+    }
+}
+
 async fn cmd_start(
     name: &TaskName,
     project: Option<&Path>,
     runtime: Option<&str>,
+    no_daemon: bool,
     no_cron: bool,
     json: bool,
 ) -> anyhow::Result<()> {
@@ -621,7 +724,31 @@ async fn cmd_start(
     let started = crate::session::start(&ctx, &t, runtime, clock::now()).await?;
     let mut cron_line = None;
     let mut cron_note = None;
-    if !no_cron {
+    let mut daemon_note = None;
+    if !no_daemon {
+        use crate::daemon::{
+            client,
+            protocol::{Request, Response},
+        };
+        if !client::running() {
+            let log = client::spawn_background()?;
+            daemon_note = Some(format!(
+                "started the supervisor daemon in the background (log: {})",
+                log.display()
+            ));
+        }
+        let s = supervised(&t);
+        match client::request(&Request::Register {
+            project: s.project,
+            task: s.task,
+        })? {
+            Some(Response::Ok) => {}
+            Some(Response::Error { message }) => {
+                return Err(Error::BadInput(format!("the daemon refused the task: {message}")).into());
+            }
+            other => return Err(Error::BadInput(format!("unexpected answer from the daemon: {other:?}")).into()),
+        }
+    } else if !no_cron {
         let spec = t.spec()?;
         let sched = crate::cron::schedule(spec.setting("checkin")).map_err(Error::BadInput)?;
         let line = crate::cron::line(
@@ -640,14 +767,20 @@ async fn cmd_start(
         cron_line = Some(line);
     }
     if json {
-        return print_json(&serde_json::json!({ "started": started, "cron_line": cron_line, "cron": cron_note }));
+        return print_json(
+            &serde_json::json!({ "started": started, "cron_line": cron_line, "cron": cron_note, "daemon": !no_daemon }),
+        );
     }
     println!(
         "Started the PM of task '{name}' ({} runtime) in tmux session {} (pane {}).",
         started.runtime, started.session, started.pane
     );
     println!("Preamble saved to {}", started.preamble.display());
+    if let Some(n) = &daemon_note {
+        println!("Supervisor: {n}.");
+    }
     match (&cron_line, cron_note.as_deref()) {
+        _ if !no_daemon => println!("Check-ins: the daemon checks in at once on every handoff, and on schedule."),
         (Some(_), Some("installed")) => {
             println!("Check-ins: crontab line installed (`crontab -l` shows it; `task stop {name}` removes it).")
         }
@@ -740,7 +873,46 @@ async fn cmd_send(
 async fn cmd_checkin(project: &ProjectArg, name: &TaskName, json: bool) -> anyhow::Result<()> {
     let t = locate(project, name)?;
     let ctx = crate::session::Ctx::from_env()?;
-    let report = crate::checkin::run(&t, &ctx.tmux, clock::now()).await?;
+    // Through the daemon when it supervises the task (its actor serialises check-ins); else here.
+    let via_daemon = {
+        use crate::daemon::{
+            client,
+            protocol::{Request, Response},
+        };
+        let s = supervised(&t);
+        match client::request(&Request::Checkin {
+            project: s.project,
+            task: s.task,
+        }) {
+            Ok(Some(Response::Checkin { report })) => Some(report),
+            _ => None,
+        }
+    };
+    if let Some(v) = via_daemon {
+        if json {
+            print_json(&v)?;
+        } else {
+            println!(
+                "{name}: check-in by the daemon: {} new handoff(s); delivery {}",
+                v["new_handoffs"].as_array().map_or(0, |a| a.len()),
+                v["delivery"]["outcome"].as_str().unwrap_or("none")
+            );
+        }
+        let delivered = v["delivery"].is_null() || v["delivery"]["outcome"] == "delivered";
+        return if delivered {
+            Ok(())
+        } else {
+            Err(Exit(
+                EXIT_UNDELIVERED,
+                format!(
+                    "check-in not delivered ({}); the handoffs stay new",
+                    v["delivery"]["reason"].as_str().unwrap_or("?")
+                ),
+            )
+            .into())
+        };
+    }
+    let report = crate::checkin::run(&t, &ctx.tmux, clock::now(), crate::checkin::Trigger::Manual, Vec::new()).await?;
     if json {
         print_json(&report)?;
     } else {
@@ -762,6 +934,7 @@ async fn cmd_checkin(project: &ProjectArg, name: &TaskName, json: bool) -> anyho
 
 fn print_checkin(r: &crate::checkin::CheckinReport) {
     match &r.delivery {
+        None if r.skipped => println!("{}: scheduled check-in skipped: nothing new, no signal.", r.task),
         None => println!("{}: another check-in is running; this one stood down.", r.task),
         Some(d) => {
             let what = if r.new_handoffs.is_empty() {
@@ -813,7 +986,8 @@ async fn cmd_watch(project: &ProjectArg, name: &TaskName, poll_ms: u64, timeout:
         let (cands, _) = st.ledger.scan(&t.handoffs(), &names)?;
         let due = last_checkin.elapsed() >= every;
         if !cands.is_empty() || due {
-            let r = crate::checkin::run(&t, &ctx.tmux, clock::now()).await?;
+            let r =
+                crate::checkin::run(&t, &ctx.tmux, clock::now(), crate::checkin::Trigger::Manual, Vec::new()).await?;
             print_checkin(&r);
             last_checkin = std::time::Instant::now();
             if r.delivery
@@ -838,6 +1012,14 @@ async fn cmd_stop(project: &ProjectArg, name: &TaskName, json: bool) -> anyhow::
     let t = locate(project, name)?;
     let ctx = crate::session::Ctx::from_env()?;
     let stopped = crate::session::stop(&ctx, &t, clock::now()).await?;
+    {
+        use crate::daemon::{client, protocol::Request};
+        let s = supervised(&t);
+        let _ = client::request(&Request::Unregister {
+            project: s.project,
+            task: s.task,
+        });
+    }
     let cron_removed = if crate::cron::available() {
         crate::cron::uninstall(&crate::cron::marker(&t.project, name.as_str()))?
     } else {

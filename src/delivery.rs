@@ -155,7 +155,7 @@ pub struct Report {
 }
 
 /// Timing of a delivery.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// How long to wait for the input area to become ready (agent start-up).
     pub ready_timeout: Duration,
@@ -169,6 +169,12 @@ pub struct Options {
     pub retry_after: Duration,
     /// Enter presses that submit a paste (Kiro 2.11 needs two).
     pub submit_enters: u32,
+    /// tmux keys that clear the input area (e.g. `C-c` for Claude Code). Used once per
+    /// delivery when unsent text has sat in the input for `stale_after` — the remains of
+    /// a delivery interrupted between paste and Enter (a supervisor killed with -9).
+    pub clear_keys: Vec<String>,
+    /// How long unsent text must sit unchanged before it is cleared.
+    pub stale_after: Duration,
 }
 
 impl Default for Options {
@@ -180,6 +186,8 @@ impl Default for Options {
             enter_retries: 2,
             retry_after: Duration::from_millis(800),
             submit_enters: 1,
+            clear_keys: Vec::new(),
+            stale_after: Duration::from_secs(2),
         }
     }
 }
@@ -205,7 +213,7 @@ fn report(outcome: Outcome, reason: impl Into<String>, enters: u32, bytes: usize
 }
 
 /// Deliver `text` to `pane` and confirm it was submitted. Never pastes twice.
-pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: Options) -> Result<Report> {
+pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Options) -> Result<Report> {
     let clean = sanitize(text);
     let clean = clean.trim_end_matches('\n');
     if clean.trim().is_empty() {
@@ -218,6 +226,8 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: Optio
     // 1. Wait for an empty, ready input area.
     let start = Instant::now();
     let mut last = Screen::Unknown;
+    let mut pending_since: Option<(Instant, String)> = None;
+    let mut cleared = false;
     loop {
         if let Some(why) = dead_check(tmux, pane).await? {
             return Ok(report(Outcome::Failed, why, 0, bytes));
@@ -227,6 +237,19 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: Optio
             Screen::Ready => break,
             s => s,
         };
+        if matches!(last, Screen::Pending { .. }) && !cleared && !o.clear_keys.is_empty() {
+            match &pending_since {
+                Some((t, s)) if *s == screen && t.elapsed() >= o.stale_after => {
+                    tracing::info!(pane, "clearing unsent text left in the input area");
+                    for k in &o.clear_keys {
+                        tmux.send_key(pane, k).await?;
+                    }
+                    cleared = true;
+                }
+                Some((_, s)) if *s == screen => {}
+                _ => pending_since = Some((Instant::now(), screen.clone())),
+            }
+        }
         if start.elapsed() >= o.ready_timeout {
             let why = match last {
                 Screen::Dialog(line) => format!("waiting for a human: the agent shows a dialog ({line})"),

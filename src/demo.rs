@@ -443,8 +443,10 @@ fn pm_instruct(env: &Env, agent: &str, instructions: &str) -> Result<()> {
     Ok(())
 }
 
+/// The PM's `## Instructions` inside the preamble (falling back to everything after "Your Instructions").
 fn instructions_of(preamble: &str) -> &str {
-    preamble.split("## Your Instructions").nth(1).unwrap_or(preamble)
+    let yours = preamble.split("## Your Instructions").nth(1).unwrap_or(preamble);
+    yours.split("## Instructions").nth(1).unwrap_or(yours)
 }
 
 /// `task demo-agent --prompt-file F`: run the scripted agent in this terminal.

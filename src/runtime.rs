@@ -46,6 +46,9 @@ pub struct Profile {
     /// Seconds to wait for the input prompt before a message is given up.
     #[serde(default = "default_ready_secs")]
     pub ready_timeout_secs: u64,
+    /// tmux keys that clear the input area, used to recover from an interrupted delivery.
+    #[serde(default)]
+    pub clear_keys: Vec<String>,
     /// Enter presses that submit a pasted message (default 1).
     #[serde(default = "default_enters")]
     pub submit_enters: u32,
@@ -241,6 +244,7 @@ impl Runtime {
         crate::delivery::Options {
             ready_timeout: std::time::Duration::from_secs(self.profile.ready_timeout_secs),
             submit_enters: self.profile.submit_enters,
+            clear_keys: self.profile.clear_keys.clone(),
             ..Default::default()
         }
     }
@@ -271,6 +275,7 @@ mod tests {
                 file_prompt: default_file_prompt(),
                 ready_timeout_secs: 1,
                 submit_enters: 1,
+                clear_keys: Vec::new(),
                 patterns: PatternSpec::default(),
             },
             patterns: PatternSpec::default().compile().unwrap(),

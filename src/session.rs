@@ -231,6 +231,13 @@ async fn start_agent(
     a.started_at = Some(now);
     a.last_activity = Some(now);
     task.save_state(&st)?;
+    crate::events::append(
+        task,
+        "spawn",
+        Some(agent),
+        serde_json::json!({"session": session, "pane": pane, "runtime": rt.name, "preamble_bytes": preamble_text.len()}),
+        now,
+    )?;
     Ok(Started {
         agent: agent.into(),
         session,
@@ -373,7 +380,7 @@ pub async fn send(ctx: &Ctx, task: &Task, agent: &str, text: &str) -> Result<del
         )));
     }
     let rt = runtime::resolve(a.runtime.as_deref().unwrap_or("claude"))?;
-    delivery::deliver(&ctx.tmux, &pane, text, &rt.patterns, rt.delivery_options()).await
+    delivery::deliver(&ctx.tmux, &pane, text, &rt.patterns, &rt.delivery_options()).await
 }
 
 /// What `task stop` did.

@@ -22,6 +22,7 @@ fn start_spawn_and_refuse_a_second_start() {
     let w = World::new();
     let v: Value = serde_json::from_str(&ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
         "start",
+        "--no-daemon",
         "t1",
         "--runtime",
         "demo",
@@ -54,7 +55,9 @@ fn start_spawn_and_refuse_a_second_start() {
         "the signal table is in the PM preamble"
     );
 
-    let o = run(w.task().args(["start", "t1", "--runtime", "demo", "--no-cron"]));
+    let o = run(w
+        .task()
+        .args(["start", "--no-daemon", "t1", "--runtime", "demo", "--no-cron"]));
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("already running") && stderr(&o).contains("task attach t1"),
@@ -121,10 +124,11 @@ fn start_spawn_and_refuse_a_second_start() {
 fn missing_runtime_binary_fails_before_any_session() {
     let w = World::new();
     ok(&run(w.task().args(["new", "t1"])));
-    let o = run(w
-        .task()
-        .env("PATH", &w.bin_dir)
-        .args(["start", "t1", "--runtime", "claude", "--no-cron"]));
+    let o =
+        run(w
+            .task()
+            .env("PATH", &w.bin_dir)
+            .args(["start", "--no-daemon", "t1", "--runtime", "claude", "--no-cron"]));
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("'claude'") && stderr(&o).contains("npm install"),
@@ -201,6 +205,7 @@ fn checkin_lists_exactly_the_new_handoffs_and_retries_undelivered() {
     let w = World::new();
     ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
         "start",
+        "--no-daemon",
         "t1",
         "--runtime",
         "demo",
@@ -258,6 +263,7 @@ fn stop_is_idempotent_keeps_files_and_never_confuses_prefixes() {
     let w = World::new();
     ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
         "start",
+        "--no-daemon",
         "t1",
         "--runtime",
         "demo",
@@ -265,6 +271,7 @@ fn stop_is_idempotent_keeps_files_and_never_confuses_prefixes() {
     ])));
     ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
         "start",
+        "--no-daemon",
         "t10",
         "--runtime",
         "demo",
@@ -299,6 +306,7 @@ fn dead_agents_show_their_exit_status() {
     let w = World::new();
     ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
         "start",
+        "--no-daemon",
         "t1",
         "--runtime",
         "demo",
@@ -327,6 +335,7 @@ fn cron_line_installed_once_and_removed_on_stop() {
     std::fs::write(w.crontab_file(), "0 3 * * * backup # mine\n").unwrap();
     ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
         "start",
+        "--no-daemon",
         "t1",
         "--runtime",
         "demo",
@@ -344,6 +353,7 @@ fn cron_line_installed_once_and_removed_on_stop() {
     ok(&run(w.task().args(["stop", "t1"])));
     ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
         "start",
+        "--no-daemon",
         "t1",
         "--runtime",
         "demo",
@@ -351,7 +361,7 @@ fn cron_line_installed_once_and_removed_on_stop() {
     let o = run(w
         .task()
         .env("AO_DEMO_IDLE", "1")
-        .args(["start", "t1", "--runtime", "demo"]));
+        .args(["start", "--no-daemon", "t1", "--runtime", "demo"]));
     assert_eq!(o.status.code(), Some(2), "a running task is not started twice");
     let table = std::fs::read_to_string(w.crontab_file()).unwrap();
     assert_eq!(table.lines().filter(|l| l.contains("checkin t1")).count(), 1, "{table}");
@@ -367,11 +377,13 @@ fn cron_line_installed_once_and_removed_on_stop() {
     let tmux_bin = agent_orchestrator::runtime::which("tmux").expect("tmux on PATH");
     std::os::unix::fs::symlink(tmux_bin, only_tmux.join("tmux")).unwrap();
     let before = std::fs::read_to_string(w.crontab_file()).unwrap();
-    let o = run(w
-        .task()
-        .env("PATH", &only_tmux)
-        .env("AO_DEMO_IDLE", "1")
-        .args(["start", "t2", "--runtime", "demo"]));
+    let o = run(w.task().env("PATH", &only_tmux).env("AO_DEMO_IDLE", "1").args([
+        "start",
+        "--no-daemon",
+        "t2",
+        "--runtime",
+        "demo",
+    ]));
     let out = ok(&o);
     assert!(
         out.contains("crontab is not installed") && out.contains("checkin t2"),
@@ -387,6 +399,7 @@ fn the_demo_task_runs_to_complete() {
     std::fs::remove_dir_all(w.project.join("tasks/dds-writer-pool/handoffs")).unwrap();
     ok(&run(w.task().args([
         "start",
+        "--no-daemon",
         "dds-writer-pool",
         "--runtime",
         "demo",
@@ -415,4 +428,46 @@ fn the_demo_task_runs_to_complete() {
         "{progress}"
     );
     assert!(progress.contains("artifacts/code/demo-change-2.md"), "{progress}");
+}
+
+#[test]
+fn text_left_in_the_input_by_an_interrupted_delivery_is_cleared_not_merged() {
+    let w = World::new();
+    ok(&run(w.task().args(["new", "t1"])));
+    let h = ok(&run(w.task().args([
+        "handoff",
+        "t1",
+        "--from",
+        "pm",
+        "--target",
+        "echo",
+        "--status",
+        "IN_PROGRESS",
+    ])));
+    ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
+        "spawn",
+        "t1",
+        "echo",
+        "--handoff",
+        h.trim(),
+        "--runtime",
+        "demo",
+    ])));
+    let pane = w.state("t1")["agents"]["echo"]["pane"].as_str().unwrap().to_string();
+    wait_for("the prompt", 20, || w.capture(&pane).contains("demo> ").then_some(()));
+    // A paste whose Enter never came (the supervisor was killed in between).
+    let o = w.tmux(&["send-keys", "-t", &pane, "-l", "stale half-delivered check-in"]);
+    assert!(o.status.success());
+    wait_for("the stale text", 5, || {
+        w.capture(&pane).contains("demo> stale").then_some(())
+    });
+    let out = ok(&run(w.task().args([
+        "send",
+        "t1",
+        "echo",
+        "--message",
+        "fresh message",
+    ])));
+    assert!(out.starts_with("delivered"), "{out}");
+    assert_eq!(w.inbox("t1", "echo"), vec!["fresh message".to_string()]);
 }

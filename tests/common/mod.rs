@@ -188,6 +188,8 @@ impl World {
             .env("AO_DEMO_PAUSE_MS", "100")
             .env("CRONTAB_FILE", self.crontab_file())
             .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
+            .env("XDG_RUNTIME_DIR", self.dir.path().join("run"))
+            .env("XDG_STATE_HOME", self.dir.path().join("state"))
             .env("PATH", path)
             .env_remove("TMUX");
         c
@@ -245,8 +247,34 @@ impl World {
     }
 }
 
+impl World {
+    /// The daemon's socket in this world.
+    pub fn daemon_socket(&self) -> PathBuf {
+        self.dir.path().join("run/agent-orchestrator/daemon.sock")
+    }
+
+    /// PID of this world's daemon, asked over its socket.
+    pub fn daemon_pid(&self) -> Option<i32> {
+        use std::io::{BufRead, BufReader, Write};
+        let mut s = std::os::unix::net::UnixStream::connect(self.daemon_socket()).ok()?;
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5))).ok()?;
+        s.write_all(b"{\"v\":1,\"cmd\":\"ping\"}\n").ok()?;
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).ok()?;
+        serde_json::from_str::<serde_json::Value>(&line).ok()?["pid"]
+            .as_i64()
+            .map(|p| p as i32)
+    }
+}
+
 impl Drop for World {
     fn drop(&mut self) {
+        if let Some(pid) = self.daemon_pid() {
+            // SAFETY: signalling the daemon this test started.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
         if let Some(pid) = self.server_pid() {
             let _ = self.tmux(&["kill-server"]);
             // SAFETY: signalling a tmux server this test started.

@@ -1,0 +1,181 @@
+//! One actor per supervised task: the only code in the daemon that runs the
+//! task's check-ins, so two never overlap and no state is shared.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::checkin::{self, Signal, SignalKind, Trigger};
+use crate::clock;
+use crate::delivery::Outcome;
+use crate::handoff;
+use crate::task::Task;
+use crate::tmux::Tmux;
+
+/// Debounce between a hint and the scan it causes: a burst becomes one check-in.
+const DEBOUNCE: Duration = Duration::from_millis(150);
+/// How often panes are checked for deaths.
+const LIVENESS_EVERY: Duration = Duration::from_secs(3);
+/// After an undelivered check-in, try again this soon.
+const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// Messages an actor understands.
+#[derive(Debug)]
+pub enum Msg {
+    /// Something changed in handoffs/ (a watcher event or the reconcile tick).
+    Hint,
+    /// The schedule fired.
+    Schedule,
+    /// Check in now and send back the report as JSON.
+    CheckinNow(oneshot::Sender<std::result::Result<serde_json::Value, String>>),
+}
+
+/// A cheap handle on a running actor.
+#[derive(Debug, Clone)]
+pub struct Handle {
+    /// Its mailbox.
+    pub tx: mpsc::Sender<Msg>,
+}
+
+/// Start the actor for `task`.
+pub fn spawn(task: Task, tmux: Tmux) -> (Handle, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = mpsc::channel(64);
+    let join = tokio::spawn(run(task, tmux, rx));
+    (Handle { tx }, join)
+}
+
+/// Whether any handoff not yet in the ledger has a terminal status.
+fn terminal_pending(task: &Task) -> bool {
+    let Ok(st) = task.state() else { return false };
+    let Ok((names, _)) = handoff::list(&task.handoffs()) else {
+        return false;
+    };
+    match st.ledger.scan(&task.handoffs(), &names) {
+        Ok((cands, _)) => cands.iter().any(|c| c.loaded.handoff.status.is_terminal()),
+        Err(_) => false,
+    }
+}
+
+async fn checkin(task: &Task, tmux: &Tmux, trigger: Trigger, extra: Vec<Signal>) -> Option<checkin::CheckinReport> {
+    match checkin::run(task, tmux, clock::now(), trigger, extra).await {
+        Ok(r) => {
+            tracing::info!(
+                task = %task.name,
+                trigger = ?trigger,
+                new = r.new_handoffs.len(),
+                outcome = ?r.delivery.as_ref().map(|d| d.outcome),
+                skipped = r.skipped,
+                "check-in"
+            );
+            Some(r)
+        }
+        Err(e) => {
+            tracing::warn!(task = %task.name, error = %e, "check-in failed");
+            None
+        }
+    }
+}
+
+/// Agents recorded as running whose pane is dead or gone; marks them dead in the state.
+async fn deaths(task: &Task, tmux: &Tmux, reported: &mut BTreeSet<String>) -> Vec<Signal> {
+    let Ok(st) = task.state() else { return Vec::new() };
+    let Ok(panes) = tmux.list_panes().await else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (name, a) in &st.agents {
+        if a.status != "running" {
+            continue;
+        }
+        let Some(pane) = &a.pane else { continue };
+        let info = panes.iter().find(|p| &p.pane_id == pane);
+        let (dead, detail) = match info {
+            None => (true, "its tmux pane is gone".to_string()),
+            Some(p) if p.dead => (
+                true,
+                match (p.dead_status, p.dead_signal) {
+                    (Some(code), _) => format!("it exited with status {code}"),
+                    (None, Some(sig)) => format!("it was killed by signal {sig}"),
+                    _ => "it exited".to_string(),
+                },
+            ),
+            _ => (false, String::new()),
+        };
+        if dead && reported.insert(format!("{name}@{pane}")) {
+            let now = clock::now();
+            if let Ok(_l) = task.lock_state() {
+                if let Ok(mut fresh) = task.state_for_update(now) {
+                    if let Some(x) = fresh.agents.get_mut(name) {
+                        x.status = "dead".into();
+                    }
+                    let _ = task.save_state(&fresh);
+                }
+            }
+            let _ = crate::events::append(
+                task,
+                "agent_died",
+                Some(name),
+                serde_json::json!({"pane": pane, "detail": detail}),
+                now,
+            );
+            tracing::warn!(task = %task.name, agent = %name, %detail, "agent died");
+            if name != "pm" {
+                out.push(Signal {
+                    kind: SignalKind::Blocked,
+                    agent: name.clone(),
+                    file: None,
+                    text: format!("agent died: {detail}; restart it with `task spawn` or reassign the work"),
+                });
+            }
+        }
+    }
+    out
+}
+
+async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
+    let mut due: Option<Instant> = Some(Instant::now());
+    let mut liveness = tokio::time::interval(LIVENESS_EVERY);
+    liveness.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut reported = BTreeSet::new();
+    tracing::info!(task = %task.name, dir = %task.dir().display(), "supervising");
+    loop {
+        let sleep_until = due.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        tokio::select! {
+            msg = rx.recv() => match msg {
+                None => break,
+                Some(Msg::Hint) => {
+                    if due.is_none() {
+                        due = Some(Instant::now() + DEBOUNCE);
+                    }
+                }
+                Some(Msg::Schedule) => {
+                    checkin(&task, &tmux, Trigger::Schedule, Vec::new()).await;
+                }
+                Some(Msg::CheckinNow(reply)) => {
+                    let r = checkin::run(&task, &tmux, clock::now(), Trigger::Manual, Vec::new()).await;
+                    let _ = reply.send(r.map(|r| serde_json::to_value(r).unwrap_or_default()).map_err(|e| e.to_string()));
+                }
+            },
+            _ = tokio::time::sleep_until(sleep_until), if due.is_some() => {
+                due = None;
+                if terminal_pending(&task) {
+                    if let Some(r) = checkin(&task, &tmux, Trigger::Handoff, Vec::new()).await {
+                        let delivered = r.delivery.as_ref().is_some_and(|d| d.outcome == Outcome::Delivered);
+                        if !delivered && !r.skipped {
+                            due = Some(Instant::now() + RETRY_AFTER);
+                        }
+                    }
+                }
+            }
+            _ = liveness.tick() => {
+                let sigs = deaths(&task, &tmux, &mut reported).await;
+                if !sigs.is_empty() {
+                    checkin(&task, &tmux, Trigger::Death, sigs).await;
+                }
+            }
+        }
+    }
+    tracing::info!(task = %task.name, "no longer supervised");
+}

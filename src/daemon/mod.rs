@@ -1,0 +1,54 @@
+//! The supervisor daemon: `task daemon`.
+//!
+//! One process per user (an flock on `daemon.lock`, not a pid file) holds
+//! every registered task. Each task has one actor (a tokio task that owns the
+//! task's check-ins; nothing mutable is shared across awaits) fed by:
+//! - one notify watcher over every task's `handoffs/` (registered before the
+//!   startup scan, so nothing lands in a gap); events are only hints;
+//! - a reconcile scan every 2 s regardless (network filesystems give no events);
+//! - the task's schedule, run by tokio-cron-scheduler (`checkin:` in task.md);
+//! - a liveness poll of the task's panes (dead agents become signals).
+//!
+//! A new terminal handoff is checked in within a debounce of 150 ms, so a burst
+//! becomes one check-in. State stays in the task folders (pm_state.json with
+//! its ledger), so a `kill -9` of the daemon loses and repeats nothing.
+//!
+//! Control socket: `$XDG_RUNTIME_DIR/agent-orchestrator/daemon.sock`, or
+//! `/tmp/agent-orchestrator-<uid>/daemon.sock` when XDG_RUNTIME_DIR is unset;
+//! folder 0700, socket 0600, the peer's uid checked.
+
+mod actor;
+pub mod client;
+pub mod protocol;
+mod registry;
+mod server;
+
+use std::path::PathBuf;
+
+pub use server::run;
+
+/// The daemon's runtime folder (socket and lock).
+pub fn runtime_dir() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
+        Some(d) => PathBuf::from(d).join("agent-orchestrator"),
+        // SAFETY: getuid never fails.
+        None => PathBuf::from(format!("/tmp/agent-orchestrator-{}", unsafe { libc::getuid() })),
+    }
+}
+
+/// The control socket.
+pub fn socket_path() -> PathBuf {
+    runtime_dir().join("daemon.sock")
+}
+
+/// The single-instance lock.
+pub fn lock_path() -> PathBuf {
+    runtime_dir().join("daemon.lock")
+}
+
+/// Where the registry of supervised tasks lives (`$XDG_STATE_HOME/agent-orchestrator/`).
+pub fn state_dir() -> PathBuf {
+    dirs::state_dir()
+        .unwrap_or_else(|| std::env::temp_dir().join("agent-orchestrator-state"))
+        .join("agent-orchestrator")
+}
