@@ -314,6 +314,27 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
     (secs > 0).then(|| Duration::from_secs(secs))
 }
 
+/// What needs a human after these handoffs: repeated rejections, and a task
+/// the PM declared BLOCKED (there is no next step without one).
+pub fn to_escalate(state: &PmState, new: &[Loaded], ev: &Evaluation) -> Vec<String> {
+    let mut out: Vec<String> = ev
+        .signals
+        .iter()
+        .filter(|s| s.kind == SignalKind::RepeatedRejections)
+        .map(|s| s.text.clone())
+        .collect();
+    if ev.phase == Phase::Blocked && state.phase != Phase::Blocked {
+        let why = new
+            .iter()
+            .rev()
+            .find(|l| l.agent() == "pm" && l.handoff.status == Status::Blocked)
+            .and_then(|l| l.handoff.blockers().map(|b| handoff::one_line(b, 120)))
+            .unwrap_or_else(|| "no reason given".into());
+        out.push(format!("the PM declared the task BLOCKED: {why}"));
+    }
+    out
+}
+
 fn record(state: &mut PmState, cands: &[Candidate], ev: &Evaluation, now: DateTime<Utc>) {
     let at = now.to_rfc3339();
     for c in cands {
@@ -350,6 +371,9 @@ fn record(state: &mut PmState, cands: &[Candidate], ev: &Evaluation, now: DateTi
     state.phase = ev.phase;
     state.review_rejections = ev.rejections.clone();
     state.last_checkin = Some(now);
+    if ev.signals.iter().any(|s| s.kind == SignalKind::NoProgress) {
+        state.reminders.insert("no_progress".into(), now);
+    }
 }
 
 /// Run one check-in: scribe, signals, message, verified delivery, then record.
@@ -414,14 +438,24 @@ pub async fn run(
         });
         let mut ev = evaluate(&state, &new, idle_for, no_progress);
         ev.signals.extend(extra);
+        // The no-progress reminder is rate-limited: at most once per threshold.
+        let reminded = state.reminders.get("no_progress").is_some_and(|t| {
+            now.signed_duration_since(*t)
+                .to_std()
+                .map(|d| d < no_progress)
+                .unwrap_or(true)
+        });
+        if reminded {
+            ev.signals.retain(|s| s.kind != SignalKind::NoProgress);
+        }
         let mut preview = state.clone();
         preview.phase = ev.phase;
-        let escalations: Vec<String> = ev
-            .signals
-            .iter()
-            .filter(|s| s.kind == SignalKind::RepeatedRejections)
-            .map(|s| s.text.clone())
-            .collect();
+        let mut escalations: Vec<String> = state.escalations.iter().map(|e| e.reason.clone()).collect();
+        for r in to_escalate(&state, &new, &ev) {
+            if !escalations.contains(&r) {
+                escalations.push(r);
+            }
+        }
         scribe::write_progress(task, &preview, &names, &new, &escalations, now)?;
         let message = render_message(task, &preview, &new, &ev, now);
         let pm = state
@@ -430,6 +464,10 @@ pub async fn run(
             .and_then(|a| a.pane.clone().map(|p| (p, a.runtime.clone())));
         (state, cands, ev, message, pm, quiet)
     };
+
+    for reason in to_escalate(&state, &cands.iter().map(|c| c.loaded.clone()).collect::<Vec<_>>(), &ev) {
+        crate::escalation::raise(task, &reason, now)?;
+    }
 
     if trigger == Trigger::Schedule && quiet && cands.is_empty() && ev.signals.is_empty() {
         crate::events::append(

@@ -231,6 +231,15 @@ pub enum Command {
     },
     /// Stop the running daemon cleanly (agents keep running).
     Shutdown,
+    /// Install, remove or inspect the systemd user unit that runs the daemon.
+    Service {
+        /// install | uninstall | status
+        #[arg(value_enum)]
+        action: ServiceAction,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show a task's event log (check-ins, spawns, deaths…) from events.jsonl.
     Log {
         /// The task.
@@ -261,6 +270,17 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `task service` actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServiceAction {
+    /// Write ~/.config/systemd/user/agent-orchestrator.service and `systemctl --user enable --now` it.
+    Install,
+    /// Disable and remove it (agents keep running).
+    Uninstall,
+    /// Show whether it is installed and running.
+    Status,
 }
 
 fn parse_status(s: &str) -> Result<Status, String> {
@@ -356,6 +376,23 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         )),
         Command::Daemon { stop: false } => cmd_daemon(),
         Command::Daemon { stop: true } | Command::Shutdown => cmd_shutdown(),
+        Command::Service { action, json } => {
+            let r = match action {
+                ServiceAction::Install => {
+                    crate::service::install(&std::env::current_exe().context("finding own binary")?)?
+                }
+                ServiceAction::Uninstall => crate::service::uninstall()?,
+                ServiceAction::Status => crate::service::status()?,
+            };
+            if json {
+                print_json(&r)
+            } else {
+                for n in &r.notes {
+                    println!("{n}");
+                }
+                Ok(())
+            }
+        }
         Command::Log {
             task,
             project,
@@ -574,7 +611,8 @@ fn cmd_progress(project: &ProjectArg, name: &TaskName) -> anyhow::Result<()> {
         eprintln!("warning: skipped handoffs/{}: {}", s.file, s.reason);
     }
     let recent = scribe::unprocessed(&t, &st, &names)?;
-    scribe::write_progress(&t, &st, &names, &recent, &[], clock::now())?;
+    let open: Vec<String> = st.escalations.iter().map(|e| e.reason.clone()).collect();
+    scribe::write_progress(&t, &st, &names, &recent, &open, clock::now())?;
     println!("{}", t.progress_path().display());
     Ok(())
 }

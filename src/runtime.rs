@@ -46,6 +46,10 @@ pub struct Profile {
     /// Seconds to wait for the input prompt before a message is given up.
     #[serde(default = "default_ready_secs")]
     pub ready_timeout_secs: u64,
+    /// The argv that resumes a conversation (`{session_id}` is the one recorded at start);
+    /// used when the daemon restarts a dead PM. Absent: the PM starts afresh.
+    #[serde(default)]
+    pub resume_argv: Option<Vec<String>>,
     /// tmux keys that clear the input area, used to recover from an interrupted delivery.
     #[serde(default)]
     pub clear_keys: Vec<String>,
@@ -276,6 +280,7 @@ mod tests {
                 ready_timeout_secs: 1,
                 submit_enters: 1,
                 clear_keys: Vec::new(),
+                resume_argv: None,
                 patterns: PatternSpec::default(),
             },
             patterns: PatternSpec::default().compile().unwrap(),

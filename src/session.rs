@@ -165,9 +165,12 @@ async fn start_agent(
     preamble_text: &str,
     cwd: &Path,
     now: DateTime<Utc>,
+    resume_id: Option<&str>,
 ) -> Result<Started> {
     let session = ctx.session_name(task, agent);
-    let session_id = uuid::Uuid::new_v4().to_string();
+    let session_id = resume_id
+        .map(str::to_string)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     // Check everything that can fail before anything is created.
     let probe = rt.argv(&Vars {
         agent,
@@ -290,7 +293,46 @@ pub async fn start(ctx: &Ctx, task: &Task, runtime_flag: Option<&str>, now: Date
             task.name
         )));
     }
-    start_agent(ctx, task, "pm", "hub", &rt, &text, &task.project, now).await
+    start_agent(ctx, task, "pm", "hub", &rt, &text, &task.project, now, None).await
+}
+
+/// Restart a dead PM: its dead session is replaced; the conversation is resumed
+/// when the runtime has a `resume_argv` and the PM's session id is known (Claude
+/// Code `--resume`), else the PM starts afresh with its preamble.
+pub async fn restart_pm(ctx: &Ctx, task: &Task, now: DateTime<Utc>) -> Result<Started> {
+    let st = task.state()?;
+    let pm = st.agents.get("pm").cloned().unwrap_or_default();
+    let mut rt = runtime::resolve(pm.runtime.as_deref().unwrap_or("claude"))?;
+    let session = pm.session.clone().unwrap_or_else(|| ctx.session_name(task, "pm"));
+    ctx.tmux.kill_session(&session).await?;
+    let resume = match (&rt.profile.resume_argv, &pm.session_id) {
+        (Some(argv), Some(id)) if !argv.is_empty() => {
+            rt.profile.argv = argv.clone();
+            Some(id.clone())
+        }
+        _ => None,
+    };
+    let spec = task.spec()?;
+    let text = preamble::pm(
+        task.name.as_str(),
+        &scribe::local_time(now),
+        &task.dir().display().to_string(),
+        &ctx.task_bin_display(),
+        spec.setting("checkin").unwrap_or("10m"),
+        spec.setting("no_progress").unwrap_or("30m"),
+    );
+    start_agent(
+        ctx,
+        task,
+        "pm",
+        "hub",
+        &rt,
+        &text,
+        &task.project,
+        now,
+        resume.as_deref(),
+    )
+    .await
 }
 
 /// Resolve a `--handoff` argument: absolute, relative to the current folder, or to the task folder.
@@ -359,7 +401,7 @@ pub async fn spawn(
         handoff: &handoff_text,
         remote: None,
     });
-    start_agent(ctx, task, agent.as_str(), role, &rt, &text, &cwd, now).await
+    start_agent(ctx, task, agent.as_str(), role, &rt, &text, &cwd, now, None).await
 }
 
 /// Deliver a message to a running agent with verified delivery.

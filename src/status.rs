@@ -85,6 +85,8 @@ pub struct TaskStatus {
     pub handoffs_skipped: usize,
     /// Artifact files.
     pub artifacts: usize,
+    /// Open escalations: what needs a human.
+    pub escalations: Vec<crate::task::Escalation>,
     /// Problems reading the task (task.md errors), one line each.
     pub problems: Vec<String>,
 }
@@ -170,6 +172,7 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
         handoffs_unprocessed: unprocessed,
         handoffs_skipped: skipped.len(),
         artifacts: task::list_artifacts(task)?.len(),
+        escalations: state.escalations.clone(),
         problems,
     })
 }
@@ -252,6 +255,13 @@ pub fn render(s: &TaskStatus) -> String {
         for b in &s.blockers {
             out.push_str(&format!("  {} ({}): {}\n", b.agent, b.handoff, b.text));
         }
+    }
+    for e in &s.escalations {
+        out.push_str(&format!(
+            "NEEDS A HUMAN: {} (since {})\n",
+            e.reason,
+            scribe::local_time(e.time)
+        ));
     }
     for p in &s.problems {
         out.push_str(&format!("Problem:       {p}\n"));

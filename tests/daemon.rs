@@ -289,3 +289,131 @@ fn a_dead_agent_becomes_a_signal_to_the_pm() {
     assert!(inbox.contains("dev"), "{inbox}");
     assert_eq!(w.state("t1")["agents"]["dev"]["status"], "dead");
 }
+
+#[test]
+fn a_dead_pm_is_restarted_with_backoff_then_the_task_is_blocked_and_a_human_notified() {
+    let w = World::new();
+    let cfg = w.dir.path().join("config/agent-orchestrator");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(cfg.join("config.toml"), "notify = [\"touch\", \"{dir}/NOTIFIED\"]\n").unwrap();
+    start_idle_pm(&w, "t1", "");
+    let kill_pm = |w: &World| {
+        let pane = w.state("t1")["agents"]["pm"]["pane"].as_str().unwrap().to_string();
+        wait_for("the PM prompt", 20, || {
+            w.capture(&pane).contains("demo> ").then_some(())
+        });
+        let o = w.tmux(&["display-message", "-p", "-t", &pane, "#{pane_pid}"]);
+        let pid: i32 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+        pane
+    };
+    let mut panes = Vec::new();
+    for n in 1..=3 {
+        panes.push(kill_pm(&w));
+        wait_for("a restart", 30, || {
+            let st = w.state("t1");
+            (st["pm_restarts"].as_array().unwrap().len() == n && st["agents"]["pm"]["status"] == "running")
+                .then_some(())
+        });
+    }
+    let restarts: Vec<chrono::DateTime<chrono::Utc>> =
+        serde_json::from_value(w.state("t1")["pm_restarts"].clone()).unwrap();
+    assert!(
+        restarts[2] - restarts[1] >= chrono::Duration::milliseconds(1900),
+        "backoff grows: {restarts:?}"
+    );
+    let new_pane = w.state("t1")["agents"]["pm"]["pane"].as_str().unwrap().to_string();
+    assert!(!panes.contains(&new_pane), "a fresh pane each time");
+    kill_pm(&w);
+    wait_for("the task to be BLOCKED", 30, || {
+        (w.state("t1")["phase"] == "BLOCKED").then_some(())
+    });
+    wait_for("the notify command", 10, || {
+        w.project.join("tasks/t1/NOTIFIED").exists().then_some(())
+    });
+    let st = w.state("t1");
+    assert_eq!(st["pm_restarts"].as_array().unwrap().len(), 3, "no restart storm");
+    assert!(st["escalations"][0]["reason"].as_str().unwrap().contains("PM died"));
+    let human = ok(&run(w.task().args(["status", "t1"])));
+    assert!(human.contains("NEEDS A HUMAN: the PM died"), "{human}");
+    let progress = std::fs::read_to_string(w.project.join("tasks/t1/progress.md")).unwrap();
+    assert!(progress.contains("## Needs a Human\n- the PM died"), "{progress}");
+}
+
+#[test]
+fn the_systemd_unit_installs_and_verifies() {
+    let w = World::new();
+    let v: Value = serde_json::from_str(&ok(&run(w.task().args(["service", "install", "--json"])))).unwrap();
+    let unit = std::path::PathBuf::from(v["unit"].as_str().unwrap());
+    assert!(unit.starts_with(w.dir.path().join("config/systemd/user")), "{unit:?}");
+    let text = std::fs::read_to_string(&unit).unwrap();
+    assert!(
+        text.contains(&format!("ExecStart={} daemon", bin().display())),
+        "{text}"
+    );
+    for needle in [
+        "Restart=on-failure",
+        "KillMode=process",
+        "StartLimitBurst=",
+        "SSH_AUTH_SOCK",
+    ] {
+        assert!(text.contains(needle), "{needle} missing:\n{text}");
+    }
+    match std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&unit)
+        .output()
+    {
+        Ok(o) => assert!(
+            o.status.success(),
+            "systemd-analyze verify: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(_) => eprintln!("systemd-analyze not installed; scripts/test installs it"),
+    }
+    let out = ok(&run(w.task().args(["service", "status"])));
+    assert!(out.contains(&unit.display().to_string()), "{out}");
+    ok(&run(w.task().args(["service", "uninstall"])));
+    assert!(!unit.exists());
+}
+
+#[test]
+fn killing_the_daemons_whole_process_group_never_kills_an_agent() {
+    let w = World::new();
+    start_idle_pm(&w, "t1", "");
+    let pane = w.state("t1")["agents"]["pm"]["pane"].as_str().unwrap().to_string();
+    let pid = w.daemon_pid().unwrap();
+    let pgid = unsafe { libc::getpgid(pid) };
+    assert!(pgid > 0);
+    assert_ne!(
+        pgid,
+        unsafe { libc::getpgid(0) },
+        "the daemon has its own process group"
+    );
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+    wait_for("the daemon to die", 10, || w.daemon_pid().is_none().then_some(()));
+    assert!(
+        w.capture(&pane).contains("demo> "),
+        "the PM is alive after the daemon's group was killed"
+    );
+    // A new daemon re-adopts the same pane and supervises it.
+    let mut child = w
+        .task()
+        .args(["daemon"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the new daemon", 10, || w.daemon_pid());
+    handoff(&w, "t1", "dev", "COMPLETE");
+    wait_for("a check-in through the re-adopted pane", 10, || {
+        (!w.inbox("t1", "pm").is_empty()).then_some(())
+    });
+    assert_eq!(w.state("t1")["agents"]["pm"]["pane"], pane.as_str());
+    ok(&run(w.task().args(["shutdown"])));
+    let _ = child.wait();
+}

@@ -17,9 +17,44 @@ use crate::tmux::Tmux;
 /// Debounce between a hint and the scan it causes: a burst becomes one check-in.
 const DEBOUNCE: Duration = Duration::from_millis(150);
 /// How often panes are checked for deaths.
-const LIVENESS_EVERY: Duration = Duration::from_secs(3);
+const LIVENESS_EVERY: Duration = Duration::from_secs(5);
 /// After an undelivered check-in, try again this soon.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// PM restarts allowed within [`RESTART_WINDOW`] before the task is BLOCKED and a human called.
+pub const MAX_PM_RESTARTS: usize = 3;
+/// The window for [`MAX_PM_RESTARTS`].
+pub const RESTART_WINDOW: Duration = Duration::from_secs(600);
+
+/// What to do about a dead PM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restart {
+    /// Restart it now.
+    Now,
+    /// Back off this long first (1 s, 2 s, 4 s… after each recent restart).
+    After(Duration),
+    /// Too many restarts in the window: stop and escalate.
+    GiveUp,
+}
+
+/// Decide, from the recent restart times, whether to restart a dead PM. Pure.
+pub fn restart_decision(restarts: &[chrono::DateTime<chrono::Utc>], now: chrono::DateTime<chrono::Utc>) -> Restart {
+    let window = chrono::Duration::from_std(RESTART_WINDOW).expect("fits");
+    let recent: Vec<_> = restarts.iter().filter(|t| now - **t < window).collect();
+    if recent.len() >= MAX_PM_RESTARTS {
+        return Restart::GiveUp;
+    }
+    let Some(last) = recent.iter().max() else {
+        return Restart::Now;
+    };
+    let backoff = Duration::from_secs(1 << recent.len().min(6));
+    let since = (now - **last).to_std().unwrap_or_default();
+    if since >= backoff {
+        Restart::Now
+    } else {
+        Restart::After(backoff - since)
+    }
+}
 
 /// Messages an actor understands.
 #[derive(Debug)]
@@ -79,7 +114,8 @@ async fn checkin(task: &Task, tmux: &Tmux, trigger: Trigger, extra: Vec<Signal>)
 }
 
 /// Agents recorded as running whose pane is dead or gone; marks them dead in the state.
-async fn deaths(task: &Task, tmux: &Tmux, reported: &mut BTreeSet<String>) -> Vec<Signal> {
+/// The PM's death is returned as `pm_dead` rather than as a signal (there is no one to tell).
+async fn deaths(task: &Task, tmux: &Tmux, reported: &mut BTreeSet<String>, pm_dead: &mut bool) -> Vec<Signal> {
     let Ok(st) = task.state() else { return Vec::new() };
     let Ok(panes) = tmux.list_panes().await else {
         return Vec::new();
@@ -121,7 +157,9 @@ async fn deaths(task: &Task, tmux: &Tmux, reported: &mut BTreeSet<String>) -> Ve
                 now,
             );
             tracing::warn!(task = %task.name, agent = %name, %detail, "agent died");
-            if name != "pm" {
+            if name == "pm" {
+                *pm_dead = true;
+            } else {
                 out.push(Signal {
                     kind: SignalKind::Blocked,
                     agent: name.clone(),
@@ -134,11 +172,80 @@ async fn deaths(task: &Task, tmux: &Tmux, reported: &mut BTreeSet<String>) -> Ve
     out
 }
 
+/// Restart the dead PM, or give up and escalate; returns when to look again.
+async fn handle_pm_death(task: &Task, tmux: &Tmux) -> Option<Instant> {
+    let now = clock::now();
+    let restarts = task.state().map(|s| s.pm_restarts).unwrap_or_default();
+    match restart_decision(&restarts, now) {
+        Restart::After(d) => Some(Instant::now() + d),
+        Restart::GiveUp => {
+            if let Ok(_l) = task.lock_state() {
+                if let Ok(mut st) = task.state_for_update(now) {
+                    st.phase = crate::task::Phase::Blocked;
+                    let _ = task.save_state(&st);
+                }
+            }
+            let reason = format!(
+                "the PM died {} times within {} minutes and is not restarted again; look with `task attach {}` and start it with `task start {}`",
+                restarts.len(),
+                RESTART_WINDOW.as_secs() / 60,
+                task.name,
+                task.name
+            );
+            let _ = crate::escalation::raise(task, &reason, now);
+            None
+        }
+        Restart::Now => {
+            let ctx = match crate::session::Ctx::from_env() {
+                Ok(c) => crate::session::Ctx {
+                    tmux: tmux.clone(),
+                    ..c
+                },
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot restart the PM");
+                    return None;
+                }
+            };
+            if let Ok(_l) = task.lock_state() {
+                if let Ok(mut st) = task.state_for_update(now) {
+                    st.pm_restarts.push(now);
+                    let _ = task.save_state(&st);
+                }
+            }
+            match crate::session::restart_pm(&ctx, task, now).await {
+                Ok(s) => {
+                    let _ = crate::events::append(
+                        task,
+                        "pm_restart",
+                        Some("pm"),
+                        serde_json::json!({"pane": s.pane, "attempt": restarts.len() + 1}),
+                        now,
+                    );
+                    tracing::warn!(task = %task.name, pane = %s.pane, "restarted the PM");
+                }
+                Err(e) => {
+                    let _ = crate::events::append(
+                        task,
+                        "pm_restart_failed",
+                        Some("pm"),
+                        serde_json::json!({"error": e.to_string()}),
+                        now,
+                    );
+                    tracing::warn!(task = %task.name, error = %e, "PM restart failed");
+                    return Some(Instant::now() + Duration::from_secs(1));
+                }
+            }
+            None
+        }
+    }
+}
+
 async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
     let mut due: Option<Instant> = Some(Instant::now());
     let mut liveness = tokio::time::interval(LIVENESS_EVERY);
     liveness.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut reported = BTreeSet::new();
+    let mut pm_retry: Option<Instant> = None;
     tracing::info!(task = %task.name, dir = %task.dir().display(), "supervising");
     loop {
         let sleep_until = due.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
@@ -170,12 +277,40 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                 }
             }
             _ = liveness.tick() => {
-                let sigs = deaths(&task, &tmux, &mut reported).await;
+                let mut pm_dead = false;
+                let sigs = deaths(&task, &tmux, &mut reported, &mut pm_dead).await;
                 if !sigs.is_empty() {
                     checkin(&task, &tmux, Trigger::Death, sigs).await;
                 }
+                if pm_dead {
+                    pm_retry = handle_pm_death(&task, &tmux).await;
+                }
+            }
+            _ = tokio::time::sleep_until(pm_retry.unwrap_or_else(Instant::now)), if pm_retry.is_some() => {
+                pm_retry = handle_pm_death(&task, &tmux).await;
             }
         }
     }
     tracing::info!(task = %task.name, "no longer supervised");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restarts_back_off_then_give_up() {
+        let t0: chrono::DateTime<chrono::Utc> = "2025-11-27T09:00:00Z".parse().unwrap();
+        let s = |secs: i64| t0 + chrono::Duration::seconds(secs);
+        assert_eq!(restart_decision(&[], t0), Restart::Now);
+        assert_eq!(restart_decision(&[s(0)], s(1)), Restart::After(Duration::from_secs(1)));
+        assert_eq!(restart_decision(&[s(0)], s(2)), Restart::Now);
+        assert_eq!(
+            restart_decision(&[s(0), s(2)], s(3)),
+            Restart::After(Duration::from_secs(3))
+        );
+        assert_eq!(restart_decision(&[s(0), s(2), s(6)], s(7)), Restart::GiveUp);
+        // Old restarts fall out of the window.
+        assert_eq!(restart_decision(&[s(0), s(2), s(6)], s(700)), Restart::Now);
+    }
 }

@@ -5,7 +5,7 @@
 //! task's check-ins; nothing mutable is shared across awaits) fed by:
 //! - one notify watcher over every task's `handoffs/` (registered before the
 //!   startup scan, so nothing lands in a gap); events are only hints;
-//! - a reconcile scan every 2 s regardless (network filesystems give no events);
+//! - a reconcile scan every 5 s regardless (network filesystems give no events);
 //! - the task's schedule, run by tokio-cron-scheduler (`checkin:` in task.md);
 //! - a liveness poll of the task's panes (dead agents become signals).
 //!

@@ -22,7 +22,7 @@ use super::protocol::{Envelope, MAX_REQUEST, PROTOCOL_VERSION, Request, Response
 use super::registry;
 
 /// Reconcile scan interval (events are only hints; network filesystems give none).
-const RECONCILE_EVERY: Duration = Duration::from_secs(2);
+const RECONCILE_EVERY: Duration = Duration::from_secs(5);
 
 enum Control {
     Request(Request, oneshot::Sender<Response>),

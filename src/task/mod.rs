@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::names::TaskName;
 
-pub use state::{AgentState, LineageEntry, Phase, PmState};
+pub use state::{AgentState, Escalation, LineageEntry, Phase, PmState};
 pub use taskmd::{CwdSpec, RemoteSpec, TaskSpec};
 
 /// The artifact kinds of seed 004 §5.1, created under `artifacts/`.

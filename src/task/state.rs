@@ -166,6 +166,15 @@ pub struct LineageEntry {
     pub time: DateTime<Utc>,
 }
 
+/// Something that needs a human (seed 004 §7.1: 3+ rejections, a PM that cannot be restarted, BLOCKED).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Escalation {
+    /// When it was raised.
+    pub time: DateTime<Utc>,
+    /// What a human should look at.
+    pub reason: String,
+}
+
 /// The whole state file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PmState {
@@ -191,6 +200,15 @@ pub struct PmState {
     /// The handoff chain, in processing order.
     #[serde(default)]
     pub lineage: Vec<LineageEntry>,
+    /// Things that need a human, newest last.
+    #[serde(default)]
+    pub escalations: Vec<Escalation>,
+    /// When each rate-limited reminder (e.g. `no_progress`) was last sent.
+    #[serde(default)]
+    pub reminders: BTreeMap<String, DateTime<Utc>>,
+    /// Times the PM was restarted by the daemon (for backoff and the limit).
+    #[serde(default)]
+    pub pm_restarts: Vec<DateTime<Utc>>,
     /// Fields added by newer minor builds, kept on rewrite.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
@@ -207,6 +225,9 @@ impl Default for PmState {
             ledger: Ledger::default(),
             review_rejections: BTreeMap::new(),
             lineage: Vec::new(),
+            escalations: Vec::new(),
+            reminders: BTreeMap::new(),
+            pm_restarts: Vec::new(),
             extra: BTreeMap::new(),
         }
     }

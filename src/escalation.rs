@@ -1,0 +1,92 @@
+//! Escalation to a human: recorded in pm_state.json (shown by `task status`
+//! and in progress.md under "Needs a Human"), logged in events.jsonl, and
+//! announced by the user's notify command.
+//!
+//! The command is an argv in `$XDG_CONFIG_HOME/agent-orchestrator/config.toml`,
+//! never a shell string:
+//!
+//! ```toml
+//! notify = ["notify-send", "agent-orchestrator: {task}", "{reason}"]
+//! ```
+
+use std::process::{Command, Stdio};
+
+use chrono::{DateTime, Utc};
+
+use crate::error::Result;
+use crate::task::{Escalation, Task};
+
+/// The configured notify argv (empty when none).
+pub fn notify_argv() -> Vec<String> {
+    let Some(p) = crate::runtime::config_path() else {
+        return Vec::new();
+    };
+    let Ok(text) = std::fs::read_to_string(&p) else {
+        return Vec::new();
+    };
+    // The file also holds [runtimes.*]; only `notify` matters here.
+    match toml::from_str::<toml::Value>(&text) {
+        Ok(v) => v
+            .get("notify")
+            .and_then(|n| n.clone().try_into::<Vec<String>>().ok())
+            .unwrap_or_default(),
+        Err(e) => {
+            tracing::warn!(path = %p.display(), error = %e, "config unreadable; no notify command");
+            Vec::new()
+        }
+    }
+}
+
+/// Fill `{task}`, `{reason}` and `{dir}` in each argument.
+pub fn fill_argv(argv: &[String], task: &Task, reason: &str) -> Vec<String> {
+    argv.iter()
+        .map(|a| {
+            a.replace("{task}", task.name.as_str())
+                .replace("{dir}", &task.dir().display().to_string())
+                .replace("{reason}", reason)
+        })
+        .collect()
+}
+
+/// Raise an escalation unless the same reason is already open. Returns whether it was new.
+pub fn raise(task: &Task, reason: &str, now: DateTime<Utc>) -> Result<bool> {
+    {
+        let _l = task.lock_state()?;
+        let mut st = task.state_for_update(now)?;
+        if st.escalations.iter().any(|e| e.reason == reason) {
+            return Ok(false);
+        }
+        st.escalations.push(Escalation {
+            time: now,
+            reason: reason.to_string(),
+        });
+        task.save_state(&st)?;
+    }
+    crate::events::append(task, "escalation", None, serde_json::json!({"reason": reason}), now)?;
+    // progress.md shows it under "Needs a Human" at once, not at the next check-in.
+    let st = task.state()?;
+    let (names, _) = crate::handoff::list(&task.handoffs())?;
+    let recent = crate::scribe::unprocessed(task, &st, &names)?;
+    let open: Vec<String> = st.escalations.iter().map(|e| e.reason.clone()).collect();
+    crate::scribe::write_progress(task, &st, &names, &recent, &open, now)?;
+    tracing::warn!(task = %task.name, reason, "escalated to a human");
+    let argv = fill_argv(&notify_argv(), task, reason);
+    if let Some((prog, args)) = argv.split_first() {
+        match Command::new(prog)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+        {
+            Ok(mut child) => {
+                // Reap it without blocking the caller.
+                std::thread::spawn(move || {
+                    let _ = child.wait();
+                });
+            }
+            Err(e) => tracing::warn!(program = %prog, error = %e, "notify command failed to start"),
+        }
+    }
+    Ok(true)
+}
