@@ -387,6 +387,20 @@ pub async fn run(
     trigger: Trigger,
     extra: Vec<Signal>,
 ) -> Result<CheckinReport> {
+    run_with(task, tmux, now, trigger, extra, &|_| true).await
+}
+
+/// [`run`], taking only the new handoffs `ready` accepts; the rest stay new
+/// for a later check-in. The daemon uses it to leave alone a file that is
+/// still being written (no close or rename seen, modified moments ago).
+pub async fn run_with(
+    task: &Task,
+    tmux: &Tmux,
+    now: DateTime<Utc>,
+    trigger: Trigger,
+    extra: Vec<Signal>,
+    ready: &(dyn Fn(&Loaded) -> bool + Sync),
+) -> Result<CheckinReport> {
     let Some(_checkin_lock) = task.try_lock_checkin()? else {
         let st = task.state()?;
         return Ok(CheckinReport {
@@ -413,10 +427,17 @@ pub async fn run(
             .and_then(parse_duration)
             .unwrap_or(Duration::from_secs(30 * 60));
         let (names, _) = handoff::list(&task.handoffs())?;
-        let (cands, skipped) = state.ledger.scan(&task.handoffs(), &names)?;
+        let (mut cands, skipped) = state.ledger.scan(&task.handoffs(), &names)?;
         for s in &skipped {
             tracing::warn!(file = %s.file, reason = %s.reason, "handoff skipped");
         }
+        cands.retain(|c| {
+            let r = ready(&c.loaded);
+            if !r {
+                tracing::debug!(file = %c.loaded.file, "handoff still being written; left for later");
+            }
+            r
+        });
         let new: Vec<Loaded> = cands.iter().map(|c| c.loaded.clone()).collect();
         let artifacts = task::list_artifacts(task)?;
         let newest_ns = artifacts
@@ -519,6 +540,7 @@ pub async fn run(
         serde_json::json!({
             "trigger": trigger,
             "new_handoffs": cands.len(),
+            "files": cands.iter().map(|c| c.loaded.file.as_str()).collect::<Vec<_>>(),
             "signals": ev.signals.iter().map(|s| s.kind).collect::<Vec<_>>(),
             "outcome": delivery.outcome,
             "enters": delivery.enters,

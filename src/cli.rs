@@ -781,7 +781,7 @@ async fn cmd_start(
             task: s.task,
         })? {
             Some(Response::Ok) => {}
-            Some(Response::Error { message }) => {
+            Some(Response::Error { message, .. }) => {
                 return Err(Error::BadInput(format!("the daemon refused the task: {message}")).into());
             }
             other => return Err(Error::BadInput(format!("unexpected answer from the daemon: {other:?}")).into()),
@@ -844,15 +844,28 @@ async fn cmd_spawn(
 ) -> anyhow::Result<()> {
     let t = locate(project, name)?;
     let ctx = crate::session::Ctx::from_env()?;
-    let started = crate::session::spawn(&ctx, &t, agent, handoff, runtime, clock::now()).await?;
+    let handoff = crate::session::find_handoff(&t, handoff)?;
+    let s = supervised(&t);
+    let req = crate::daemon::protocol::Request::Spawn {
+        project: s.project,
+        task: s.task,
+        agent: agent.to_string(),
+        handoff: handoff.display().to_string(),
+        runtime: runtime.map(str::to_string),
+        tmux: ctx.id(),
+    };
+    let started = match via_daemon(&req)? {
+        Some(v) => v,
+        None => serde_json::to_value(crate::session::spawn(&ctx, &t, agent, &handoff, runtime, clock::now()).await?)?,
+    };
     if json {
         return print_json(&started);
     }
     println!(
         "Started {agent} for task '{name}' in tmux session {} (pane {}); preamble saved to {}",
-        started.session,
-        started.pane,
-        started.preamble.display()
+        started["session"].as_str().unwrap_or("?"),
+        started["pane"].as_str().unwrap_or("?"),
+        started["preamble"].as_str().unwrap_or("?")
     );
     Ok(())
 }
@@ -886,7 +899,18 @@ async fn cmd_send(
         }
     };
     let ctx = crate::session::Ctx::from_env()?;
-    let report = crate::session::send(&ctx, &t, agent.as_str(), &text).await?;
+    let s = supervised(&t);
+    let req = crate::daemon::protocol::Request::Send {
+        project: s.project,
+        task: s.task,
+        agent: agent.to_string(),
+        text: text.clone(),
+        tmux: ctx.id(),
+    };
+    let report: crate::delivery::Report = match via_daemon(&req)? {
+        Some(v) => serde_json::from_value(v).context("reading the daemon's delivery report")?,
+        None => crate::session::send(&ctx, &t, agent.as_str(), &text).await?,
+    };
     if json {
         print_json(&report)?;
     } else {
@@ -1049,15 +1073,16 @@ async fn cmd_watch(project: &ProjectArg, name: &TaskName, poll_ms: u64, timeout:
 async fn cmd_stop(project: &ProjectArg, name: &TaskName, json: bool) -> anyhow::Result<()> {
     let t = locate(project, name)?;
     let ctx = crate::session::Ctx::from_env()?;
-    let stopped = crate::session::stop(&ctx, &t, clock::now()).await?;
-    {
-        use crate::daemon::{client, protocol::Request};
-        let s = supervised(&t);
-        let _ = client::request(&Request::Unregister {
-            project: s.project,
-            task: s.task,
-        });
-    }
+    let s = supervised(&t);
+    let req = crate::daemon::protocol::Request::Stop {
+        project: s.project,
+        task: s.task,
+        tmux: ctx.id(),
+    };
+    let stopped: crate::session::Stopped = match via_daemon(&req)? {
+        Some(v) => serde_json::from_value(v).context("reading the daemon's report")?,
+        None => crate::session::stop(&ctx, &t, clock::now()).await?,
+    };
     let cron_removed = if crate::cron::available() {
         crate::cron::uninstall(&crate::cron::marker(&t.project, name.as_str()))?
     } else {
@@ -1079,6 +1104,21 @@ async fn cmd_stop(project: &ProjectArg, name: &TaskName, json: bool) -> anyhow::
         println!("Removed its crontab line.");
     }
     Ok(())
+}
+
+/// Ask the daemon to run a verb; `Ok(None)` when no daemon is running (the caller runs it
+/// in this process: the same library call, so both modes behave alike).
+fn via_daemon(req: &crate::daemon::protocol::Request) -> anyhow::Result<Option<serde_json::Value>> {
+    use crate::daemon::{client, protocol::Response};
+    match client::request(req)? {
+        None => Ok(None),
+        Some(Response::Done { report }) => Ok(Some(report)),
+        Some(Response::Error { message, code }) => Err(Exit(code, message).into()),
+        Some(other) => Err(Error::BadInput(format!(
+            "unexpected answer from the daemon: {other:?}; is it the same version? (`task shutdown`, then retry)"
+        ))
+        .into()),
+    }
 }
 
 fn cmd_attach(project: &ProjectArg, name: &TaskName, agent: Option<&AgentName>) -> anyhow::Result<()> {

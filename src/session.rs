@@ -44,6 +44,16 @@ impl Ctx {
         })
     }
 
+    /// Which tmux server and session prefix this context drives, so the daemon can
+    /// refuse a request meant for another server rather than act on the wrong one.
+    pub fn id(&self) -> String {
+        format!(
+            "tmux {} with session prefix '{}'",
+            self.tmux.socket().flags(),
+            self.prefix
+        )
+    }
+
     /// `<prefix>-<task>-<agent>`.
     pub fn session_name(&self, task: &Task, agent: &str) -> String {
         format!("{}-{}-{}", self.prefix, task.name, agent)
@@ -426,7 +436,7 @@ pub async fn send(ctx: &Ctx, task: &Task, agent: &str, text: &str) -> Result<del
 }
 
 /// What `task stop` did.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct Stopped {
     /// Sessions ended.
     pub ended: Vec<String>,

@@ -417,3 +417,181 @@ fn killing_the_daemons_whole_process_group_never_kills_an_agent() {
     ok(&run(w.task().args(["shutdown"])));
     let _ = child.wait();
 }
+
+/// Recorded check-ins' handoff file names, in order (from events.jsonl).
+fn checked_in_files(w: &World, task: &str) -> Vec<String> {
+    let log = std::fs::read_to_string(w.project.join("tasks").join(task).join("events.jsonl")).unwrap_or_default();
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["kind"] == "checkin" && e["data"]["recorded"] == true)
+        .flat_map(|e| {
+            e["data"]["files"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|f| f.as_str().unwrap().to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn odd_handoff_files_are_handled_by_the_file_rules_and_never_block_the_daemon() {
+    let w = World::new();
+    start_idle_pm(&w, "t1", "");
+    let dir = w.project.join("tasks/t1/handoffs");
+    let body = |agent: &str, status: &str| {
+        format!("# Handoff: {agent}\n**Status:** {status}\n\n## Completed Work\n{agent} done.\n")
+    };
+
+    // A symlink to a secret and a FIFO: never read, never block.
+    let secret = w.dir.path().join("id_secret");
+    std::fs::write(&secret, "# Handoff: dev\n**Status:** COMPLETE\nPRIVATE-KEY-MATERIAL\n").unwrap();
+    std::os::unix::fs::symlink(&secret, dir.join("dev-20251127-090001.md")).unwrap();
+    let fifo = dir.join("test-20251127-090002.md");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+
+    // A handoff with a 2001 mtime (rsync keeps mtimes; clocks differ).
+    let old = dir.join("plan-20010101-000000.md");
+    std::fs::write(&old, body("plan", "COMPLETE")).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&old)
+        .unwrap()
+        .set_modified(std::time::UNIX_EPOCH + Duration::from_secs(978_307_200))
+        .unwrap();
+    wait_for("the old-mtime handoff checked in", 15, || {
+        checked_in_files(&w, "t1")
+            .contains(&"plan-20010101-000000.md".to_string())
+            .then_some(())
+    });
+
+    // One written slowly in chunks, with another handoff landing mid-write:
+    // the check-in it causes must not take the half-written file.
+    let slow = dir.join("explore-20251127-090003.md");
+    let mut f = std::fs::File::create(&slow).unwrap();
+    f.write_all(b"# Handoff: explore\n").unwrap();
+    f.sync_all().unwrap();
+    let mid = handoff(&w, "t1", "architect", "COMPLETE");
+    let mid = std::path::Path::new(&mid)
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    wait_for("the mid-write handoff checked in", 15, || {
+        checked_in_files(&w, "t1").contains(&mid).then_some(())
+    });
+    assert!(
+        !checked_in_files(&w, "t1").contains(&"explore-20251127-090003.md".to_string()),
+        "a half-written handoff was taken"
+    );
+    f.write_all(b"**Status:** NEEDS_REVIEW\n\n## Completed Work\nexplored slowly.\n")
+        .unwrap();
+    drop(f);
+
+    // One written to a dot-temp name and renamed into place.
+    let tmp = dir.join(".review-20251127-090004.md.tmp");
+    std::fs::write(&tmp, body("review", "COMPLETE")).unwrap();
+    std::fs::rename(&tmp, dir.join("review-20251127-090004.md")).unwrap();
+
+    wait_for("the slow and the renamed handoffs checked in", 15, || {
+        let f = checked_in_files(&w, "t1");
+        (f.contains(&"explore-20251127-090003.md".to_string()) && f.contains(&"review-20251127-090004.md".to_string()))
+            .then_some(())
+    });
+    let st = w.state("t1");
+    let slow_entry = &st["ledger"]["explore-20251127-090003.md"];
+    assert_eq!(
+        slow_entry["size"].as_u64().unwrap(),
+        std::fs::metadata(&slow).unwrap().len(),
+        "the ledger holds the complete file: {slow_entry}"
+    );
+
+    // The daemon still answers, and no file was taken twice or at all when it must not be.
+    assert_eq!(raw_request(&w, b"{\"v\":1,\"cmd\":\"ping\"}\n")["kind"], "pong");
+    std::thread::sleep(Duration::from_millis(600));
+    let files = checked_in_files(&w, "t1");
+    let mut sorted = files.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), files.len(), "a handoff was checked in twice: {files:?}");
+    assert!(
+        !files.iter().any(|f| f.starts_with("dev-") || f.starts_with("test-")),
+        "{files:?}"
+    );
+    assert!(st["ledger"].get("dev-20251127-090001.md").is_none());
+    assert!(st["ledger"].get("test-20251127-090002.md").is_none());
+    assert!(!w.inbox("t1", "pm").iter().any(|m| m.contains("PRIVATE-KEY")));
+    let status = ok(&run(w.task().args(["status", "t1", "--json"])));
+    assert!(status.contains("\"phase\""), "{status}");
+}
+
+#[test]
+fn spawn_send_and_stop_go_through_the_daemon_and_work_without_one() {
+    let w = World::new();
+    start_idle_pm(&w, "t1", "");
+    let h = handoff(&w, "t1", "pm", "IN_PROGRESS");
+
+    // A CLI pointed at other sessions than the daemon's is refused by the daemon, not half-served.
+    let o = run(w
+        .task()
+        .env("AO_SESSION_PREFIX", "other")
+        .args(["spawn", "t1", "dev", "--handoff", &h]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("the daemon drives"), "{}", stderr(&o));
+    assert!(!w.sessions().iter().any(|s| s.contains("dev")), "{:?}", w.sessions());
+
+    let v: Value = serde_json::from_str(&ok(&run(w.task().args([
+        "spawn",
+        "t1",
+        "dev",
+        "--handoff",
+        &h,
+        "--json",
+    ]))))
+    .unwrap();
+    assert_eq!(v["session"], "aot-t1-dev");
+    let pane = v["pane"].as_str().unwrap().to_string();
+    wait_for("dev's prompt", 20, || w.capture(&pane).contains("demo> ").then_some(()));
+    let v: Value = serde_json::from_str(&ok(&run(w.task().args([
+        "send",
+        "t1",
+        "dev",
+        "--message",
+        "-rf; echo hi",
+        "--json",
+    ]))))
+    .unwrap();
+    assert_eq!(v["outcome"], "delivered", "{v}");
+    assert_eq!(w.inbox("t1", "dev").last().map(String::as_str), Some("-rf; echo hi"));
+    // A daemon-side error keeps its exit code: an agent that was never started is "not found".
+    let o = run(w.task().args(["send", "t1", "review", "--message", "hello"]));
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+
+    let v: Value = serde_json::from_str(&ok(&run(w.task().args(["stop", "t1", "--json"])))).unwrap();
+    let ended: Vec<&str> = v["stopped"]["ended"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert!(ended.contains(&"aot-t1-pm") && ended.contains(&"aot-t1-dev"), "{v}");
+    let tasks = raw_request(&w, b"{\"v\":1,\"cmd\":\"tasks\"}\n");
+    assert_eq!(tasks["tasks"].as_array().map(Vec::len), Some(0), "{tasks}");
+
+    // Without a daemon the same verbs run in the CLI.
+    ok(&run(w.task().arg("shutdown")));
+    let v: Value = serde_json::from_str(&ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
+        "spawn",
+        "t1",
+        "dev",
+        "--handoff",
+        &h,
+        "--json",
+    ]))))
+    .unwrap();
+    assert_eq!(v["session"], "aot-t1-dev");
+    assert!(w.daemon_pid().is_none(), "spawn must not start a daemon");
+}

@@ -1,7 +1,7 @@
 //! One actor per supervised task: the only code in the daemon that runs the
 //! task's check-ins, so two never overlap and no state is shared.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
@@ -20,6 +20,46 @@ const DEBOUNCE: Duration = Duration::from_millis(150);
 const LIVENESS_EVERY: Duration = Duration::from_secs(5);
 /// After an undelivered check-in, try again this soon.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
+/// A handoff with no close or rename seen is read once its mtime is this old
+/// (network filesystems and files written while the daemon was down give no events).
+const SETTLE: Duration = Duration::from_secs(2);
+
+/// Handoffs known to be complete: file name → its mtime when the writer closed
+/// or renamed it. A later write changes the mtime, so the entry no longer vouches.
+#[derive(Debug, Default)]
+pub struct Finals(BTreeMap<String, i64>);
+
+impl Finals {
+    /// Record that `file` in `dir` was just closed after writing or renamed into place.
+    pub fn saw(&mut self, dir: &std::path::Path, file: &str) {
+        if let Ok(m) = std::fs::symlink_metadata(dir.join(file)) {
+            self.0.insert(file.to_string(), crate::fsutil::mtime_ns(&m));
+        }
+        if self.0.len() > 4096 {
+            let first = self.0.keys().next().cloned();
+            if let Some(k) = first {
+                self.0.remove(&k);
+            }
+        }
+    }
+
+    /// Whether a new handoff may be read now: its writer is known to be done,
+    /// or it has not changed for [`SETTLE`].
+    pub fn ready(&self, l: &handoff::Loaded, now_ns: i64) -> bool {
+        self.ready_at(&l.file, l.mtime_ns, now_ns)
+    }
+
+    fn ready_at(&self, file: &str, mtime_ns: i64, now_ns: i64) -> bool {
+        self.0.get(file) == Some(&mtime_ns) || now_ns.saturating_sub(mtime_ns) >= SETTLE.as_nanos() as i64
+    }
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(i64::MAX)
+}
 
 /// PM restarts allowed within [`RESTART_WINDOW`] before the task is BLOCKED and a human called.
 pub const MAX_PM_RESTARTS: usize = 3;
@@ -59,8 +99,10 @@ pub fn restart_decision(restarts: &[chrono::DateTime<chrono::Utc>], now: chrono:
 /// Messages an actor understands.
 #[derive(Debug)]
 pub enum Msg {
-    /// Something changed in handoffs/ (a watcher event or the reconcile tick).
+    /// Something may have changed in handoffs/ (the reconcile tick, a rescan).
     Hint,
+    /// The named handoff was closed after writing or renamed into place.
+    Final(String),
     /// The schedule fired.
     Schedule,
     /// Check in now and send back the report as JSON.
@@ -81,20 +123,29 @@ pub fn spawn(task: Task, tmux: Tmux) -> (Handle, tokio::task::JoinHandle<()>) {
     (Handle { tx }, join)
 }
 
-/// Whether any handoff not yet in the ledger has a terminal status.
-fn terminal_pending(task: &Task) -> bool {
+/// Whether any handoff not yet in the ledger, and ready to read, has a terminal status.
+fn terminal_pending(task: &Task, finals: &Finals) -> bool {
     let Ok(st) = task.state() else { return false };
     let Ok((names, _)) = handoff::list(&task.handoffs()) else {
         return false;
     };
     match st.ledger.scan(&task.handoffs(), &names) {
-        Ok((cands, _)) => cands.iter().any(|c| c.loaded.handoff.status.is_terminal()),
+        Ok((cands, _)) => cands
+            .iter()
+            .any(|c| c.loaded.handoff.status.is_terminal() && finals.ready(&c.loaded, now_ns())),
         Err(_) => false,
     }
 }
 
-async fn checkin(task: &Task, tmux: &Tmux, trigger: Trigger, extra: Vec<Signal>) -> Option<checkin::CheckinReport> {
-    match checkin::run(task, tmux, clock::now(), trigger, extra).await {
+async fn checkin(
+    task: &Task,
+    tmux: &Tmux,
+    finals: &Finals,
+    trigger: Trigger,
+    extra: Vec<Signal>,
+) -> Option<checkin::CheckinReport> {
+    let now = now_ns();
+    match checkin::run_with(task, tmux, clock::now(), trigger, extra, &|l| finals.ready(l, now)).await {
         Ok(r) => {
             tracing::info!(
                 task = %task.name,
@@ -246,6 +297,7 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
     liveness.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut reported = BTreeSet::new();
     let mut pm_retry: Option<Instant> = None;
+    let mut finals = Finals::default();
     tracing::info!(task = %task.name, dir = %task.dir().display(), "supervising");
     loop {
         let sleep_until = due.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
@@ -257,18 +309,25 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                         due = Some(Instant::now() + DEBOUNCE);
                     }
                 }
+                Some(Msg::Final(file)) => {
+                    finals.saw(&task.handoffs(), &file);
+                    if due.is_none() {
+                        due = Some(Instant::now() + DEBOUNCE);
+                    }
+                }
                 Some(Msg::Schedule) => {
-                    checkin(&task, &tmux, Trigger::Schedule, Vec::new()).await;
+                    checkin(&task, &tmux, &finals, Trigger::Schedule, Vec::new()).await;
                 }
                 Some(Msg::CheckinNow(reply)) => {
-                    let r = checkin::run(&task, &tmux, clock::now(), Trigger::Manual, Vec::new()).await;
+                    let now = now_ns();
+                    let r = checkin::run_with(&task, &tmux, clock::now(), Trigger::Manual, Vec::new(), &|l| finals.ready(l, now)).await;
                     let _ = reply.send(r.map(|r| serde_json::to_value(r).unwrap_or_default()).map_err(|e| e.to_string()));
                 }
             },
             _ = tokio::time::sleep_until(sleep_until), if due.is_some() => {
                 due = None;
-                if terminal_pending(&task) {
-                    if let Some(r) = checkin(&task, &tmux, Trigger::Handoff, Vec::new()).await {
+                if terminal_pending(&task, &finals) {
+                    if let Some(r) = checkin(&task, &tmux, &finals, Trigger::Handoff, Vec::new()).await {
                         let delivered = r.delivery.as_ref().is_some_and(|d| d.outcome == Outcome::Delivered);
                         if !delivered && !r.skipped {
                             due = Some(Instant::now() + RETRY_AFTER);
@@ -280,7 +339,7 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                 let mut pm_dead = false;
                 let sigs = deaths(&task, &tmux, &mut reported, &mut pm_dead).await;
                 if !sigs.is_empty() {
-                    checkin(&task, &tmux, Trigger::Death, sigs).await;
+                    checkin(&task, &tmux, &finals, Trigger::Death, sigs).await;
                 }
                 if pm_dead {
                     pm_retry = handle_pm_death(&task, &tmux).await;
@@ -312,5 +371,25 @@ mod tests {
         assert_eq!(restart_decision(&[s(0), s(2), s(6)], s(7)), Restart::GiveUp);
         // Old restarts fall out of the window.
         assert_eq!(restart_decision(&[s(0), s(2), s(6)], s(700)), Restart::Now);
+    }
+
+    #[test]
+    fn a_handoff_is_ready_when_closed_or_settled() {
+        let sec = 1_000_000_000i64;
+        let mut f = Finals::default();
+        assert!(
+            !f.ready_at("dev-20251127-090000.md", 100 * sec, 101 * sec),
+            "fresh and never closed"
+        );
+        assert!(f.ready_at("dev-20251127-090000.md", 100 * sec, 102 * sec), "settled");
+        f.0.insert("dev-20251127-090000.md".into(), 100 * sec);
+        assert!(
+            f.ready_at("dev-20251127-090000.md", 100 * sec, 100 * sec),
+            "closed at this mtime"
+        );
+        assert!(
+            !f.ready_at("dev-20251127-090000.md", 100 * sec + 1, 100 * sec + 1),
+            "written again since the close"
+        );
     }
 }

@@ -4,7 +4,9 @@
 //! every registered task. Each task has one actor (a tokio task that owns the
 //! task's check-ins; nothing mutable is shared across awaits) fed by:
 //! - one notify watcher over every task's `handoffs/` (registered before the
-//!   startup scan, so nothing lands in a gap); events are only hints;
+//!   startup scan, so nothing lands in a gap); events are only hints, and only
+//!   a close-after-write or a rename into place counts: a file with neither is
+//!   read once it has not changed for 2 s, never half-written;
 //! - a reconcile scan every 5 s regardless (network filesystems give no events);
 //! - the task's schedule, run by tokio-cron-scheduler (`checkin:` in task.md);
 //! - a liveness poll of the task's panes (dead agents become signals).
@@ -22,6 +24,7 @@ pub mod client;
 pub mod protocol;
 mod registry;
 mod server;
+mod verbs;
 
 use std::path::PathBuf;
 

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 pub const PROTOCOL_VERSION: u32 = 1;
 
 /// Longest request line accepted (bytes); longer lines get an error and the connection is closed.
-pub const MAX_REQUEST: usize = 64 * 1024;
+pub const MAX_REQUEST: usize = 1024 * 1024;
 
 /// A request from the CLI.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,6 +27,43 @@ pub enum Request {
     Tasks,
     /// Stop the daemon cleanly (agents keep running).
     Shutdown,
+    /// Start an agent (`task spawn`); answered with [`Response::Done`] holding what was started.
+    Spawn {
+        /// Project folder.
+        project: String,
+        /// Task name.
+        task: String,
+        /// Agent name.
+        agent: String,
+        /// The PM's handoff, resolved to an absolute path by the CLI.
+        handoff: String,
+        /// Runtime override.
+        runtime: Option<String>,
+        /// The tmux server and session prefix the CLI was asked to use ([`crate::session::Ctx::id`]).
+        tmux: String,
+    },
+    /// Type a message into an agent (`task send`); answered with the delivery report.
+    Send {
+        /// Project folder.
+        project: String,
+        /// Task name.
+        task: String,
+        /// Agent name.
+        agent: String,
+        /// The message.
+        text: String,
+        /// As for `Spawn`.
+        tmux: String,
+    },
+    /// End a task's sessions and stop supervising it (`task stop`).
+    Stop {
+        /// Project folder.
+        project: String,
+        /// Task name.
+        task: String,
+        /// As for `Spawn`.
+        tmux: String,
+    },
 }
 
 /// An envelope carrying the version.
@@ -60,6 +97,34 @@ pub enum Response {
     Tasks { tasks: Vec<Supervised> },
     /// A check-in report (as `task checkin --json` prints it).
     Checkin { report: serde_json::Value },
-    /// The request failed; the daemon keeps serving.
-    Error { message: String },
+    /// A verb's result, as its `--json` prints it.
+    Done { report: serde_json::Value },
+    /// The request failed; the daemon keeps serving. `code` is the exit code the CLI should use.
+    Error {
+        message: String,
+        #[serde(default = "default_code")]
+        code: i32,
+    },
+}
+
+fn default_code() -> i32 {
+    crate::error::EXIT_FAILURE
+}
+
+impl Response {
+    /// An error answer carrying the library error's exit code.
+    pub fn error(e: &crate::error::Error) -> Response {
+        Response::Error {
+            message: e.to_string(),
+            code: e.exit_code(),
+        }
+    }
+
+    /// An error answer for a failure of the daemon itself.
+    pub fn failure(message: impl Into<String>) -> Response {
+        Response::Error {
+            message: message.into(),
+            code: crate::error::EXIT_FAILURE,
+        }
+    }
 }

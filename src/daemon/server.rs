@@ -26,7 +26,8 @@ const RECONCILE_EVERY: Duration = Duration::from_secs(5);
 
 enum Control {
     Request(Request, oneshot::Sender<Response>),
-    Hint(PathBuf),
+    /// A file in a watched handoffs/ folder was closed after writing or renamed into place.
+    Final(PathBuf, String),
     HintAll,
 }
 
@@ -35,6 +36,17 @@ struct Entry {
     join: tokio::task::JoinHandle<()>,
     job: Option<uuid::Uuid>,
     handoffs: PathBuf,
+}
+
+/// Only a close after writing or a rename into place says a file is complete;
+/// creation and each write are not worth a look (the reconcile scan covers the rest).
+fn is_final(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
+    matches!(
+        kind,
+        notify::EventKind::Access(AccessKind::Close(AccessMode::Write))
+            | notify::EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both | RenameMode::Any))
+    )
 }
 
 fn key(s: &Supervised) -> String {
@@ -91,32 +103,22 @@ async fn handle_conn(stream: UnixStream, ctl: mpsc::Sender<Control>) {
     let mut reader = BufReader::new(rd.take(MAX_REQUEST as u64 + 1));
     let mut line = Vec::new();
     let resp = match reader.read_until(b'\n', &mut line).await {
-        Err(e) => Response::Error {
-            message: format!("reading the request failed: {e}"),
-        },
-        Ok(_) if line.len() > MAX_REQUEST => Response::Error {
-            message: format!("request longer than {MAX_REQUEST} bytes; refused"),
-        },
+        Err(e) => Response::failure(format!("reading the request failed: {e}")),
+        Ok(_) if line.len() > MAX_REQUEST => {
+            Response::failure(format!("request longer than {MAX_REQUEST} bytes; refused"))
+        }
         Ok(_) => match serde_json::from_slice::<Envelope<Request>>(&line) {
-            Err(e) => Response::Error {
-                message: format!("malformed request: {e}"),
-            },
-            Ok(env) if env.v != PROTOCOL_VERSION => Response::Error {
-                message: format!(
-                    "protocol version {} is not {PROTOCOL_VERSION}; use the same `task` binary as the daemon",
-                    env.v
-                ),
-            },
+            Err(e) => Response::failure(format!("malformed request: {e}")),
+            Ok(env) if env.v != PROTOCOL_VERSION => Response::failure(format!(
+                "protocol version {} is not {PROTOCOL_VERSION}; use the same `task` binary as the daemon",
+                env.v
+            )),
             Ok(env) => {
                 let (tx, rx) = oneshot::channel();
                 if ctl.send(Control::Request(env.body, tx)).await.is_err() {
-                    Response::Error {
-                        message: "the daemon is shutting down".into(),
-                    }
+                    Response::failure("the daemon is shutting down")
                 } else {
-                    rx.await.unwrap_or(Response::Error {
-                        message: "no answer".into(),
-                    })
+                    rx.await.unwrap_or(Response::failure("no answer"))
                 }
             }
         },
@@ -177,14 +179,17 @@ pub async fn run() -> Result<()> {
         Ok(ev) if ev.need_rescan() => {
             let _ = wtx.try_send(Control::HintAll);
         }
-        Ok(ev) => {
+        Ok(ev) if is_final(&ev.kind) => {
             for p in ev.paths {
-                let is_dot = p.file_name().is_some_and(|n| n.as_encoded_bytes().starts_with(b"."));
-                if let (false, Some(parent)) = (is_dot, p.parent()) {
-                    let _ = wtx.try_send(Control::Hint(parent.to_path_buf()));
+                let name = p.file_name().and_then(|n| n.to_str()).map(str::to_string);
+                if let (Some(name), Some(parent)) = (name, p.parent()) {
+                    if !name.starts_with('.') && name.ends_with(".md") {
+                        let _ = wtx.try_send(Control::Final(parent.to_path_buf(), name));
+                    }
                 }
             }
         }
+        Ok(_) => {}
         Err(e) => {
             tracing::warn!(error = %e, "file watcher error; relying on the reconcile scan");
             let _ = wtx.try_send(Control::HintAll);
@@ -287,9 +292,9 @@ pub async fn run() -> Result<()> {
                         let _ = e.handle.tx.try_send(Msg::Hint);
                     }
                 }
-                Some(Control::Hint(dir)) => {
+                Some(Control::Final(dir, name)) => {
                     for e in entries.values().filter(|e| e.handoffs == dir) {
-                        let _ = e.handle.tx.try_send(Msg::Hint);
+                        let _ = e.handle.tx.try_send(Msg::Final(name.clone()));
                     }
                 }
                 Some(Control::Request(req, reply)) => {
@@ -312,10 +317,10 @@ pub async fn run() -> Result<()> {
                                     }
                                     match registry::save(&registered) {
                                         Ok(()) => Response::Ok,
-                                        Err(e) => Response::Error { message: e.to_string() },
+                                        Err(e) => Response::error(&e),
                                     }
                                 }
-                                Err(e) => Response::Error { message: e.to_string() },
+                                Err(e) => Response::error(&e),
                             }
                         }
                         Request::Unregister { project, task } => {
@@ -330,13 +335,13 @@ pub async fn run() -> Result<()> {
                             registered.retain(|x| x != &s);
                             match registry::save(&registered) {
                                 Ok(()) => Response::Ok,
-                                Err(e) => Response::Error { message: e.to_string() },
+                                Err(e) => Response::error(&e),
                             }
                         }
                         Request::Checkin { project, task } => {
                             let s = Supervised { project, task };
                             match entries.get(&key(&s)) {
-                                None => Response::Error { message: format!("task '{}' is not supervised by the daemon", s.task) },
+                                None => Response::failure(format!("task '{}' is not supervised by the daemon", s.task)),
                                 Some(e) => {
                                     let (tx, rx) = oneshot::channel();
                                     let _ = e.handle.tx.send(Msg::CheckinNow(tx)).await;
@@ -344,14 +349,40 @@ pub async fn run() -> Result<()> {
                                     tokio::spawn(async move {
                                         let resp = match rx.await {
                                             Ok(Ok(report)) => Response::Checkin { report },
-                                            Ok(Err(message)) => Response::Error { message },
-                                            Err(_) => Response::Error { message: "the task's actor stopped".into() },
+                                            Ok(Err(message)) => Response::failure(message),
+                                            Err(_) => Response::failure("the task's actor stopped"),
                                         };
                                         let _ = reply.send(resp);
                                     });
                                     continue;
                                 }
                             }
+                        }
+                        Request::Spawn { .. } | Request::Send { .. } | Request::Stop { .. } => {
+                            // Run apart from the supervisor loop: a spawn or a send can wait
+                            // seconds for an agent's input area, and the PM being checked in
+                            // may be the caller (its check-in must not wait on its own spawn).
+                            let stop_of = match &req {
+                                Request::Stop { project, task, .. } => Some(Supervised { project: project.clone(), task: task.clone() }),
+                                _ => None,
+                            };
+                            if let Some(s) = &stop_of {
+                                if let Some(e) = entries.remove(&key(s)) {
+                                    if let Some(j) = e.job {
+                                        let _ = sched.remove(&j).await;
+                                    }
+                                    let _ = watcher.unwatch(&e.handoffs);
+                                    e.join.abort();
+                                }
+                                registered.retain(|x| x != s);
+                                if let Err(e) = registry::save(&registered) {
+                                    tracing::warn!(error = %e, "cannot save the registry");
+                                }
+                            }
+                            tokio::spawn(async move {
+                                let _ = reply.send(super::verbs::run(req).await);
+                            });
+                            continue;
                         }
                         Request::Shutdown => {
                             let _ = reply.send(Response::Ok);

@@ -1,0 +1,91 @@
+//! The verbs the daemon runs for the CLI (`task spawn`, `task send`, `task stop`):
+//! the same library calls the CLI makes without a daemon, so the two modes
+//! cannot drift apart.
+
+use std::path::{Path, PathBuf};
+
+use crate::clock;
+use crate::error::{Error, Result};
+use crate::names::{AgentName, TaskName};
+use crate::session::Ctx;
+use crate::task::Task;
+
+use super::protocol::{Request, Response};
+
+/// Run one verb request and answer it.
+pub async fn run(req: Request) -> Response {
+    match verb(req).await {
+        Ok(report) => Response::Done { report },
+        Err(e) => Response::error(&e),
+    }
+}
+
+fn task(project: &str, task: &str) -> Result<Task> {
+    let name: TaskName = task.parse()?;
+    let t = Task::new(Path::new(project), name)?;
+    t.require()?;
+    Ok(t)
+}
+
+/// The daemon's tmux context, refused when the CLI was pointed at another server.
+fn ctx(wanted: &str) -> Result<Ctx> {
+    let ctx = Ctx::from_env()?;
+    if ctx.id() != wanted {
+        return Err(Error::BadInput(format!(
+            "the daemon drives {} but this command was asked for {wanted}; run `task shutdown` and start the daemon with the same AO_TMUX_SOCKET / AO_SESSION_PREFIX",
+            ctx.id()
+        )));
+    }
+    Ok(ctx)
+}
+
+async fn verb(req: Request) -> Result<serde_json::Value> {
+    match req {
+        Request::Spawn {
+            project,
+            task: name,
+            agent,
+            handoff,
+            runtime,
+            tmux,
+        } => {
+            let (ctx, t) = (ctx(&tmux)?, task(&project, &name)?);
+            let agent: AgentName = agent.parse()?;
+            let started = crate::session::spawn(
+                &ctx,
+                &t,
+                &agent,
+                &PathBuf::from(handoff),
+                runtime.as_deref(),
+                clock::now(),
+            )
+            .await?;
+            Ok(json(&started))
+        }
+        Request::Send {
+            project,
+            task: name,
+            agent,
+            text,
+            tmux,
+        } => {
+            let (ctx, t) = (ctx(&tmux)?, task(&project, &name)?);
+            let agent: AgentName = agent.parse()?;
+            Ok(json(&crate::session::send(&ctx, &t, agent.as_str(), &text).await?))
+        }
+        Request::Stop {
+            project,
+            task: name,
+            tmux,
+        } => {
+            let (ctx, t) = (ctx(&tmux)?, task(&project, &name)?);
+            Ok(json(&crate::session::stop(&ctx, &t, clock::now()).await?))
+        }
+        other => Err(Error::BadInput(format!("not a verb request: {other:?}"))),
+    }
+}
+
+/// A report as its `--json` prints it.
+fn json(v: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(v).unwrap_or_default()
+}
