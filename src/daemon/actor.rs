@@ -123,7 +123,16 @@ pub fn spawn(task: Task, tmux: Tmux) -> (Handle, tokio::task::JoinHandle<()>) {
     (Handle { tx }, join)
 }
 
-/// Whether any handoff not yet in the ledger, and ready to read, has a terminal status.
+/// Whether a new handoff is worth an immediate check-in: a terminal status from a
+/// spoke. The PM's own COMPLETE or NEEDS_REVIEW is not (waking the PM to tell it what
+/// it just wrote costs tokens and says nothing; it goes out with the next check-in),
+/// but its BLOCKED is, since that may need a human now.
+fn wakes_the_pm(l: &handoff::Loaded) -> bool {
+    let s = l.handoff.status;
+    s.is_terminal() && (l.agent() != "pm" || s == handoff::Status::Blocked)
+}
+
+/// Whether any handoff not yet in the ledger, and ready to read, should wake the PM.
 fn terminal_pending(task: &Task, finals: &Finals) -> bool {
     let Ok(st) = task.state() else { return false };
     let Ok((names, _)) = handoff::list(&task.handoffs()) else {
@@ -132,7 +141,7 @@ fn terminal_pending(task: &Task, finals: &Finals) -> bool {
     match st.ledger.scan(&task.handoffs(), &names) {
         Ok((cands, _)) => cands
             .iter()
-            .any(|c| c.loaded.handoff.status.is_terminal() && finals.ready(&c.loaded, now_ns())),
+            .any(|c| wakes_the_pm(&c.loaded) && finals.ready(&c.loaded, now_ns())),
         Err(_) => false,
     }
 }
