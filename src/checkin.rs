@@ -415,6 +415,11 @@ pub async fn run_with(
         });
     };
 
+    // Remote agents' handoffs and artifacts first (an unreachable host is skipped, not fatal).
+    for problem in crate::session::pull_remotes(task).await {
+        tracing::warn!(task = %task.name, problem = %problem, "remote pull before the check-in failed");
+    }
+
     // A: evaluate under the state lock.
     let (state, cands, ev, message, pm, quiet) = {
         let _l = task.lock_state()?;

@@ -655,7 +655,12 @@ fn block_on<F: std::future::Future<Output = anyhow::Result<()>>>(f: F) -> anyhow
         .enable_all()
         .build()
         .context("starting the async runtime")?
-        .block_on(f)
+        .block_on(async {
+            let r = f.await;
+            // No ssh master outlives a CLI command.
+            crate::remote::close_all().await;
+            r
+        })
 }
 
 fn add_liveness(t: &Task, s: &mut status::TaskStatus) {

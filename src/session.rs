@@ -373,11 +373,10 @@ pub async fn spawn(
 ) -> Result<Started> {
     task.require()?;
     let spec = task.spec()?;
-    if matches!(spec.cwd, Some(CwdSpec::Remote(_))) && matches!(agent.as_str(), "dev" | "architect") {
-        return Err(Error::BadInput(format!(
-            "task.md sets a remote cwd for {agent}; remote agents are not supported by this build yet — run it locally by commenting out cwd:"
-        )));
-    }
+    let remote = match (&spec.cwd, remote_roles(&spec).iter().any(|r| r == agent.as_str())) {
+        (Some(CwdSpec::Remote(r)), true) => Some(r.clone()),
+        _ => None,
+    };
     let path = find_handoff(task, handoff_arg)?;
     let contents = match fsutil::read_regular(&path, handoff::SIZE_CAP)? {
         Ok(c) => c,
@@ -392,6 +391,9 @@ pub async fn spawn(
     let mut warnings = Vec::new();
     let handoff_text = handoff::decode(&contents.bytes, &mut warnings);
     let rt = choose_runtime(task, runtime_flag)?;
+    if let Some(r) = remote {
+        return spawn_remote(ctx, task, agent, &r, &rt, &path, &handoff_text, now).await;
+    }
     rt.ensure_installed(&ctx.task_bin)?;
     let cwd = local_cwd(task)?;
     let rel = path
@@ -412,6 +414,199 @@ pub async fn spawn(
         remote: None,
     });
     start_agent(ctx, task, agent.as_str(), role, &rt, &text, &cwd, now, None).await
+}
+
+/// The roles that run on the remote host when task.md's `cwd:` is remote
+/// (`remote_agents: dev, architect` by default; the PM, scribe and test stay local).
+pub fn remote_roles(spec: &crate::task::TaskSpec) -> Vec<String> {
+    spec.setting("remote_agents")
+        .unwrap_or("dev, architect")
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// Spawn on a remote host (seed 004 §5.3, §6.2): create the task folders there,
+/// push the PM's handoff and the preamble, check the runtime is installed there,
+/// then start the agent in the host's own tmux server over the ssh master.
+#[allow(clippy::too_many_arguments)]
+async fn spawn_remote(
+    ctx: &Ctx,
+    task: &Task,
+    agent: &AgentName,
+    spec: &crate::task::RemoteSpec,
+    rt: &Runtime,
+    handoff_path: &Path,
+    handoff_text: &str,
+    now: DateTime<Utc>,
+) -> Result<Started> {
+    let host = crate::remote::Host::connect(spec).await?;
+    let cwd = host.cwd().await?;
+    let rdir = format!("{cwd}/tasks/{}", task.name);
+    let role = "spoke";
+    let session = ctx.session_name(task, agent.as_str());
+    let file_name = handoff_path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "handoff.md".into());
+    let text = preamble::agent(&preamble::AgentPreamble {
+        agent: agent.as_str(),
+        role,
+        task: task.name.as_str(),
+        spawned: &scribe::local_time(now),
+        cwd: &cwd,
+        task_dir: &rdir,
+        task_bin: "task",
+        handoff_file: &format!("handoffs/{file_name}"),
+        handoff: handoff_text,
+        remote: Some((&spec.destination(), &cwd)),
+    });
+    let local_copy = save_preamble(task, agent.as_str(), &text, now)?;
+    let prompt_file = format!(
+        "{rdir}/scratchpad/{agent}/{}",
+        local_copy
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    );
+    let session_id = uuid::Uuid::new_v4().to_string();
+    let mut argv = rt.argv(&Vars {
+        agent: agent.as_str(),
+        task: task.name.as_str(),
+        session: &session,
+        session_id: &session_id,
+        prompt: &text,
+        prompt_file: Path::new(&prompt_file),
+        task_bin: &ctx.task_bin,
+    })?;
+    // The program must exist on the host; the built-in demo agent needs `task` there.
+    if argv[0] == ctx.task_bin.display().to_string() && !host.has_program(&argv[0]).await {
+        argv[0] = "task".into();
+    }
+    if !host.has_program(&argv[0]).await {
+        return Err(Error::BadInput(format!(
+            "`{}` is not installed on {} (runtime {}); install it there or choose another runtime with --runtime — nothing was started",
+            argv[0],
+            spec.destination(),
+            rt.name
+        )));
+    }
+    let mut dirs: Vec<String> = ["handoffs", "scratchpad"]
+        .iter()
+        .map(|d| format!("{rdir}/{d}"))
+        .collect();
+    dirs.push(format!("{rdir}/artifacts/{agent}"));
+    dirs.push(format!("{rdir}/scratchpad/{agent}"));
+    for d in crate::task::ARTIFACT_KINDS {
+        dirs.push(format!("{rdir}/artifacts/{d}"));
+    }
+    let mut mkdir = vec!["mkdir", "-p", "--"];
+    mkdir.extend(dirs.iter().map(String::as_str));
+    host.run("create the task folders", &mkdir, None).await?;
+    // task.md goes along, so the agent sees the goal and `task handoff` there finds the task.
+    let task_md = std::fs::read(task.task_md()).map_err(|e| Error::io("read", task.task_md(), e))?;
+    host.put(&format!("{rdir}/task.md"), &task_md).await?;
+    host.put(&format!("{rdir}/handoffs/{file_name}"), handoff_text.as_bytes())
+        .await?;
+    host.put(&prompt_file, text.as_bytes()).await?;
+
+    let tmux = host.tmux()?;
+    if tmux.has_session(&session).await? {
+        if finished_since_start(task, agent.as_str())? {
+            tmux.kill_session(&session).await?;
+        } else {
+            return Err(Error::BadInput(format!(
+                "agent '{agent}' of task '{}' is still working on {} in tmux session {session}; message it with `task send`, or end it with `task stop {}`",
+                task.name,
+                spec.destination(),
+                task.name
+            )));
+        }
+    }
+    let mut env = vec![
+        ("TASK_NAME".to_string(), task.name.to_string()),
+        ("TASK_DIR".into(), rdir.clone()),
+        ("TASK_AGENT".into(), agent.to_string()),
+        ("TASK_ROLE".into(), role.to_string()),
+    ];
+    for k in ["AO_DEMO_PAUSE_MS", "AO_DEMO_IDLE"] {
+        if let Ok(v) = std::env::var(k) {
+            env.push((k.into(), v));
+        }
+    }
+    let pane = tmux
+        .new_session(&SessionSpec {
+            name: &session,
+            cwd: Path::new(&cwd),
+            env,
+            argv: argv.clone(),
+        })
+        .await?;
+    tracing::info!(agent = %agent, host = %spec.destination(), session = %session, pane = %pane, "remote agent started");
+    let _l = task.lock_state()?;
+    let mut st = task.state_for_update(now)?;
+    let a = st.agents.entry(agent.to_string()).or_insert_with(AgentState::default);
+    a.role = role.into();
+    a.host = spec.to_string();
+    a.session = Some(session.clone());
+    a.pane = Some(pane.clone());
+    a.status = "running".into();
+    a.runtime = Some(rt.name.clone());
+    a.session_id = Some(session_id);
+    a.started_at = Some(now);
+    a.last_activity = Some(now);
+    task.save_state(&st)?;
+    crate::events::append(
+        task,
+        "spawn",
+        Some(agent.as_str()),
+        serde_json::json!({"session": session, "pane": pane, "runtime": rt.name, "host": spec.destination(), "preamble_bytes": text.len()}),
+        now,
+    )?;
+    Ok(Started {
+        agent: agent.to_string(),
+        session,
+        pane,
+        runtime: rt.name.clone(),
+        preamble: local_copy,
+        argv,
+    })
+}
+
+/// The remote hosts this task has agents on (from the state), with the remote task folder.
+pub fn remote_hosts(task: &Task) -> Vec<crate::task::RemoteSpec> {
+    let Ok(st) = task.state() else { return Vec::new() };
+    let mut out: Vec<crate::task::RemoteSpec> = Vec::new();
+    for a in st.agents.values() {
+        if let Ok(CwdSpec::Remote(r)) = crate::task::taskmd::parse_cwd(&a.host) {
+            if !out.contains(&r) {
+                out.push(r);
+            }
+        }
+    }
+    out
+}
+
+/// Pull every remote host's handoffs and artifacts of this task into the local folder.
+/// An unreachable host is reported and skipped; the others are still pulled.
+pub async fn pull_remotes(task: &Task) -> Vec<String> {
+    let mut problems = Vec::new();
+    let hosts = remote_hosts(task);
+    tracing::debug!(task = %task.name, hosts = hosts.len(), "pulling remote hosts");
+    for spec in hosts {
+        let r = async {
+            let host = crate::remote::Host::connect(&spec).await?;
+            let cwd = host.cwd().await?;
+            host.pull(&format!("{cwd}/tasks/{}", task.name), &task.dir()).await
+        }
+        .await;
+        if let Err(e) = r {
+            tracing::warn!(host = %spec.destination(), error = %e, "pull failed");
+            problems.push(e.to_string());
+        }
+    }
+    problems
 }
 
 /// Deliver a message to a running agent with verified delivery.
@@ -442,6 +637,9 @@ pub struct Stopped {
     pub ended: Vec<String>,
     /// Sessions that were already gone.
     pub already_gone: Vec<String>,
+    /// Remote sessions that could not be reached (still running there; retry `task stop`).
+    #[serde(default)]
+    pub unreachable: Vec<String>,
 }
 
 /// End every session of the task recorded in its state; keep every file. Idempotent.
@@ -452,6 +650,28 @@ pub async fn stop(ctx: &Ctx, task: &Task, now: DateTime<Utc>) -> Result<Stopped>
     let mut out = Stopped::default();
     for a in st.agents.values_mut() {
         let Some(session) = a.session.clone() else { continue };
+        if let Ok(CwdSpec::Remote(r)) = crate::task::taskmd::parse_cwd(&a.host) {
+            // An unreachable host must not keep the local sessions running: report and go on.
+            let ended = async {
+                crate::remote::Host::connect(&r)
+                    .await?
+                    .tmux()?
+                    .kill_session(&session)
+                    .await
+            }
+            .await;
+            match ended {
+                Ok(true) => out.ended.push(format!("{session}@{}", r.destination())),
+                Ok(false) => out.already_gone.push(format!("{session}@{}", r.destination())),
+                Err(e) => {
+                    tracing::warn!(host = %r.destination(), error = %e, "cannot stop a remote agent");
+                    out.unreachable.push(format!("{session}@{}", r.destination()));
+                    continue;
+                }
+            }
+            a.status = "stopped".into();
+            continue;
+        }
         if ctx.tmux.kill_session(&session).await? {
             out.ended.push(session);
         } else {
@@ -487,6 +707,9 @@ pub async fn liveness(ctx: &Ctx, st: &crate::task::PmState, now: DateTime<Utc>) 
     let panes = ctx.tmux.list_panes().await?;
     let mut out = Vec::new();
     for (name, a) in &st.agents {
+        if !a.host.is_empty() && a.host != "local" {
+            continue; // on another host's tmux server
+        }
         let Some(pane_id) = &a.pane else {
             out.push(Liveness {
                 agent: name.clone(),

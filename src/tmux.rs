@@ -54,6 +54,9 @@ impl Socket {
 #[derive(Debug, Clone)]
 pub struct Tmux {
     socket: Socket,
+    /// When set, every tmux call runs on a remote host through this ssh prefix
+    /// (the multiplexed master of [`crate::remote`]); arguments are shell-quoted.
+    via: Option<std::sync::Arc<Vec<String>>>,
 }
 
 /// Escape an argument so tmux's command parser takes it literally: a trailing
@@ -132,7 +135,20 @@ impl Tmux {
                 )));
             }
         }
-        Ok(Tmux { socket })
+        Ok(Tmux { socket, via: None })
+    }
+
+    /// The same kind of handle for a tmux server on a remote host: `ssh` is the
+    /// argv prefix that runs one command there (ending in the destination).
+    pub fn remote(socket: Socket, ssh: Vec<String>) -> Result<Tmux> {
+        let mut t = Tmux::new(socket)?;
+        t.via = Some(std::sync::Arc::new(ssh));
+        Ok(t)
+    }
+
+    /// Whether this server is on a remote host.
+    pub fn is_remote(&self) -> bool {
+        self.via.is_some()
     }
 
     /// The server from `$AO_TMUX_SOCKET` (path → `-S`, name → `-L`), default `-L agent-orchestrator`.
@@ -150,12 +166,28 @@ impl Tmux {
         &self.socket
     }
 
-    fn command(&self) -> Command {
+    fn command(&self, args: &[&str]) -> Command {
         let base = match &self.socket {
             Socket::Name(n) => tmux_interface::Tmux::new().socket_name(n.as_str()),
             Socket::Path(p) => tmux_interface::Tmux::new().socket_path(p.to_string_lossy()),
         };
-        let mut c = Command::from(base.into_command());
+        let mut c = match &self.via {
+            None => {
+                let mut c = Command::from(base.into_command());
+                c.args(args);
+                c
+            }
+            Some(ssh) => {
+                // ssh joins its arguments into one string for the remote shell: quote each.
+                let local = base.into_command();
+                let mut words: Vec<String> = vec![local.get_program().to_string_lossy().into_owned()];
+                words.extend(local.get_args().map(|a| a.to_string_lossy().into_owned()));
+                words.extend(args.iter().map(|a| a.to_string()));
+                let mut c = Command::new(&ssh[0]);
+                c.args(&ssh[1..]).arg(crate::remote::shell_join(&words));
+                c
+            }
+        };
         c.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -165,12 +197,7 @@ impl Tmux {
 
     /// Run one tmux invocation; stdout on success, an error naming `what` otherwise.
     pub async fn run(&self, what: &str, args: &[&str]) -> Result<String> {
-        let out = self
-            .command()
-            .args(args)
-            .output()
-            .await
-            .map_err(|e| tmux_missing(what, e))?;
+        let out = self.command(args).output().await.map_err(|e| tmux_missing(what, e))?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
@@ -184,8 +211,7 @@ impl Tmux {
 
     /// Whether a server is running on this socket.
     pub async fn server_running(&self) -> bool {
-        self.command()
-            .arg("list-sessions")
+        self.command(&["list-sessions"])
             .output()
             .await
             .map(|o| o.status.success())
@@ -196,7 +222,18 @@ impl Tmux {
     /// The folder is checked first (tmux would silently use another), and the
     /// server keeps dead panes so exit statuses can be reported.
     pub async fn new_session(&self, spec: &SessionSpec<'_>) -> Result<String> {
-        if !spec.cwd.is_dir() {
+        let cwd_ok = match &self.via {
+            None => spec.cwd.is_dir(),
+            Some(ssh) => {
+                let mut c = Command::new(&ssh[0]);
+                c.args(&ssh[1..])
+                    .arg(crate::remote::shell_join(&["test", "-d", &spec.cwd.to_string_lossy()]))
+                    .stdin(Stdio::null())
+                    .kill_on_drop(true);
+                c.status().await.map(|s| s.success()).unwrap_or(false)
+            }
+        };
+        if !cwd_ok {
             return Err(Error::BadInput(format!(
                 "working folder {} does not exist (tmux would silently start elsewhere); create it or fix cwd: in task.md",
                 spec.cwd.display()
@@ -260,7 +297,7 @@ impl Tmux {
     /// Whether a session with exactly this name exists (no prefix matching).
     pub async fn has_session(&self, name: &str) -> Result<bool> {
         let target = format!("={name}");
-        match self.command().args(["has-session", "-t", &target]).output().await {
+        match self.command(&["has-session", "-t", &target]).output().await {
             Ok(o) => Ok(o.status.success()),
             Err(e) => Err(tmux_missing("look for a session", e)),
         }
@@ -279,8 +316,7 @@ impl Tmux {
     /// Every pane on the server, in one call. Empty when no server runs.
     pub async fn list_panes(&self) -> Result<Vec<PaneInfo>> {
         let out = self
-            .command()
-            .args(["list-panes", "-a", "-F", PANE_FORMAT])
+            .command(&["list-panes", "-a", "-F", PANE_FORMAT])
             .output()
             .await
             .map_err(|e| tmux_missing("list panes", e))?;
@@ -309,8 +345,7 @@ impl Tmux {
     /// The caller strips control characters first ([`crate::delivery::sanitize`]).
     pub async fn paste(&self, pane_id: &str, buffer: &str, text: &str) -> Result<()> {
         let mut child = self
-            .command()
-            .args(["load-buffer", "-b", buffer, "-"])
+            .command(&["load-buffer", "-b", buffer, "-"])
             .stdin(Stdio::piped())
             .spawn()
             .map_err(|e| tmux_missing("load buffer", e))?;

@@ -16,6 +16,8 @@ use crate::tmux::Tmux;
 
 /// Debounce between a hint and the scan it causes: a burst becomes one check-in.
 const DEBOUNCE: Duration = Duration::from_millis(150);
+/// How often remote hosts are pulled (a remote handoff reaches the ledger within ~this).
+const PULL_EVERY: Duration = Duration::from_secs(2);
 /// How often panes are checked for deaths.
 const LIVENESS_EVERY: Duration = Duration::from_secs(5);
 /// After an undelivered check-in, try again this soon.
@@ -52,6 +54,10 @@ impl Finals {
     fn ready_at(&self, file: &str, mtime_ns: i64, now_ns: i64) -> bool {
         self.0.get(file) == Some(&mtime_ns) || now_ns.saturating_sub(mtime_ns) >= SETTLE.as_nanos() as i64
     }
+}
+
+fn is_remote(host: &str) -> bool {
+    !host.is_empty() && host != "local"
 }
 
 fn now_ns() -> i64 {
@@ -182,7 +188,8 @@ async fn deaths(task: &Task, tmux: &Tmux, reported: &mut BTreeSet<String>, pm_de
     };
     let mut out = Vec::new();
     for (name, a) in &st.agents {
-        if a.status != "running" {
+        // Remote panes live on another tmux server; pulls and status cover them.
+        if a.status != "running" || is_remote(&a.host) {
             continue;
         }
         let Some(pane) = &a.pane else { continue };
@@ -307,6 +314,8 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
     let mut reported = BTreeSet::new();
     let mut pm_retry: Option<Instant> = None;
     let mut finals = Finals::default();
+    let mut pulls = tokio::time::interval(PULL_EVERY);
+    pulls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tracing::info!(task = %task.name, dir = %task.dir().display(), "supervising");
     loop {
         let sleep_until = due.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
@@ -341,6 +350,14 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                         if !delivered && !r.skipped {
                             due = Some(Instant::now() + RETRY_AFTER);
                         }
+                    }
+                }
+            }
+            _ = pulls.tick() => {
+                if !crate::session::remote_hosts(&task).is_empty() {
+                    crate::session::pull_remotes(&task).await;
+                    if due.is_none() {
+                        due = Some(Instant::now() + DEBOUNCE);
                     }
                 }
             }

@@ -1,0 +1,325 @@
+//! Remote hosts over SSH: one multiplexed master per host (the openssh crate),
+//! reused by every remote command, by the remote tmux driver and by rsync.
+//!
+//! Nothing user-supplied reaches a remote shell unquoted: ssh joins its
+//! arguments into one string for the remote shell, so every word goes through
+//! [`shell_join`]; rsync gets `--secluded-args` (`-s`) so remote paths are not
+//! split either. Host specs were validated when task.md was parsed (no leading
+//! `-`, no shell metacharacters), and `--` precedes every user path.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use openssh::{KnownHosts, Session, SessionBuilder};
+use tokio::process::Command;
+use tokio::sync::Mutex;
+
+use crate::error::{Error, Result};
+use crate::task::RemoteSpec;
+use crate::tmux::{Socket, Tmux};
+
+/// How long to wait for a host before calling it unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Keep-alive, so a dead link is noticed rather than hanging.
+const SERVER_ALIVE: Duration = Duration::from_secs(15);
+/// A master with no client for this long ends by itself (no ssh left behind after a kill).
+const IDLE_PERSIST: Duration = Duration::from_secs(10);
+/// The tmux socket name used on remote hosts (`AO_REMOTE_TMUX_SOCKET` overrides: a name or a path).
+const REMOTE_SOCKET_NAME: &str = "agent-orchestrator";
+
+/// Quote words for a POSIX shell and join them, for ssh's remote command line.
+pub fn shell_join<S: AsRef<str>>(words: &[S]) -> String {
+    words
+        .iter()
+        .map(|w| {
+            shlex::try_quote(w.as_ref())
+                .map(|q| q.into_owned())
+                .unwrap_or_else(|_| "''".into())
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A connected host: the spec it was reached by and its master connection.
+#[derive(Clone)]
+pub struct Host {
+    /// What task.md said (`[user@]host[:port]:/path`).
+    pub spec: RemoteSpec,
+    session: Arc<Session>,
+}
+
+fn pool() -> &'static Mutex<HashMap<String, Arc<Session>>> {
+    static POOL: OnceLock<Mutex<HashMap<String, Arc<Session>>>> = OnceLock::new();
+    POOL.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn key(spec: &RemoteSpec) -> String {
+    format!("{}:{}", spec.destination(), spec.port.unwrap_or(0))
+}
+
+/// An ssh config file to use instead of `~/.ssh/config` (`AO_SSH_CONFIG`).
+fn config_file() -> Option<PathBuf> {
+    std::env::var_os("AO_SSH_CONFIG")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+impl Host {
+    /// The master for `spec`'s host, connecting (BatchMode: keys or agent only) when there
+    /// is none or the old one died. One per host per process.
+    pub async fn connect(spec: &RemoteSpec) -> Result<Host> {
+        let mut pool = pool().lock().await;
+        if let Some(s) = pool.get(&key(spec)) {
+            if s.check().await.is_ok() {
+                return Ok(Host {
+                    spec: spec.clone(),
+                    session: s.clone(),
+                });
+            }
+            pool.remove(&key(spec));
+        }
+        let dir = crate::daemon::runtime_dir().join("ssh");
+        crate::fsutil::create_dir_all(&dir)?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+        }
+        let mut b = SessionBuilder::default();
+        b.known_hosts_check(KnownHosts::Add)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .server_alive_interval(SERVER_ALIVE)
+            .control_directory(&dir)
+            .control_persist(openssh::ControlPersist::IdleFor(
+                std::num::NonZeroUsize::new(IDLE_PERSIST.as_secs() as usize).expect("non-zero"),
+            ));
+        if let Some(u) = &spec.user {
+            b.user(u.clone());
+        }
+        if let Some(p) = spec.port {
+            b.port(p);
+        }
+        if let Some(f) = config_file() {
+            b.config_file(f);
+        }
+        let session = b.connect(&spec.host).await.map_err(|e| {
+            Error::BadInput(format!(
+                "cannot reach {} over ssh: {e}; check that `ssh {}` works without a password prompt (keys or ssh-agent), then retry — nothing was started",
+                spec.destination(),
+                spec.destination()
+            ))
+        })?;
+        let session = Arc::new(session);
+        pool.insert(key(spec), session.clone());
+        Ok(Host {
+            spec: spec.clone(),
+            session,
+        })
+    }
+
+    /// The argv prefix that runs one command on this host over the master
+    /// (append one already-quoted command string).
+    pub fn ssh_prefix(&self) -> Vec<String> {
+        let mut v = vec![
+            "ssh".to_string(),
+            "-S".into(),
+            self.session.control_socket().display().to_string(),
+            "-o".into(),
+            "ControlMaster=no".into(),
+            "-o".into(),
+            "BatchMode=yes".into(),
+            "-T".into(),
+        ];
+        if let Some(f) = config_file() {
+            v.push("-F".into());
+            v.push(f.display().to_string());
+        }
+        if let Some(p) = self.spec.port {
+            v.push("-p".into());
+            v.push(p.to_string());
+        }
+        if let Some(u) = &self.spec.user {
+            v.push("-l".into());
+            v.push(u.clone());
+        }
+        v.push("--".into());
+        v.push(self.spec.host.clone());
+        v
+    }
+
+    /// Run `words` on the host; stdout on success, an error naming `what` otherwise.
+    pub async fn run(&self, what: &str, words: &[&str], stdin: Option<&[u8]>) -> Result<String> {
+        let prefix = self.ssh_prefix();
+        let mut c = Command::new(&prefix[0]);
+        c.args(&prefix[1..])
+            .arg(shell_join(words))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        c.stdin(if stdin.is_some() {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        });
+        let mut child = c.spawn().map_err(|e| Error::io("run", "ssh", e))?;
+        if let (Some(data), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            use tokio::io::AsyncWriteExt;
+            pipe.write_all(data)
+                .await
+                .map_err(|e| Error::io("write to", "ssh", e))?;
+        }
+        let out = child
+            .wait_with_output()
+            .await
+            .map_err(|e| Error::io("wait for", "ssh", e))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(Error::BadInput(format!(
+                "{what} on {} failed: {}",
+                self.spec.destination(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )))
+        }
+    }
+
+    /// The remote working folder, with a leading `~` resolved on the host.
+    pub async fn cwd(&self) -> Result<String> {
+        match self.spec.path.strip_prefix('~') {
+            None => Ok(self.spec.path.clone()),
+            Some(rest) => {
+                let home = self
+                    .run("find the home folder", &["sh", "-c", "printf %s \"$HOME\""], None)
+                    .await?;
+                Ok(format!("{home}{rest}"))
+            }
+        }
+    }
+
+    /// The tmux server on the host (its own socket, never the user's default).
+    pub fn tmux(&self) -> Result<Tmux> {
+        let socket = match std::env::var("AO_REMOTE_TMUX_SOCKET") {
+            Ok(s) if s.contains('/') => Socket::Path(PathBuf::from(s)),
+            Ok(s) if !s.is_empty() => Socket::Name(s),
+            _ => Socket::Name(REMOTE_SOCKET_NAME.into()),
+        };
+        Tmux::remote(socket, self.ssh_prefix())
+    }
+
+    /// Write `data` to `path` on the host atomically (temp file in the same folder, then rename).
+    pub async fn put(&self, path: &str, data: &[u8]) -> Result<()> {
+        let tmp = format!("{path}.ao-tmp");
+        let script = "cat > \"$1\" && mv -f -- \"$1\" \"$2\"";
+        self.run(
+            &format!("write {path}"),
+            &["sh", "-c", script, "sh", &tmp, path],
+            Some(data),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Whether `program` is found on the host's PATH (or exists, for a path).
+    pub async fn has_program(&self, program: &str) -> bool {
+        self.run(
+            "look for a program",
+            &["sh", "-c", "command -v -- \"$1\" >/dev/null", "sh", program],
+            None,
+        )
+        .await
+        .is_ok()
+    }
+
+    /// Copy the remote `tasks/<task>/{handoffs,artifacts}` into the local task folder:
+    /// rsync over the master, mtimes kept, partial files kept outside the watched
+    /// folders and renamed into place at the end, deletions not propagated,
+    /// symlinks never followed (and never read later: local scans skip them).
+    pub async fn pull(&self, remote_task_dir: &str, local_task_dir: &Path) -> Result<()> {
+        let partial = local_task_dir.join(".pull-partial");
+        let ssh = shell_join(&self.ssh_prefix()[..self.ssh_prefix().len() - 2]);
+        for sub in ["handoffs", "artifacts"] {
+            let local = local_task_dir.join(sub);
+            crate::fsutil::create_dir_all(&local)?;
+            // rsync does not create it, and silently discards files when it is missing.
+            crate::fsutil::create_dir_all(&partial.join(sub))?;
+            let src = format!("{}:{}/{sub}/", self.spec.host, remote_task_dir);
+            let out = Command::new("rsync")
+                .args(["-a", "-s", "--safe-links", "--delay-updates", "--timeout=30"])
+                .arg(format!("--partial-dir={}", partial.join(sub).display()))
+                .arg("--exclude=.*")
+                .arg("-e")
+                .arg(&ssh)
+                .arg("--")
+                .arg(&src)
+                .arg(format!("{}/", local.display()))
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .kill_on_drop(true)
+                .output()
+                .await
+                .map_err(|e| Error::BadInput(format!("cannot run rsync ({e}); install it (apt-get install rsync)")))?;
+            tracing::debug!(src = %src, status = ?out.status, stderr = %String::from_utf8_lossy(&out.stderr).trim(), "rsync pull");
+            // 23/24: some files vanished or could not be read mid-transfer; the next pull retries.
+            if !out.status.success() && !matches!(out.status.code(), Some(23 | 24)) {
+                return Err(Error::BadInput(format!(
+                    "pulling {src} failed: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// End every master this process opened (daemon shutdown, end of a CLI command).
+pub async fn close_all() {
+    let sessions: Vec<_> = pool().lock().await.drain().map(|(_, s)| s).collect();
+    for s in sessions {
+        if let Ok(s) = Arc::try_unwrap(s) {
+            let _ = s.close().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_quoted_for_the_remote_shell() {
+        assert_eq!(shell_join(&["tmux", "-L", "x"]), "tmux -L x");
+        // What a shell makes of the joined line is exactly the words, whatever they hold.
+        let words = [
+            "printf",
+            "%s\\n",
+            "a;b",
+            "$(id)",
+            "it's",
+            "`x`",
+            "-rf",
+            "",
+            "two words",
+            "new\nline",
+            "\"q\"",
+        ];
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(shell_join(&words))
+            .output()
+            .unwrap();
+        let got: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .split('\n')
+            .map(str::to_string)
+            .collect();
+        let want: Vec<String> = words[2..]
+            .iter()
+            .flat_map(|w| w.split('\n'))
+            .map(str::to_string)
+            .chain([String::new()])
+            .collect();
+        assert_eq!(got, want);
+    }
+}

@@ -1,0 +1,289 @@
+//! Remote agents over SSH, against a real sshd on 127.0.0.1 with a throwaway
+//! host key and client key; the "remote" folder is another temp dir and the
+//! remote tmux runs on its own socket.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use common::*;
+use serde_json::Value;
+
+/// A private sshd, killed by PID on drop.
+struct Sshd {
+    child: Child,
+    config: PathBuf,
+}
+
+impl Sshd {
+    fn start(dir: &Path) -> Sshd {
+        let d = dir.join("sshd");
+        std::fs::create_dir_all(&d).unwrap();
+        for (name, _) in [("host_key", ()), ("id", ())] {
+            let st = Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                .arg(d.join(name))
+                .status()
+                .expect("ssh-keygen (openssh-client) is needed");
+            assert!(st.success());
+        }
+        std::fs::copy(d.join("id.pub"), d.join("authorized_keys")).unwrap();
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let user = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout).unwrap();
+        let user = user.trim();
+        std::fs::write(
+            d.join("sshd_config"),
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nAuthorizedKeysFile {ak}\nPidFile {pid}\nStrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nLogLevel ERROR\n",
+                hk = d.join("host_key").display(),
+                ak = d.join("authorized_keys").display(),
+                pid = d.join("sshd.pid").display(),
+            ),
+        )
+        .unwrap();
+        if unsafe { libc::geteuid() } == 0 {
+            let _ = std::fs::create_dir_all("/run/sshd");
+        }
+        let sshd = ["/usr/sbin/sshd", "/usr/bin/sshd"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .expect("sshd (openssh-server) is needed");
+        let child = Command::new(sshd)
+            .args(["-D", "-e", "-f"])
+            .arg(d.join("sshd_config"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let config = d.join("ssh_config");
+        std::fs::write(
+            &config,
+            format!(
+                "Host aoremote\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n  IdentityFile {id}\n  IdentitiesOnly yes\n  UserKnownHostsFile {kh}\n  StrictHostKeyChecking accept-new\n",
+                id = d.join("id").display(),
+                kh = d.join("known_hosts").display(),
+            ),
+        )
+        .unwrap();
+        wait_for("sshd to listen", 10, || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
+        });
+        Sshd { child, config }
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Remote {
+    w: World,
+    sshd: Sshd,
+    rdir: PathBuf,
+    rsock: PathBuf,
+}
+
+impl Remote {
+    fn new(cwd_line: Option<&str>) -> Remote {
+        let w = World::new();
+        let sshd = Sshd::start(w.dir.path());
+        let rdir = w.dir.path().join("remote-work");
+        std::fs::create_dir_all(&rdir).unwrap();
+        let rsock = w.dir.path().join("remote-tmux.sock");
+        ok(&run(w.task().args(["new", "t1"])));
+        let cwd = cwd_line
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("aoremote:{}", rdir.display()));
+        std::fs::write(
+            w.project.join("tasks/t1/task.md"),
+            format!("# Task: remote\n\n## Goal\nTry it.\n\n## Agent Config\ncwd: {cwd}\n"),
+        )
+        .unwrap();
+        Remote { w, sshd, rdir, rsock }
+    }
+
+    fn task(&self) -> Command {
+        let mut c = self.w.task();
+        c.env("AO_SSH_CONFIG", &self.sshd.config)
+            .env("AO_REMOTE_TMUX_SOCKET", &self.rsock);
+        c
+    }
+
+    fn rtmux(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&self.rsock)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// ssh processes still using this world's control sockets.
+    fn masters(&self) -> usize {
+        let needle = self.w.dir.path().join("run").display().to_string();
+        let o = Command::new("pgrep")
+            .args(["-f", &format!("ssh.*{needle}")])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).lines().count()
+    }
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        let _ = self.rtmux(&["kill-server"]);
+    }
+}
+
+#[test]
+fn a_remote_agent_is_spawned_its_handoff_pulled_and_checked_in_then_stopped() {
+    let r = Remote::new(None);
+    let w = &r.w;
+    ok(&run(r.task().env("AO_DEMO_IDLE", "1").args([
+        "start",
+        "t1",
+        "--runtime",
+        "demo",
+        "--no-daemon",
+        "--no-cron",
+    ])));
+    let pm_pane = w.state("t1")["agents"]["pm"]["pane"].as_str().unwrap().to_string();
+    wait_for("the PM prompt", 20, || {
+        w.capture(&pm_pane).contains("demo> ").then_some(())
+    });
+    let h = ok(&run_with_stdin(
+        r.task().args([
+            "handoff",
+            "t1",
+            "--from",
+            "pm",
+            "--status",
+            "IN_PROGRESS",
+            "--target",
+            "dev",
+            "--body-file",
+            "-",
+        ]),
+        b"## Instructions\nFix the pool; quote 'this' and $(that).\n",
+    ));
+    let h = h.trim();
+    let hname = Path::new(h).file_name().unwrap().to_str().unwrap().to_string();
+
+    // Spawn dev: it runs on the remote host, in the remote tmux, in the remote folder.
+    let v: Value = serde_json::from_str(&ok(&run(r.task().args([
+        "spawn",
+        "t1",
+        "dev",
+        "--handoff",
+        h,
+        "--json",
+    ]))))
+    .unwrap();
+    assert_eq!(v["session"], "aot-t1-dev");
+    assert!(
+        r.rtmux(&["has-session", "-t", "=aot-t1-dev"]).status.success(),
+        "no session on the remote tmux"
+    );
+    assert!(
+        !w.sessions().iter().any(|s| s == "aot-t1-dev"),
+        "dev must not run locally"
+    );
+    let rtask = r.rdir.join("tasks/t1");
+    assert_eq!(
+        std::fs::read_to_string(rtask.join("handoffs").join(&hname)).unwrap(),
+        std::fs::read_to_string(h).unwrap(),
+        "the PM's handoff was pushed as is"
+    );
+    let preamble = std::fs::read_dir(rtask.join("scratchpad/dev"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .find(|e| e.file_name().to_string_lossy().starts_with("preamble-"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .expect("the preamble is on the remote");
+    assert!(
+        preamble.contains("Remote Setup") && preamble.contains("quote 'this' and $(that)"),
+        "{preamble}"
+    );
+    let st = w.state("t1");
+    assert!(
+        st["agents"]["dev"]["host"].as_str().unwrap().starts_with("aoremote:"),
+        "{st}"
+    );
+
+    // The demo agent there finishes with a handoff; a check-in pulls it and tells the PM.
+    let remote_handoff = wait_for("dev's handoff on the remote", 30, || {
+        std::fs::read_dir(rtask.join("handoffs"))
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .find(|n| n.starts_with("dev-"))
+    });
+    let o = run(r.task().args(["-vv", "checkin", "t1", "--json"]));
+    let report: Value = serde_json::from_str(&ok(&o)).unwrap();
+    assert!(
+        report["new_handoffs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f == remote_handoff.as_str()),
+        "{report}\n{}",
+        stderr(&o)
+    );
+    assert!(w.project.join("tasks/t1/handoffs").join(&remote_handoff).is_file());
+    assert!(w.state("t1")["ledger"].get(&remote_handoff).is_some());
+    assert!(w.inbox("t1", "pm").iter().any(|m| m.contains("dev")));
+    assert!(
+        std::fs::read_dir(w.project.join("tasks/t1/handoffs"))
+            .unwrap()
+            .all(|e| !e.unwrap().file_name().to_string_lossy().starts_with('.')),
+        "no partial or temp file is visible in handoffs/"
+    );
+
+    // Stop ends the remote session too, and no ssh master is left behind.
+    let v: Value = serde_json::from_str(&ok(&run(r.task().args(["stop", "t1", "--json"])))).unwrap();
+    assert!(
+        v["stopped"]["ended"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == "aot-t1-dev@aoremote"),
+        "{v}"
+    );
+    assert!(!r.rtmux(&["has-session", "-t", "=aot-t1-dev"]).status.success());
+    wait_for("ssh masters to end", 10, || (r.masters() == 0).then_some(()));
+}
+
+#[test]
+fn an_unreachable_host_is_a_clear_error_and_nothing_is_recorded() {
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let r = Remote::new(Some(&format!("127.0.0.1:{port}:/srv/nowhere")));
+    let w = &r.w;
+    let h = ok(&run_with_stdin(
+        r.task().args([
+            "handoff",
+            "t1",
+            "--from",
+            "pm",
+            "--status",
+            "IN_PROGRESS",
+            "--body-file",
+            "-",
+        ]),
+        b"## Instructions\nGo.\n",
+    ));
+    let o = run(r
+        .task()
+        .args(["spawn", "t1", "dev", "--handoff", h.trim(), "--runtime", "demo"]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cannot reach 127.0.0.1"), "{}", stderr(&o));
+    assert!(
+        w.state("t1")["agents"].get("dev").is_none(),
+        "nothing recorded as running"
+    );
+}
