@@ -209,11 +209,18 @@ impl Host {
 
     /// Write `data` to `path` on the host atomically (temp file in the same folder, then rename).
     pub async fn put(&self, path: &str, data: &[u8]) -> Result<()> {
+        self.put_with_mtime(path, data, None).await
+    }
+
+    /// [`Host::put`], giving the file the local copy's mtime (seconds since the epoch), so
+    /// the next pull sees the same file and does not copy it back.
+    pub async fn put_with_mtime(&self, path: &str, data: &[u8], mtime: Option<i64>) -> Result<()> {
         let tmp = format!("{path}.ao-tmp");
-        let script = "cat > \"$1\" && mv -f -- \"$1\" \"$2\"";
+        let stamp = mtime.map(|m| format!("@{m}")).unwrap_or_default();
+        let script = "cat > \"$1\" && { [ -z \"$3\" ] || touch -d \"$3\" -- \"$1\"; } && mv -f -- \"$1\" \"$2\"";
         self.run(
             &format!("write {path}"),
-            &["sh", "-c", script, "sh", &tmp, path],
+            &["sh", "-c", script, "sh", &tmp, path, &stamp],
             Some(data),
         )
         .await

@@ -507,7 +507,14 @@ async fn spawn_remote(
     // task.md goes along, so the agent sees the goal and `task handoff` there finds the task.
     let task_md = std::fs::read(task.task_md()).map_err(|e| Error::io("read", task.task_md(), e))?;
     host.put(&format!("{rdir}/task.md"), &task_md).await?;
-    host.put(&format!("{rdir}/handoffs/{file_name}"), handoff_text.as_bytes())
+    // The file itself (bytes and mtime), so the next pull sees it unchanged and leaves it.
+    let raw = std::fs::read(handoff_path).map_err(|e| Error::io("read", handoff_path, e))?;
+    let mtime = std::fs::metadata(handoff_path)
+        .ok()
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs() as i64);
+    host.put_with_mtime(&format!("{rdir}/handoffs/{file_name}"), &raw, mtime)
         .await?;
     host.put(&prompt_file, text.as_bytes()).await?;
 

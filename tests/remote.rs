@@ -287,3 +287,69 @@ fn an_unreachable_host_is_a_clear_error_and_nothing_is_recorded() {
         "nothing recorded as running"
     );
 }
+
+#[test]
+fn the_demo_task_runs_end_to_end_with_dev_on_the_remote_host_under_the_daemon() {
+    let r = Remote::new(None);
+    let w = &r.w;
+    // A remote folder whose name needs quoting: spaces and a quote.
+    let rdir = w.dir.path().join("remote dev's work");
+    std::fs::create_dir_all(&rdir).unwrap();
+    copy_example(&w.project, "dds-writer-pool");
+    let tdir = w.project.join("tasks/dds-writer-pool");
+    std::fs::remove_dir_all(tdir.join("handoffs")).unwrap();
+    let md = std::fs::read_to_string(tdir.join("task.md")).unwrap();
+    let md = md.replace(
+        "# cwd: user@build-host:/srv/dds-module    # uncomment to run dev/architect on the build host",
+        &format!("cwd: aoremote:{}", rdir.display()),
+    );
+    assert!(md.contains("cwd: aoremote:"));
+    std::fs::write(tdir.join("task.md"), md).unwrap();
+
+    let out = ok(&run(r.task().args(["start", "dds-writer-pool", "--runtime", "demo"])));
+    assert!(out.contains("daemon"), "{out}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while w.state("dds-writer-pool")["phase"] != "COMPLETE" {
+        if std::time::Instant::now() > deadline {
+            panic!(
+                "not COMPLETE after 120 s\n--- events\n{}\n--- daemon log\n{}",
+                std::fs::read_to_string(tdir.join("events.jsonl")).unwrap_or_default(),
+                std::fs::read_to_string(w.dir.path().join("state/agent-orchestrator/daemon.log")).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let (names, _) = agent_orchestrator::handoff::list(&tdir.join("handoffs")).unwrap();
+    let seq: Vec<&str> = names.iter().map(|n| n.agent.as_str()).collect();
+    assert_eq!(
+        seq,
+        vec![
+            "pm", "explore", "pm", "plan", "pm", "dev", "pm", "review", "pm", "dev", "pm", "review", "pm"
+        ]
+    );
+    // Both dev passes ran on the remote host and wrote there; the review read their pulled artifacts.
+    let remote_devs = std::fs::read_dir(rdir.join("tasks/dds-writer-pool/handoffs"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("dev-"))
+        .count();
+    assert_eq!(remote_devs, 2);
+    assert!(
+        rdir.join("tasks/dds-writer-pool/artifacts/code/demo-change-2.md")
+            .is_file()
+    );
+    assert!(
+        tdir.join("artifacts/code/demo-change-2.md").is_file(),
+        "artifacts are pulled"
+    );
+    assert!(
+        !w.sessions().iter().any(|s| s.ends_with("-dev")),
+        "dev never ran locally"
+    );
+    let log = std::fs::read_to_string(tdir.join("events.jsonl")).unwrap();
+    let remote_spawns = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["kind"] == "spawn" && e["data"]["host"] == "aoremote")
+        .count();
+    assert_eq!(remote_spawns, 2, "{log}");
+}

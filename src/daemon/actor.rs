@@ -129,13 +129,11 @@ pub fn spawn(task: Task, tmux: Tmux) -> (Handle, tokio::task::JoinHandle<()>) {
     (Handle { tx }, join)
 }
 
-/// Whether a new handoff is worth an immediate check-in: a terminal status from a
-/// spoke. The PM's own COMPLETE or NEEDS_REVIEW is not (waking the PM to tell it what
-/// it just wrote costs tokens and says nothing; it goes out with the next check-in),
-/// but its BLOCKED is, since that may need a human now.
+/// Whether a new handoff is worth an immediate check-in: a terminal status, the PM's
+/// own included (its COMPLETE or BLOCKED is what moves the task's phase, and a check-in
+/// is what records it).
 fn wakes_the_pm(l: &handoff::Loaded) -> bool {
-    let s = l.handoff.status;
-    s.is_terminal() && (l.agent() != "pm" || s == handoff::Status::Blocked)
+    l.handoff.status.is_terminal()
 }
 
 /// Whether any handoff not yet in the ledger, and ready to read, should wake the PM.
