@@ -1132,6 +1132,22 @@ fn cmd_attach(project: &ProjectArg, name: &TaskName, agent: Option<&AgentName>) 
     let ctx = crate::session::Ctx::from_env()?;
     let session = ctx.session_name(&t, agent);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let host = t
+        .state()
+        .ok()
+        .and_then(|st| st.agents.get(agent).map(|a| a.host.clone()));
+    if let Some(Ok(crate::task::CwdSpec::Remote(r))) = host.as_deref().map(crate::task::taskmd::parse_cwd) {
+        // `ssh -t <host> tmux … attach`, every word quoted for the remote shell.
+        let tmux = rt.block_on(crate::remote::Host::connect(&r))?.tmux()?;
+        if !rt.block_on(tmux.has_session(&session))? {
+            return Err(Error::NotRunning(format!(
+                "agent '{agent}' of task '{name}' is not running on {} (no tmux session {session} there)",
+                r.destination()
+            ))
+            .into());
+        }
+        return Err(crate::remote::attach_exec(&r, &tmux, &session).into());
+    }
     if !rt.block_on(ctx.tmux.has_session(&session))? {
         return Err(Error::NotRunning(format!(
             "agent '{agent}' of task '{name}' is not running (no tmux session {session} on server {}); start it with `task start {name}`",

@@ -66,7 +66,44 @@ fn config_file() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// Per host: consecutive connection failures and when the next attempt is allowed,
+/// so an unreachable host is retried with backoff (2 s, 4 s, … 60 s), not hammered.
+fn backoff() -> &'static std::sync::Mutex<HashMap<String, (u32, std::time::Instant)>> {
+    static B: OnceLock<std::sync::Mutex<HashMap<String, (u32, std::time::Instant)>>> = OnceLock::new();
+    B.get_or_init(|| std::sync::Mutex::new(HashMap::new()))
+}
+
+/// The wait after `failures` consecutive failures. Pure.
+pub fn backoff_delay(failures: u32) -> Duration {
+    Duration::from_secs((2u64 << failures.saturating_sub(1).min(5)).min(60))
+}
+
 impl Host {
+    /// Like [`Host::connect`], but refuses at once while a failed host is backing off.
+    pub async fn connect_backoff(spec: &RemoteSpec) -> Result<Host> {
+        let k = key(spec);
+        if let Some((n, next)) = backoff().lock().expect("not poisoned").get(&k).copied() {
+            if std::time::Instant::now() < next {
+                return Err(Error::BadInput(format!(
+                    "{} is unreachable ({n} failed attempts); retrying after a pause",
+                    spec.destination()
+                )));
+            }
+        }
+        let r = Host::connect(spec).await;
+        let mut b = backoff().lock().expect("not poisoned");
+        match &r {
+            Ok(_) => {
+                b.remove(&k);
+            }
+            Err(_) => {
+                let n = b.get(&k).map_or(0, |e| e.0) + 1;
+                b.insert(k, (n, std::time::Instant::now() + backoff_delay(n)));
+            }
+        }
+        r
+    }
+
     /// The master for `spec`'s host, connecting (BatchMode: keys or agent only) when there
     /// is none or the old one died. One per host per process.
     pub async fn connect(spec: &RemoteSpec) -> Result<Host> {
@@ -280,6 +317,31 @@ impl Host {
     }
 }
 
+/// Replace this process with `ssh -t <host> tmux … attach-session -t =<session>`
+/// (a terminal needs its own ssh, not the multiplexed master's pipes).
+pub fn attach_exec(spec: &RemoteSpec, tmux: &Tmux, session: &str) -> Error {
+    use std::os::unix::process::CommandExt;
+    let mut c = std::process::Command::new("ssh");
+    c.arg("-t");
+    if let Some(f) = config_file() {
+        c.arg("-F").arg(f);
+    }
+    if let Some(p) = spec.port {
+        c.arg("-p").arg(p.to_string());
+    }
+    if let Some(u) = &spec.user {
+        c.arg("-l").arg(u);
+    }
+    let mut words = vec!["tmux".to_string()];
+    match tmux.socket() {
+        Socket::Name(n) => words.extend(["-L".to_string(), n.clone()]),
+        Socket::Path(p) => words.extend(["-S".to_string(), p.display().to_string()]),
+    }
+    words.extend(["attach-session".into(), "-t".into(), format!("={session}")]);
+    c.arg("--").arg(&spec.host).arg(shell_join(&words));
+    Error::io("run ssh to attach", &spec.host, c.exec())
+}
+
 /// End every master this process opened (daemon shutdown, end of a CLI command).
 pub async fn close_all() {
     let sessions: Vec<_> = pool().lock().await.drain().map(|(_, s)| s).collect();
@@ -293,6 +355,12 @@ pub async fn close_all() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reconnects_back_off_to_a_minute() {
+        let d: Vec<u64> = (1..=8).map(|n| backoff_delay(n).as_secs()).collect();
+        assert_eq!(d, vec![2, 4, 8, 16, 32, 60, 60, 60]);
+    }
 
     #[test]
     fn words_are_quoted_for_the_remote_shell() {

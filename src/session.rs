@@ -2,7 +2,9 @@
 //! report liveness. The tmux edge is [`crate::tmux`]; this module decides
 //! names, folders, environment, preambles and what is recorded.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -603,17 +605,44 @@ pub async fn pull_remotes(task: &Task) -> Vec<String> {
     tracing::debug!(task = %task.name, hosts = hosts.len(), "pulling remote hosts");
     for spec in hosts {
         let r = async {
-            let host = crate::remote::Host::connect(&spec).await?;
+            let host = crate::remote::Host::connect_backoff(&spec).await?;
             let cwd = host.cwd().await?;
             host.pull(&format!("{cwd}/tasks/{}", task.name), &task.dir()).await
         }
         .await;
-        if let Err(e) = r {
+        if let Err(e) = &r {
             tracing::warn!(host = %spec.destination(), error = %e, "pull failed");
             problems.push(e.to_string());
         }
+        if let Err(e) = mark_reachable(task, &spec, r.is_ok()) {
+            tracing::warn!(error = %e, "cannot record the host's reachability");
+        }
     }
     problems
+}
+
+/// Record (or clear) since when a host's agents cannot be reached; writes only on a change.
+fn mark_reachable(task: &Task, spec: &crate::task::RemoteSpec, ok: bool) -> Result<()> {
+    let host = spec.to_string();
+    let changes = |st: &crate::task::PmState| {
+        st.agents
+            .values()
+            .any(|a| a.host == host && a.unreachable_since.is_some() == ok)
+    };
+    if !changes(&task.state()?) {
+        return Ok(());
+    }
+    let _l = task.lock_state()?;
+    let now = crate::clock::now();
+    let mut st = task.state_for_update(now)?;
+    for a in st.agents.values_mut().filter(|a| a.host == host) {
+        match (ok, a.unreachable_since) {
+            (true, Some(_)) => a.unreachable_since = None,
+            (false, None) => a.unreachable_since = Some(now),
+            _ => {}
+        }
+    }
+    task.save_state(&st)
 }
 
 /// Deliver a message to a running agent with verified delivery.
@@ -627,14 +656,18 @@ pub async fn send(ctx: &Ctx, task: &Task, agent: &str, text: &str) -> Result<del
         ))
     })?;
     let pane = a.pane.clone().unwrap_or_default();
-    if ctx.tmux.pane(&pane).await?.is_none() {
+    let tmux = match crate::task::taskmd::parse_cwd(&a.host) {
+        Ok(CwdSpec::Remote(r)) => crate::remote::Host::connect(&r).await?.tmux()?,
+        _ => ctx.tmux.clone(),
+    };
+    if tmux.pane(&pane).await?.is_none() {
         return Err(Error::NotRunning(format!(
             "agent '{agent}' of task '{}' is not running (its pane {pane} is gone); start it again with `task spawn`",
             task.name
         )));
     }
     let rt = runtime::resolve(a.runtime.as_deref().unwrap_or("claude"))?;
-    delivery::deliver(&ctx.tmux, &pane, text, &rt.patterns, &rt.delivery_options()).await
+    delivery::deliver(&tmux, &pane, text, &rt.patterns, &rt.delivery_options()).await
 }
 
 /// What `task stop` did.
@@ -711,12 +744,47 @@ pub struct Liveness {
 
 /// Look at every recorded agent's pane (one tmux listing, one capture per live agent).
 pub async fn liveness(ctx: &Ctx, st: &crate::task::PmState, now: DateTime<Utc>) -> Result<Vec<Liveness>> {
-    let panes = ctx.tmux.list_panes().await?;
+    // One pane listing per server: the local one, and each remote host's (an unreachable
+    // host costs at most a few seconds and marks its agents, never fails the whole view).
+    let mut servers: BTreeMap<String, Option<(Tmux, Vec<crate::tmux::PaneInfo>)>> = BTreeMap::new();
+    servers.insert("local".into(), Some((ctx.tmux.clone(), ctx.tmux.list_panes().await?)));
+    for a in st.agents.values() {
+        if servers.contains_key(&a.host) || a.host.is_empty() {
+            continue;
+        }
+        let server = match crate::task::taskmd::parse_cwd(&a.host) {
+            Ok(CwdSpec::Remote(r)) => {
+                let found = async {
+                    let host = tokio::time::timeout(Duration::from_secs(5), crate::remote::Host::connect(&r))
+                        .await
+                        .map_err(|_| Error::BadInput(format!("{} did not answer within 5 s", r.destination())))??;
+                    let tmux = host.tmux()?;
+                    let panes = tmux.list_panes().await?;
+                    Ok::<_, Error>((tmux, panes))
+                }
+                .await;
+                found
+                    .map_err(|e| tracing::warn!(host = %r.destination(), error = %e, "host unreachable"))
+                    .ok()
+            }
+            _ => None,
+        };
+        servers.insert(a.host.clone(), server);
+    }
     let mut out = Vec::new();
     for (name, a) in &st.agents {
-        if !a.host.is_empty() && a.host != "local" {
-            continue; // on another host's tmux server
-        }
+        let host = if a.host.is_empty() { "local" } else { a.host.as_str() };
+        let Some((tmux, panes)) = servers.get(host).and_then(|s| s.as_ref()) else {
+            out.push(Liveness {
+                agent: name.clone(),
+                pane: "unreachable".into(),
+                exit_status: None,
+                exit_signal: None,
+                idle_secs: None,
+                waiting_for_human: false,
+            });
+            continue;
+        };
         let Some(pane_id) = &a.pane else {
             out.push(Liveness {
                 agent: name.clone(),
@@ -742,7 +810,7 @@ pub async fn liveness(ctx: &Ctx, st: &crate::task::PmState, now: DateTime<Utc>) 
                 let mut waiting = false;
                 if !p.dead {
                     if let Ok(rt) = runtime::resolve(a.runtime.as_deref().unwrap_or("claude")) {
-                        if let Ok(screen) = ctx.tmux.capture(pane_id).await {
+                        if let Ok(screen) = tmux.capture(pane_id).await {
                             waiting = matches!(delivery::assess(&screen, &rt.patterns), delivery::Screen::Dialog(_));
                         }
                     }

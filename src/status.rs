@@ -45,6 +45,8 @@ pub struct AgentRow {
     pub idle_secs: Option<i64>,
     /// The pane shows a permission or trust dialog.
     pub waiting_for_human: bool,
+    /// A remote agent's host has not answered since then (`null` when reachable or local).
+    pub unreachable_since: Option<DateTime<Utc>>,
 }
 
 /// A blocker from an agent's latest handoff.
@@ -156,6 +158,7 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
             exit_signal: None,
             idle_secs: None,
             waiting_for_human: false,
+            unreachable_since: st.and_then(|s| s.unreachable_since),
             name,
         });
     }
@@ -234,8 +237,19 @@ pub fn render(s: &TaskStatus) -> String {
                 (Some(p), None) => p.clone(),
                 (None, _) => "-".into(),
             };
+            let pane = match a.unreachable_since {
+                Some(since) => format!(
+                    "unreachable since {}",
+                    since.with_timezone(&chrono::Local).format("%m-%d %H:%M")
+                ),
+                None => pane,
+            };
+            let name = match a.host.as_str() {
+                "" | "local" => a.name.clone(),
+                h => format!("{}@{}", a.name, h.split(':').next().unwrap_or(h)),
+            };
             t.add_row(vec![
-                a.name.clone(),
+                name,
                 a.state.clone(),
                 pane,
                 a.idle_secs.map(idle).unwrap_or_else(|| "-".into()),

@@ -103,21 +103,24 @@ pub struct PaneInfo {
     pub pid: Option<u32>,
 }
 
-const PANE_FORMAT: &str = "#{pane_id}\t#{session_name}\t#{pane_dead}\t#{pane_dead_status}\t#{window_activity}\t#{pane_pid}\t#{pane_dead_signal}";
+/// Printable separators only: tmux turns a tab into `_` when the client has no UTF-8
+/// locale (as over ssh). The session name goes last, so a `|` in a foreign one is harmless.
+const PANE_FORMAT: &str =
+    "#{pane_id}|#{pane_dead}|#{pane_dead_status}|#{window_activity}|#{pane_pid}|#{pane_dead_signal}|#{session_name}";
 
 fn parse_pane(line: &str) -> Option<PaneInfo> {
-    let f: Vec<&str> = line.split('\t').collect();
+    let f: Vec<&str> = line.splitn(7, '|').collect();
     if f.len() != 7 || !f[0].starts_with('%') {
         return None;
     }
     Some(PaneInfo {
         pane_id: f[0].to_string(),
-        session: f[1].to_string(),
-        dead: f[2] == "1",
-        dead_status: f[3].parse().ok(),
-        dead_signal: f[6].parse().ok(),
-        activity: f[4].parse().unwrap_or(0),
-        pid: f[5].parse().ok(),
+        session: f[6].to_string(),
+        dead: f[1] == "1",
+        dead_status: f[2].parse().ok(),
+        dead_signal: f[5].parse().ok(),
+        activity: f[3].parse().unwrap_or(0),
+        pid: f[4].parse().ok(),
     })
 }
 
@@ -321,6 +324,7 @@ impl Tmux {
             .await
             .map_err(|e| tmux_missing("list panes", e))?;
         if !out.status.success() {
+            tracing::debug!(stderr = %String::from_utf8_lossy(&out.stderr).trim(), "list-panes failed (no server?)");
             return Ok(Vec::new());
         }
         Ok(String::from_utf8_lossy(&out.stdout)
@@ -422,8 +426,10 @@ mod tests {
 
     #[test]
     fn pane_lines_parse() {
-        let p = parse_pane("%3\tao-t-dev\t1\t2\t1764243000\t4242\t").unwrap();
+        let p = parse_pane("%3|1|2|1764243000|4242||ao-t-dev").unwrap();
         assert!(p.dead);
+        assert_eq!(p.session, "ao-t-dev");
+        assert_eq!(parse_pane("%4|0||1764243000|7||odd|name").unwrap().session, "odd|name");
         assert_eq!(p.dead_status, Some(2));
         assert_eq!(p.pid, Some(4242));
         assert_eq!(parse_pane("garbage"), None);

@@ -15,6 +15,8 @@ use serde_json::Value;
 struct Sshd {
     child: Child,
     config: PathBuf,
+    sshd_config: PathBuf,
+    port: u16,
 }
 
 impl Sshd {
@@ -46,18 +48,7 @@ impl Sshd {
         if unsafe { libc::geteuid() } == 0 {
             let _ = std::fs::create_dir_all("/run/sshd");
         }
-        let sshd = ["/usr/sbin/sshd", "/usr/bin/sshd"]
-            .into_iter()
-            .find(|p| Path::new(p).exists())
-            .expect("sshd (openssh-server) is needed");
-        let child = Command::new(sshd)
-            .args(["-D", "-e", "-f"])
-            .arg(d.join("sshd_config"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let child = spawn_sshd(&d.join("sshd_config"));
         let config = d.join("ssh_config");
         std::fs::write(
             &config,
@@ -71,14 +62,55 @@ impl Sshd {
         wait_for("sshd to listen", 10, || {
             std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
         });
-        Sshd { child, config }
+        Sshd {
+            child,
+            config,
+            sshd_config: d.join("sshd_config"),
+            port,
+        }
     }
+
+    /// Take the host down: the listener and every connection it serves.
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = Command::new("pkill")
+            .args(["-f", &format!("sshd.*{}", self.sshd_config.display())])
+            .status();
+        let port = self.port;
+        wait_for("sshd to go away", 10, || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_err().then_some(())
+        });
+    }
+
+    /// Bring it back on the same port.
+    fn restart(&mut self) {
+        self.child = spawn_sshd(&self.sshd_config);
+        let port = self.port;
+        wait_for("sshd to listen again", 10, || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
+        });
+    }
+}
+
+fn spawn_sshd(config: &Path) -> Child {
+    let sshd = ["/usr/sbin/sshd", "/usr/bin/sshd"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("sshd (openssh-server) is needed");
+    Command::new(sshd)
+        .args(["-D", "-e", "-f"])
+        .arg(config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
 }
 
 impl Drop for Sshd {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
     }
 }
 
@@ -244,6 +276,52 @@ fn a_remote_agent_is_spawned_its_handoff_pulled_and_checked_in_then_stopped() {
             .all(|e| !e.unwrap().file_name().to_string_lossy().starts_with('.')),
         "no partial or temp file is visible in handoffs/"
     );
+
+    // `task send` to the remote agent: the same verified delivery, text taken literally.
+    let v: Value = serde_json::from_str(&ok(&run(r.task().args([
+        "send",
+        "t1",
+        "dev",
+        "--message",
+        "hi; $(touch /tmp/ao-pwned) 'q'",
+        "--json",
+    ]))))
+    .unwrap();
+    assert_eq!(v["outcome"], "delivered", "{v}");
+    let rinbox = std::fs::read_to_string(rtask.join("scratchpad/dev/inbox.jsonl")).unwrap();
+    assert!(rinbox.contains("hi; $(touch /tmp/ao-pwned) 'q'"), "{rinbox}");
+    assert!(!Path::new("/tmp/ao-pwned").exists());
+    let st: Value = serde_json::from_str(&ok(&run(r.task().args(["status", "t1", "--json"])))).unwrap();
+    let dev = st["task"]["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "dev")
+        .unwrap()
+        .clone();
+    assert_eq!(dev["pane"], "alive", "{dev}");
+
+    // The host goes down: status says so (quickly), the PM is unaffected; it comes back.
+    let mut r = r;
+    r.sshd.stop();
+    let t0 = std::time::Instant::now();
+    ok(&run(r.task().args(["checkin", "t1"])));
+    let st: Value = serde_json::from_str(&ok(&run(r.task().args(["status", "t1", "--json"])))).unwrap();
+    assert!(t0.elapsed() < std::time::Duration::from_secs(15), "{:?}", t0.elapsed());
+    let agents = st["task"]["agents"].as_array().unwrap().clone();
+    let dev = agents.iter().find(|a| a["name"] == "dev").unwrap();
+    let pm = agents.iter().find(|a| a["name"] == "pm").unwrap();
+    assert_eq!(dev["pane"], "unreachable", "{dev}");
+    assert!(dev["unreachable_since"].is_string(), "{dev}");
+    assert_eq!(pm["pane"], "alive", "{pm}");
+    let human = ok(&run(r.task().args(["status", "t1"])));
+    assert!(
+        human.contains("dev@aoremote") && human.contains("unreachable since"),
+        "{human}"
+    );
+    r.sshd.restart();
+    ok(&run(r.task().args(["checkin", "t1"])));
+    assert!(r.w.state("t1")["agents"]["dev"].get("unreachable_since").is_none());
 
     // Stop ends the remote session too, and no ssh master is left behind.
     let v: Value = serde_json::from_str(&ok(&run(r.task().args(["stop", "t1", "--json"])))).unwrap();

@@ -138,6 +138,9 @@ pub struct AgentState {
     /// When the supervisor started it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<DateTime<Utc>>,
+    /// For a remote agent: since when its host cannot be reached (cleared by the next good pull).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreachable_since: Option<DateTime<Utc>>,
     /// Fields added by newer builds, kept on rewrite.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
