@@ -287,10 +287,12 @@ impl Host {
             crate::fsutil::create_dir_all(&local)?;
             // rsync does not create it, and silently discards files when it is missing.
             crate::fsutil::create_dir_all(&partial.join(sub))?;
+            crate::fsutil::create_dir_all(&partial.join("tmp"))?;
             let src = format!("{}:{}/{sub}/", self.spec.host, remote_task_dir);
             let out = Command::new("rsync")
                 .args(["-a", "-s", "--safe-links", "--delay-updates", "--timeout=30"])
                 .arg(format!("--partial-dir={}", partial.join(sub).display()))
+                .arg(format!("--temp-dir={}", partial.join("tmp").display()))
                 .arg("--exclude=.*")
                 .arg("-e")
                 .arg(&ssh)

@@ -494,6 +494,18 @@ async fn spawn_remote(
             rt.name
         )));
     }
+    // Like locally: a missing working folder is a mistake to report, not to create.
+    if host
+        .run("look for the working folder", &["test", "-d", &cwd], None)
+        .await
+        .is_err()
+    {
+        return Err(Error::BadInput(format!(
+            "the remote working folder {cwd} does not exist on {}; create it there or fix cwd: in {} — nothing was started",
+            spec.destination(),
+            task.task_md().display()
+        )));
+    }
     let mut dirs: Vec<String> = ["handoffs", "scratchpad"]
         .iter()
         .map(|d| format!("{rdir}/{d}"))

@@ -431,3 +431,233 @@ fn the_demo_task_runs_end_to_end_with_dev_on_the_remote_host_under_the_daemon() 
         .count();
     assert_eq!(remote_spawns, 2, "{log}");
 }
+
+#[test]
+fn hostile_remote_specs_are_refused_or_taken_literally() {
+    let r = Remote::new(None);
+    let w = &r.w;
+    let d = w.dir.path();
+    let h = ok(&run_with_stdin(
+        r.task().args([
+            "handoff",
+            "t1",
+            "--from",
+            "pm",
+            "--status",
+            "IN_PROGRESS",
+            "--body-file",
+            "-",
+        ]),
+        b"## Instructions\nGo.\n",
+    ));
+    let md = |cwd: &str| {
+        std::fs::write(
+            w.project.join("tasks/t1/task.md"),
+            format!("# Task: remote\n\n## Agent Config\ncwd: {cwd}\n"),
+        )
+        .unwrap();
+    };
+    let spawn = || {
+        run(r
+            .task()
+            .args(["spawn", "t1", "dev", "--handoff", h.trim(), "--runtime", "demo"]))
+    };
+    let pwned = d.join("pwned");
+
+    // Shell syntax in the path is a (missing) folder name, never a command, here or there.
+    for cwd in [
+        format!("aoremote:{}/x; touch {}", d.display(), pwned.display()),
+        format!("aoremote:{}/$(touch {})", d.display(), pwned.display()),
+        format!("aoremote:{}/`touch {}`", d.display(), pwned.display()),
+    ] {
+        md(&cwd);
+        let o = spawn();
+        assert_eq!(o.status.code(), Some(2), "{cwd}: {}", stderr(&o));
+        assert!(stderr(&o).contains("does not exist"), "{cwd}: {}", stderr(&o));
+        assert!(!pwned.exists(), "{cwd} ran a command");
+    }
+    // Option injection into ssh is refused when task.md is read.
+    for cwd in [
+        format!("-oProxyCommand=touch {}:/x", pwned.display()),
+        "aoremote:-oProxyCommand=x".to_string(),
+        "a;b@aoremote:/x".to_string(),
+        "aoremote$(id):/x".to_string(),
+    ] {
+        md(&cwd);
+        let o = spawn();
+        assert_ne!(o.status.code(), Some(0), "{cwd} was accepted");
+        assert!(!pwned.exists(), "{cwd} ran a command");
+    }
+    assert!(
+        w.state("t1")["agents"].get("dev").is_none(),
+        "nothing recorded as running"
+    );
+
+    // A folder whose name has spaces, quotes and a semicolon works.
+    let odd = d.join("it's a; \"dir\"");
+    std::fs::create_dir_all(&odd).unwrap();
+    md(&format!("aoremote:{}", odd.display()));
+    ok(&spawn());
+    assert!(odd.join("tasks/t1/task.md").is_file());
+    assert!(r.rtmux(&["has-session", "-t", "=aot-t1-dev"]).status.success());
+    assert!(!pwned.exists());
+}
+
+fn inodes(dir: &Path) -> std::collections::BTreeMap<String, (u64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            (e.file_name().to_string_lossy().into_owned(), (m.ino(), m.mtime()))
+        })
+        .collect()
+}
+
+#[test]
+fn pulls_copy_exactly_what_changed_never_show_partial_files_and_survive_a_dying_host() {
+    let mut r = Remote::new(None);
+    let h = ok(&run_with_stdin(
+        r.task().args([
+            "handoff",
+            "t1",
+            "--from",
+            "pm",
+            "--status",
+            "IN_PROGRESS",
+            "--body-file",
+            "-",
+        ]),
+        b"## Instructions\nWait.\n",
+    ));
+    ok(&run(r.task().env("AO_DEMO_IDLE", "1").args([
+        "spawn",
+        "t1",
+        "dev",
+        "--handoff",
+        h.trim(),
+        "--runtime",
+        "demo",
+    ])));
+    let rsrc = r.rdir.join("tasks/t1/artifacts/analysis");
+    let local = r.w.project.join("tasks/t1/artifacts/analysis");
+    for i in 0..1000 {
+        std::fs::write(rsrc.join(format!("f{i:04}.md")), format!("file {i}\n")).unwrap();
+    }
+    let pull = |r: &Remote| run(r.task().args(["checkin", "t1"]));
+    pull(&r); // no PM: the check-in is not delivered, but the pull ran first
+    let before = inodes(&local);
+    assert_eq!(before.len(), 1000);
+    assert_eq!(
+        inodes(&rsrc).get("f0007.md").unwrap().1,
+        before.get("f0007.md").unwrap().1,
+        "mtimes kept"
+    );
+
+    // One changed, one added, one added with a 2001 mtime: exactly those are transferred.
+    std::fs::write(rsrc.join("f0500.md"), "file 500, changed\n").unwrap();
+    std::fs::write(rsrc.join("new.md"), "new\n").unwrap();
+    std::fs::write(rsrc.join("old.md"), "old\n").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(rsrc.join("old.md"))
+        .unwrap()
+        .set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(978_307_200))
+        .unwrap();
+
+    // A watcher on the local folders sees only final names, never a temp or partial file.
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let s2 = seen.clone();
+    use notify::Watcher;
+    let mut watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+        if let Ok(ev) = ev {
+            for p in ev.paths {
+                s2.lock()
+                    .unwrap()
+                    .push(p.file_name().unwrap().to_string_lossy().into_owned());
+            }
+        }
+    })
+    .unwrap();
+    watcher.watch(&local, notify::RecursiveMode::Recursive).unwrap();
+    watcher
+        .watch(&r.w.project.join("tasks/t1/handoffs"), notify::RecursiveMode::Recursive)
+        .unwrap();
+    pull(&r);
+    let after = inodes(&local);
+    let changed: Vec<&String> = after
+        .iter()
+        .filter(|(n, v)| before.get(*n) != Some(v))
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(changed, vec!["f0500.md", "new.md", "old.md"]);
+    assert_eq!(after.get("old.md").unwrap().1, 978_307_200);
+    assert_eq!(
+        std::fs::read_to_string(local.join("f0500.md")).unwrap(),
+        "file 500, changed\n"
+    );
+
+    // The host dies mid-pull of a big file: nothing partial appears; the next pull completes it.
+    let big: Vec<u8> = (0..96u32 * 1024 * 1024)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(rsrc.join("big.bin"), &big).unwrap();
+    let mut child = r
+        .task()
+        .args(["checkin", "t1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let partial = r.w.project.join("tasks/t1/.pull-partial");
+    wait_for("the big file to be under way", 30, || {
+        walk_sizes(&partial)
+            .into_iter()
+            .any(|(n, sz)| n.contains("big.bin") && sz > 0)
+            .then_some(())
+    });
+    r.sshd.stop();
+    let _ = child.wait();
+    // Either the transfer was cut (nothing visible) or it had just finished (all of it).
+    if let Ok(got) = std::fs::read(local.join("big.bin")) {
+        assert!(
+            got == big,
+            "a partial file became visible ({} of {} bytes)",
+            got.len(),
+            big.len()
+        );
+    }
+    r.sshd.restart();
+    pull(&r);
+    assert_eq!(
+        std::fs::read(local.join("big.bin")).unwrap(),
+        big,
+        "the next pull completes it"
+    );
+    drop(watcher);
+    let seen = seen.lock().unwrap();
+    assert!(!seen.is_empty());
+    assert!(
+        seen.iter().all(|n| !n.starts_with('.') && !n.contains("~tmp~")),
+        "a watcher saw a temp name: {:?}",
+        seen.iter()
+            .filter(|n| n.starts_with('.') || n.contains("~tmp~"))
+            .collect::<Vec<_>>()
+    );
+}
+
+fn walk_sizes(dir: &Path) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk_sizes(&p));
+            } else if let Ok(m) = e.metadata() {
+                out.push((e.file_name().to_string_lossy().into_owned(), m.len()));
+            }
+        }
+    }
+    out
+}

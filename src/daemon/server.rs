@@ -402,5 +402,8 @@ pub async fn run() -> Result<()> {
         e.join.abort();
     }
     drop(watcher);
+    // Aborted actors may still hold a master briefly; give them a moment, then end them all.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    crate::remote::close_all().await;
     Ok(())
 }
