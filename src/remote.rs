@@ -280,41 +280,132 @@ impl Host {
     /// folders and renamed into place at the end, deletions not propagated,
     /// symlinks never followed (and never read later: local scans skip them).
     pub async fn pull(&self, remote_task_dir: &str, local_task_dir: &Path) -> Result<()> {
+        let forced = std::env::var("AO_PULL_WITH").is_ok_and(|v| v == "sftp");
+        if forced || crate::runtime::which("rsync").is_none() || !self.has_program("rsync").await {
+            return self.pull_sftp(remote_task_dir, local_task_dir).await;
+        }
         let partial = local_task_dir.join(".pull-partial");
-        let ssh = shell_join(&self.ssh_prefix()[..self.ssh_prefix().len() - 2]);
+        let prefix = self.ssh_prefix();
+        let ssh = shell_join(&prefix[..prefix.len() - 2]);
         for sub in ["handoffs", "artifacts"] {
-            let local = local_task_dir.join(sub);
-            crate::fsutil::create_dir_all(&local)?;
-            // rsync does not create it, and silently discards files when it is missing.
-            crate::fsutil::create_dir_all(&partial.join(sub))?;
-            crate::fsutil::create_dir_all(&partial.join("tmp"))?;
-            let src = format!("{}:{}/{sub}/", self.spec.host, remote_task_dir);
-            let out = Command::new("rsync")
-                .args(["-a", "-s", "--safe-links", "--delay-updates", "--timeout=30"])
-                .arg(format!("--partial-dir={}", partial.join(sub).display()))
-                .arg(format!("--temp-dir={}", partial.join("tmp").display()))
-                .arg("--exclude=.*")
-                .arg("-e")
-                .arg(&ssh)
-                .arg("--")
-                .arg(&src)
-                .arg(format!("{}/", local.display()))
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped())
-                .kill_on_drop(true)
-                .output()
-                .await
-                .map_err(|e| Error::BadInput(format!("cannot run rsync ({e}); install it (apt-get install rsync)")))?;
-            tracing::debug!(src = %src, status = ?out.status, stderr = %String::from_utf8_lossy(&out.stderr).trim(), "rsync pull");
-            // 23/24: some files vanished or could not be read mid-transfer; the next pull retries.
-            if !out.status.success() && !matches!(out.status.code(), Some(23 | 24)) {
-                return Err(Error::BadInput(format!(
-                    "pulling {src} failed: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                )));
+            crate::fsutil::create_dir_all(&local_task_dir.join(sub))?;
+        }
+        // rsync creates neither, and silently discards files when the partial dir is missing.
+        crate::fsutil::create_dir_all(&partial.join("keep"))?;
+        crate::fsutil::create_dir_all(&partial.join("tmp"))?;
+        // One rsync for both folders (one round of the protocol, not two).
+        let srcs = [
+            format!("{}:{remote_task_dir}/handoffs", self.spec.host),
+            format!(":{remote_task_dir}/artifacts"),
+        ];
+        let out = Command::new("rsync")
+            .args(["-a", "-s", "--safe-links", "--delay-updates", "--timeout=30"])
+            .arg(format!("--partial-dir={}", partial.join("keep").display()))
+            .arg(format!("--temp-dir={}", partial.join("tmp").display()))
+            .arg("--exclude=.*")
+            .arg("-e")
+            .arg(&ssh)
+            .arg("--")
+            .args(&srcs)
+            .arg(format!("{}/", local_task_dir.display()))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .output()
+            .await
+            .map_err(|e| Error::BadInput(format!("cannot run rsync ({e}); install it (apt-get install rsync)")))?;
+        tracing::debug!(status = ?out.status, stderr = %String::from_utf8_lossy(&out.stderr).trim(), "rsync pull");
+        // 23/24: some files vanished or could not be read mid-transfer; the next pull retries.
+        if !out.status.success() && !matches!(out.status.code(), Some(23 | 24)) {
+            return Err(Error::BadInput(format!(
+                "pulling {}:{remote_task_dir} failed: {}",
+                self.spec.destination(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Host {
+    /// The fallback when rsync is missing on either end: SFTP over the same master.
+    /// Same rules: a file is copied when its size or mtime (seconds) differs, written to a
+    /// temp file outside the watched folders, given the remote mtime, fsynced and renamed
+    /// into place; only regular files, dot names skipped, nothing deleted.
+    pub async fn pull_sftp(&self, remote_task_dir: &str, local_task_dir: &Path) -> Result<()> {
+        use futures_util::StreamExt;
+        use openssh_sftp_client::{Sftp, SftpOptions};
+        let fail = |what: &str, e: &dyn std::fmt::Display| {
+            Error::BadInput(format!("SFTP {what} on {} failed: {e}", self.spec.destination()))
+        };
+        let sftp = Sftp::from_clonable_session(self.session.clone(), SftpOptions::default())
+            .await
+            .map_err(|e| fail("start", &e))?;
+        let tmp_dir = local_task_dir.join(".pull-partial").join("tmp");
+        crate::fsutil::create_dir_all(&tmp_dir)?;
+        let mut fs = sftp.fs();
+        let mut stack: Vec<(String, PathBuf)> = ["handoffs", "artifacts"]
+            .iter()
+            .map(|sub| (format!("{remote_task_dir}/{sub}"), local_task_dir.join(sub)))
+            .collect();
+        while let Some((rdir, ldir)) = stack.pop() {
+            let dir = match fs.open_dir(&rdir).await {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::debug!(dir = %rdir, error = %e, "no such remote folder");
+                    continue;
+                }
+            };
+            let entries: Vec<_> = dir.read_dir().collect().await;
+            crate::fsutil::create_dir_all(&ldir)?;
+            for entry in entries {
+                let entry = entry.map_err(|e| fail("list", &e))?;
+                let name = entry.filename().to_string_lossy().into_owned();
+                if name.starts_with('.') || name.contains('/') {
+                    continue;
+                }
+                let (rpath, lpath) = (format!("{rdir}/{name}"), ldir.join(&name));
+                let ft = entry.file_type();
+                if ft.is_some_and(|t| t.is_dir()) {
+                    stack.push((rpath, lpath));
+                    continue;
+                }
+                if !ft.is_some_and(|t| t.is_file()) {
+                    continue; // symlinks, FIFOs…: never followed, never copied
+                }
+                let meta = entry.metadata();
+                let mtime = meta.modified().map(|t| t.as_system_time());
+                if let Ok(local) = std::fs::symlink_metadata(&lpath) {
+                    let same_time = mtime.is_some_and(|m| {
+                        local
+                            .modified()
+                            .ok()
+                            .and_then(|l| l.duration_since(std::time::UNIX_EPOCH).ok())
+                            .map(|d| d.as_secs())
+                            == m.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_secs())
+                    });
+                    if local.is_file() && Some(local.len()) == meta.len() && same_time {
+                        continue;
+                    }
+                }
+                let bytes = fs.read(&rpath).await.map_err(|e| fail(&format!("read {rpath}"), &e))?;
+                let tmp = tmp_dir.join(format!("{name}.{}", std::process::id()));
+                {
+                    use std::io::Write;
+                    let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
+                    f.write_all(&bytes).map_err(|e| Error::io("write", &tmp, e))?;
+                    if let Some(m) = mtime {
+                        f.set_modified(m).map_err(|e| Error::io("set the mtime of", &tmp, e))?;
+                    }
+                    f.sync_all().map_err(|e| Error::io("fsync", &tmp, e))?;
+                }
+                std::fs::rename(&tmp, &lpath).map_err(|e| Error::io("rename into", &lpath, e))?;
             }
         }
+        // Every handle must be gone first, or close waits for them forever.
+        drop(fs);
+        sftp.close().await.map_err(|e| fail("close", &e))?;
         Ok(())
     }
 }

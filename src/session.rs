@@ -619,7 +619,18 @@ pub async fn pull_remotes(task: &Task) -> Vec<String> {
         let r = async {
             let host = crate::remote::Host::connect_backoff(&spec).await?;
             let cwd = host.cwd().await?;
-            host.pull(&format!("{cwd}/tasks/{}", task.name), &task.dir()).await
+            // A pull never holds a check-in hostage: rsync has its own --timeout, SFTP this one.
+            tokio::time::timeout(
+                Duration::from_secs(120),
+                host.pull(&format!("{cwd}/tasks/{}", task.name), &task.dir()),
+            )
+            .await
+            .map_err(|_| {
+                Error::BadInput(format!(
+                    "pulling from {} took over 120 s; retried next time",
+                    spec.destination()
+                ))
+            })?
         }
         .await;
         if let Err(e) = &r {

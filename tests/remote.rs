@@ -6,113 +6,11 @@ mod common;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
+use common::sshd::Sshd;
 use common::*;
 use serde_json::Value;
-
-/// A private sshd, killed by PID on drop.
-struct Sshd {
-    child: Child,
-    config: PathBuf,
-    sshd_config: PathBuf,
-    port: u16,
-}
-
-impl Sshd {
-    fn start(dir: &Path) -> Sshd {
-        let d = dir.join("sshd");
-        std::fs::create_dir_all(&d).unwrap();
-        for (name, _) in [("host_key", ()), ("id", ())] {
-            let st = Command::new("ssh-keygen")
-                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-                .arg(d.join(name))
-                .status()
-                .expect("ssh-keygen (openssh-client) is needed");
-            assert!(st.success());
-        }
-        std::fs::copy(d.join("id.pub"), d.join("authorized_keys")).unwrap();
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let user = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout).unwrap();
-        let user = user.trim();
-        std::fs::write(
-            d.join("sshd_config"),
-            format!(
-                "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nAuthorizedKeysFile {ak}\nPidFile {pid}\nStrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nLogLevel ERROR\n",
-                hk = d.join("host_key").display(),
-                ak = d.join("authorized_keys").display(),
-                pid = d.join("sshd.pid").display(),
-            ),
-        )
-        .unwrap();
-        if unsafe { libc::geteuid() } == 0 {
-            let _ = std::fs::create_dir_all("/run/sshd");
-        }
-        let child = spawn_sshd(&d.join("sshd_config"));
-        let config = d.join("ssh_config");
-        std::fs::write(
-            &config,
-            format!(
-                "Host aoremote\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n  IdentityFile {id}\n  IdentitiesOnly yes\n  UserKnownHostsFile {kh}\n  StrictHostKeyChecking accept-new\n",
-                id = d.join("id").display(),
-                kh = d.join("known_hosts").display(),
-            ),
-        )
-        .unwrap();
-        wait_for("sshd to listen", 10, || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
-        });
-        Sshd {
-            child,
-            config,
-            sshd_config: d.join("sshd_config"),
-            port,
-        }
-    }
-
-    /// Take the host down: the listener and every connection it serves.
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = Command::new("pkill")
-            .args(["-f", &format!("sshd.*{}", self.sshd_config.display())])
-            .status();
-        let port = self.port;
-        wait_for("sshd to go away", 10, || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_err().then_some(())
-        });
-    }
-
-    /// Bring it back on the same port.
-    fn restart(&mut self) {
-        self.child = spawn_sshd(&self.sshd_config);
-        let port = self.port;
-        wait_for("sshd to listen again", 10, || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
-        });
-    }
-}
-
-fn spawn_sshd(config: &Path) -> Child {
-    let sshd = ["/usr/sbin/sshd", "/usr/bin/sshd"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("sshd (openssh-server) is needed");
-    Command::new(sshd)
-        .args(["-D", "-e", "-f"])
-        .arg(config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
-impl Drop for Sshd {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
 
 struct Remote {
     w: World,
@@ -660,4 +558,78 @@ fn walk_sizes(dir: &Path) -> Vec<(String, u64)> {
         }
     }
     out
+}
+
+#[test]
+fn without_rsync_pulls_fall_back_to_sftp_with_the_same_rules() {
+    let r = Remote::new(None);
+    let h = ok(&run_with_stdin(
+        r.task().args([
+            "handoff",
+            "t1",
+            "--from",
+            "pm",
+            "--status",
+            "IN_PROGRESS",
+            "--body-file",
+            "-",
+        ]),
+        b"## Instructions\nWait.\n",
+    ));
+    ok(&run(r.task().env("AO_DEMO_IDLE", "1").args([
+        "spawn",
+        "t1",
+        "dev",
+        "--handoff",
+        h.trim(),
+        "--runtime",
+        "demo",
+    ])));
+    let rtask = r.rdir.join("tasks/t1");
+    let rsrc = rtask.join("artifacts/analysis");
+    let local = r.w.project.join("tasks/t1/artifacts/analysis");
+    for i in 0..50 {
+        std::fs::write(rsrc.join(format!("f{i:02}.md")), format!("file {i}\n")).unwrap();
+    }
+    std::fs::write(
+        rtask.join("handoffs/dev-20251127-100000.md"),
+        "# Handoff: dev\n**Status:** COMPLETE\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", rsrc.join("link.md")).unwrap();
+    let pull = |r: &Remote| run(r.task().env("AO_PULL_WITH", "sftp").args(["checkin", "t1"]));
+    pull(&r);
+    let before = inodes(&local);
+    assert_eq!(before.len(), 50, "{before:?}");
+    assert!(!local.join("link.md").exists(), "symlinks are never followed");
+    assert!(r.w.project.join("tasks/t1/handoffs/dev-20251127-100000.md").is_file());
+    assert_eq!(
+        inodes(&rsrc).get("f07.md").unwrap().1,
+        before.get("f07.md").unwrap().1,
+        "mtimes kept"
+    );
+
+    std::fs::write(rsrc.join("f25.md"), "file 25, changed\n").unwrap();
+    std::fs::write(rsrc.join("old.md"), "old\n").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(rsrc.join("old.md"))
+        .unwrap()
+        .set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(978_307_200))
+        .unwrap();
+    pull(&r);
+    let after = inodes(&local);
+    let changed: Vec<&String> = after
+        .iter()
+        .filter(|(n, v)| before.get(*n) != Some(v))
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(changed, vec!["f25.md", "old.md"]);
+    assert_eq!(after.get("old.md").unwrap().1, 978_307_200);
+    assert!(
+        std::fs::read_dir(&local)
+            .unwrap()
+            .all(|e| !e.unwrap().file_name().to_string_lossy().starts_with('.')),
+        "no temp file left in a watched folder"
+    );
 }

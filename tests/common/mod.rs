@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod sshd;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -1,0 +1,123 @@
+//! A real sshd on 127.0.0.1 with throwaway host and client keys, for remote
+//! tests and the remote benchmark (included by path from src/bin/ao-bench.rs).
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> Option<()>) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while f().is_none() {
+        assert!(Instant::now() < deadline, "timed out after {secs}s waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A private sshd, killed by PID on drop.
+pub struct Sshd {
+    child: Child,
+    /// The client config: `Host aoremote` with the key, port and known_hosts.
+    pub config: PathBuf,
+    sshd_config: PathBuf,
+    /// The port it listens on (127.0.0.1).
+    pub port: u16,
+}
+
+impl Sshd {
+    /// Start one under `dir` (keys, configs) on a free port.
+    pub fn start(dir: &Path) -> Sshd {
+        let d = dir.join("sshd");
+        std::fs::create_dir_all(&d).unwrap();
+        for (name, _) in [("host_key", ()), ("id", ())] {
+            let st = Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                .arg(d.join(name))
+                .status()
+                .expect("ssh-keygen (openssh-client) is needed");
+            assert!(st.success());
+        }
+        std::fs::copy(d.join("id.pub"), d.join("authorized_keys")).unwrap();
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let user = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout).unwrap();
+        let user = user.trim();
+        std::fs::write(
+            d.join("sshd_config"),
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nAuthorizedKeysFile {ak}\nPidFile {pid}\nStrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nSubsystem sftp internal-sftp\nLogLevel ERROR\n",
+                hk = d.join("host_key").display(),
+                ak = d.join("authorized_keys").display(),
+                pid = d.join("sshd.pid").display(),
+            ),
+        )
+        .unwrap();
+        if unsafe { libc::geteuid() } == 0 {
+            let _ = std::fs::create_dir_all("/run/sshd");
+        }
+        let child = spawn_sshd(&d.join("sshd_config"));
+        let config = d.join("ssh_config");
+        std::fs::write(
+            &config,
+            format!(
+                "Host aoremote\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n  IdentityFile {id}\n  IdentitiesOnly yes\n  UserKnownHostsFile {kh}\n  StrictHostKeyChecking accept-new\n",
+                id = d.join("id").display(),
+                kh = d.join("known_hosts").display(),
+            ),
+        )
+        .unwrap();
+        wait_for("sshd to listen", 10, || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
+        });
+        Sshd {
+            child,
+            config,
+            sshd_config: d.join("sshd_config"),
+            port,
+        }
+    }
+
+    /// Take the host down: the listener and every connection it serves.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = Command::new("pkill")
+            .args(["-f", &format!("sshd.*{}", self.sshd_config.display())])
+            .status();
+        let port = self.port;
+        wait_for("sshd to go away", 10, || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_err().then_some(())
+        });
+    }
+
+    /// Bring it back on the same port.
+    pub fn restart(&mut self) {
+        self.child = spawn_sshd(&self.sshd_config);
+        let port = self.port;
+        wait_for("sshd to listen again", 10, || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
+        });
+    }
+}
+
+fn spawn_sshd(config: &Path) -> Child {
+    let sshd = ["/usr/sbin/sshd", "/usr/bin/sshd"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("sshd (openssh-server) is needed");
+    Command::new(sshd)
+        .args(["-D", "-e", "-f"])
+        .arg(config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
