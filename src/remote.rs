@@ -280,6 +280,13 @@ impl Host {
     /// folders and renamed into place at the end, deletions not propagated,
     /// symlinks never followed (and never read later: local scans skip them).
     pub async fn pull(&self, remote_task_dir: &str, local_task_dir: &Path) -> Result<()> {
+        // At most one pull per host at a time (tasks sharing a host take turns).
+        let gate = {
+            static GATES: OnceLock<std::sync::Mutex<HashMap<String, Arc<Mutex<()>>>>> = OnceLock::new();
+            let mut g = GATES.get_or_init(Default::default).lock().expect("not poisoned");
+            g.entry(key(&self.spec)).or_default().clone()
+        };
+        let _turn = gate.lock().await;
         let forced = std::env::var("AO_PULL_WITH").is_ok_and(|v| v == "sftp");
         if forced || crate::runtime::which("rsync").is_none() || !self.has_program("rsync").await {
             return self.pull_sftp(remote_task_dir, local_task_dir).await;

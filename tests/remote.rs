@@ -221,6 +221,56 @@ fn a_remote_agent_is_spawned_its_handoff_pulled_and_checked_in_then_stopped() {
     ok(&run(r.task().args(["checkin", "t1"])));
     assert!(r.w.state("t1")["agents"]["dev"].get("unreachable_since").is_none());
 
+    // `task attach` to the remote agent: ssh -t to the host's tmux, shown in a local pane.
+    let w = &r.w;
+    let mut envs = vec![];
+    for (k, v) in [
+        ("AO_SSH_CONFIG", r.sshd.config.display().to_string()),
+        ("AO_REMOTE_TMUX_SOCKET", r.rsock.display().to_string()),
+        ("AO_TMUX_SOCKET", w.sock.display().to_string()),
+        ("AO_TMUX_GUARD_DIR", w.dir.path().display().to_string()),
+        ("AO_SESSION_PREFIX", "aot".to_string()),
+        ("XDG_RUNTIME_DIR", w.dir.path().join("run").display().to_string()),
+        ("TERM", "xterm".to_string()),
+    ] {
+        envs.push(format!("{k}={v}"));
+    }
+    let mut cmd: Vec<String> = vec![
+        "new-session".into(),
+        "-d".into(),
+        "-s".into(),
+        "viewer".into(),
+        "-x".into(),
+        "120".into(),
+        "-y".into(),
+        "30".into(),
+        "env".into(),
+    ];
+    cmd.extend(envs);
+    cmd.extend([
+        bin().display().to_string(),
+        "attach".into(),
+        "t1".into(),
+        "dev".into(),
+        "--project".into(),
+        w.project.display().to_string(),
+    ]);
+    let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    assert!(w.tmux(&args).status.success());
+    let t0 = std::time::Instant::now();
+    loop {
+        let screen = String::from_utf8_lossy(&w.tmux(&["capture-pane", "-p", "-t", "=viewer:"]).stdout).into_owned();
+        if screen.contains("demo: received message #1") {
+            break;
+        }
+        assert!(
+            t0.elapsed().as_secs() < 20,
+            "the viewer never showed the remote agent:\n{screen}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = w.tmux(&["kill-session", "-t", "=viewer"]);
+
     // Stop ends the remote session too, and no ssh master is left behind.
     let v: Value = serde_json::from_str(&ok(&run(r.task().args(["stop", "t1", "--json"])))).unwrap();
     assert!(
@@ -328,6 +378,16 @@ fn the_demo_task_runs_end_to_end_with_dev_on_the_remote_host_under_the_daemon() 
         .filter(|e| e["kind"] == "spawn" && e["data"]["host"] == "aoremote")
         .count();
     assert_eq!(remote_spawns, 2, "{log}");
+
+    // A kill -9 of the daemon leaves no ssh master behind for long (they end when idle).
+    let pid = w.daemon_pid().expect("the daemon runs");
+    assert!(r.masters() > 0, "the daemon holds a master to the host");
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    wait_for("the daemon's ssh master to end", 30, || {
+        (r.masters() == 0).then_some(())
+    });
 }
 
 #[test]

@@ -81,8 +81,11 @@ fn dead_panes_are_kept_with_their_exit_status() {
     let pane = r
         .block_on(tmux.new_session(&spec("d", w.dir.path(), &["sh", "-c", "exit 7"])))
         .unwrap();
-    let info = wait_for("the pane to die", 10, || {
-        r.block_on(tmux.pane(&pane)).unwrap().filter(|p| p.dead)
+    // tmux may see the pty close (dead) a moment before it reaps the child (status).
+    let info = wait_for("the pane to die with its status", 10, || {
+        r.block_on(tmux.pane(&pane))
+            .unwrap()
+            .filter(|p| p.dead && (p.dead_status.is_some() || p.dead_signal.is_some()))
     });
     assert_eq!(info.dead_status, Some(7));
     assert!(r.block_on(tmux.has_session("d")).unwrap(), "the session is kept");
