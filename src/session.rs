@@ -745,6 +745,9 @@ pub async fn stop(ctx: &Ctx, task: &Task, now: DateTime<Utc>) -> Result<Stopped>
         }
     }
     task.save_state(&st)?;
+    if let Err(e) = ctx.tmux.end_if_empty().await {
+        tracing::debug!(error = %e, "could not end the empty tmux server");
+    }
     Ok(out)
 }
 

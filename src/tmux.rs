@@ -297,6 +297,19 @@ impl Tmux {
         Ok(pane)
     }
 
+    /// End the server when it holds no session any more (it is kept alive with
+    /// `exit-empty off`, so it would otherwise linger after the last `task stop`).
+    pub async fn end_if_empty(&self) -> Result<bool> {
+        let out = self.command(&["list-sessions", "-F", "#{session_name}"]).output().await;
+        match out {
+            Ok(o) if o.status.success() && String::from_utf8_lossy(&o.stdout).trim().is_empty() => {
+                self.run("end the empty server", &["kill-server"]).await?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     /// Whether a session with exactly this name exists (no prefix matching).
     pub async fn has_session(&self, name: &str) -> Result<bool> {
         let target = format!("={name}");
