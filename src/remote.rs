@@ -432,7 +432,7 @@ pub fn attach_exec(spec: &RemoteSpec, tmux: &Tmux, session: &str) -> Error {
     if let Some(u) = &spec.user {
         c.arg("-l").arg(u);
     }
-    let mut words = vec!["tmux".to_string()];
+    let mut words = vec!["tmux".to_string(), "-u".to_string()];
     match tmux.socket() {
         Socket::Name(n) => words.extend(["-L".to_string(), n.clone()]),
         Socket::Path(p) => words.extend(["-S".to_string(), p.display().to_string()]),

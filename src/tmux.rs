@@ -183,7 +183,9 @@ impl Tmux {
             Some(ssh) => {
                 // ssh joins its arguments into one string for the remote shell: quote each.
                 let local = base.into_command();
-                let mut words: Vec<String> = vec![local.get_program().to_string_lossy().into_owned()];
+                // -u: an ssh session usually has no UTF-8 locale, and tmux would then show
+                // every non-ASCII character of the agents' screens as `_`.
+                let mut words: Vec<String> = vec![local.get_program().to_string_lossy().into_owned(), "-u".into()];
                 words.extend(local.get_args().map(|a| a.to_string_lossy().into_owned()));
                 words.extend(args.iter().map(|a| a.to_string()));
                 let mut c = Command::new(&ssh[0]);

@@ -260,7 +260,7 @@ fn a_remote_agent_is_spawned_its_handoff_pulled_and_checked_in_then_stopped() {
     let t0 = std::time::Instant::now();
     loop {
         let screen = String::from_utf8_lossy(&w.tmux(&["capture-pane", "-p", "-t", "=viewer:"]).stdout).into_owned();
-        if screen.contains("demo: received message #1") {
+        if screen.contains("demo: received message #1") && screen.contains("demo: working…") {
             break;
         }
         assert!(
