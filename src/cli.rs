@@ -849,6 +849,7 @@ async fn cmd_spawn(
 ) -> anyhow::Result<()> {
     let t = locate(project, name)?;
     let ctx = crate::session::Ctx::from_env()?;
+    gate(&t, &ctx, agent.as_str(), "spawn")?;
     let handoff = crate::session::find_handoff(&t, handoff)?;
     let s = supervised(&t);
     let req = crate::daemon::protocol::Request::Spawn {
@@ -859,15 +860,16 @@ async fn cmd_spawn(
         runtime: runtime.map(str::to_string),
         tmux: ctx.id(),
     };
-    let started = match via_daemon(&req)? {
+    let mut started = match via_daemon(&req)? {
         Some(v) => v,
         None => serde_json::to_value(crate::session::spawn(&ctx, &t, agent, &handoff, runtime, clock::now()).await?)?,
     };
+    started["reason"] = crate::protocol::gate::Reason::SpawnOk.code().into();
     if json {
         return print_json(&started);
     }
     println!(
-        "Started {agent} for task '{name}' in tmux session {} (pane {}); preamble saved to {}",
+        "SPAWN_OK: started {agent} for task '{name}' in tmux session {} (pane {}); preamble saved to {}",
         started["session"].as_str().unwrap_or("?"),
         started["pane"].as_str().unwrap_or("?"),
         started["preamble"].as_str().unwrap_or("?")
@@ -904,6 +906,7 @@ async fn cmd_send(
         }
     };
     let ctx = crate::session::Ctx::from_env()?;
+    gate(&t, &ctx, agent.as_str(), "send")?;
     let s = supervised(&t);
     let req = crate::daemon::protocol::Request::Send {
         project: s.project,
@@ -1109,6 +1112,24 @@ async fn cmd_stop(project: &ProjectArg, name: &TaskName, json: bool) -> anyhow::
         println!("Removed its crontab line.");
     }
     Ok(())
+}
+
+/// The spawn gate: a spoke may neither start nor message agents (refused with a reason
+/// code, recorded in events.jsonl); a hub or a human may.
+fn gate(t: &Task, ctx: &crate::session::Ctx, agent: &str, verb: &str) -> anyhow::Result<()> {
+    use crate::protocol::gate;
+    let st = t.state()?;
+    let caller = gate::Caller::from_env(&ctx.tmux.socket().path());
+    let (reason, advice) = gate::decide(&caller, &st, verb);
+    let Some(advice) = advice else { return Ok(()) };
+    let _ = crate::events::append(
+        t,
+        "spawn_refused",
+        Some(agent),
+        serde_json::json!({"reason": reason, "verb": verb, "caller": caller.agent}),
+        clock::now(),
+    );
+    Err(Exit(crate::error::EXIT_BAD_INPUT, advice).into())
 }
 
 /// Ask the daemon to run a verb; `Ok(None)` when no daemon is running (the caller runs it

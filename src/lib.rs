@@ -22,6 +22,7 @@ pub mod handoff;
 pub mod logging;
 pub mod names;
 pub mod preamble;
+pub mod protocol;
 pub mod remote;
 pub mod runtime;
 pub mod scribe;

@@ -42,6 +42,22 @@ pub enum Socket {
 
 impl Socket {
     /// The flags for plain tmux, for messages and the README.
+    /// The socket file: the path, or where tmux puts a named socket
+    /// (`$TMUX_TMPDIR` or /tmp, then `tmux-<uid>/<name>`), as `$TMUX` spells it.
+    pub fn path(&self) -> PathBuf {
+        match self {
+            Socket::Path(p) => p.clone(),
+            Socket::Name(n) => {
+                let base = std::env::var_os("TMUX_TMPDIR")
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from("/tmp"));
+                // SAFETY: getuid never fails.
+                base.join(format!("tmux-{}", unsafe { libc::getuid() })).join(n)
+            }
+        }
+    }
+
     pub fn flags(&self) -> String {
         match self {
             Socket::Name(n) => format!("-L {n}"),

@@ -471,3 +471,66 @@ fn text_left_in_the_input_by_an_interrupted_delivery_is_cleared_not_merged() {
     assert!(out.starts_with("delivered"), "{out}");
     assert_eq!(w.inbox("t1", "echo"), vec!["fresh message".to_string()]);
 }
+
+#[test]
+fn the_spawn_gate_refuses_spokes_and_lets_hubs_and_humans_through() {
+    let w = World::new();
+    ok(&run(w.task().args(["new", "t1"])));
+    let h = ok(&run(w.task().args([
+        "handoff",
+        "t1",
+        "--from",
+        "pm",
+        "--target",
+        "dev",
+        "--status",
+        "IN_PROGRESS",
+    ])));
+    let h = h.trim().to_string();
+    // A human (no TASK_* in the environment) may spawn.
+    let v: Value = serde_json::from_str(&ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
+        "spawn",
+        "t1",
+        "dev",
+        "--handoff",
+        &h,
+        "--runtime",
+        "demo",
+        "--json",
+    ]))))
+    .unwrap();
+    assert_eq!(v["reason"], "SPAWN_OK");
+    let dev_pane = pane_of(&w, "t1", "dev");
+
+    let spawn_test = |c: &mut std::process::Command| {
+        run(c
+            .env("AO_DEMO_IDLE", "1")
+            .args(["spawn", "t1", "test", "--handoff", &h, "--runtime", "demo"]))
+    };
+    // A spoke, known by the environment its pane was started with: refused, nothing started.
+    let o = spawn_test(w.task().env("TASK_AGENT", "dev").env("TASK_ROLE", "spoke"));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("SPAWN_REJECT_SPOKE_CALLER") && stderr(&o).contains("--next"),
+        "{}",
+        stderr(&o)
+    );
+    let o =
+        run(w
+            .task()
+            .env("TASK_AGENT", "dev")
+            .env("TASK_ROLE", "spoke")
+            .args(["send", "t1", "dev", "--message", "hi"]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    // A spoke that cleared its environment is known by the pane it runs in.
+    let tmux_var = format!("{},1,0", w.sock.display());
+    let o = spawn_test(w.task().env("TMUX", &tmux_var).env("TMUX_PANE", &dev_pane));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!w.sessions().iter().any(|s| s == "aot-t1-test"), "{:?}", w.sessions());
+    let log = std::fs::read_to_string(w.project.join("tasks/t1/events.jsonl")).unwrap();
+    assert_eq!(log.matches("SPAWN_REJECT_SPOKE_CALLER").count(), 3, "{log}");
+
+    // The hub may.
+    ok(&spawn_test(w.task().env("TASK_AGENT", "pm").env("TASK_ROLE", "hub")));
+    assert!(w.sessions().iter().any(|s| s == "aot-t1-test"));
+}

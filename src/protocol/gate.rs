@@ -1,0 +1,133 @@
+//! The spawn gate: only a hub (the PM) or a human may start or message agents.
+//!
+//! Seed 002 lists a gate that was written into prompts and never enforced; here
+//! `task spawn` and `task send` check who is calling before anything happens. A
+//! caller is known by what its pane was started with (TASK_AGENT / TASK_ROLE)
+//! and, should a spoke clear those, by the tmux pane it runs in ($TMUX and
+//! $TMUX_PANE against the panes the supervisor recorded).
+
+use serde::Serialize;
+
+use crate::task::PmState;
+
+/// Why a spawn or send was allowed or refused; printed, in `--json` and in events.jsonl.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Reason {
+    /// Allowed.
+    SpawnOk,
+    /// Refused: the caller is a spoke.
+    SpawnRejectSpokeCaller,
+}
+
+impl Reason {
+    /// The code as printed.
+    pub fn code(self) -> &'static str {
+        match self {
+            Reason::SpawnOk => "SPAWN_OK",
+            Reason::SpawnRejectSpokeCaller => "SPAWN_REJECT_SPOKE_CALLER",
+        }
+    }
+}
+
+/// Who is calling, as the environment says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Caller {
+    /// TASK_AGENT of the calling pane, if any.
+    pub agent: Option<String>,
+    /// TASK_ROLE of the calling pane, if any.
+    pub role: Option<String>,
+    /// $TMUX_PANE when $TMUX names the supervisor's tmux server.
+    pub pane: Option<String>,
+}
+
+impl Caller {
+    /// Read from this process's environment; `server_socket` is the supervisor's tmux socket path.
+    pub fn from_env(server_socket: &std::path::Path) -> Caller {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        // $TMUX is "<socket path>,<server pid>,<session index>".
+        let on_our_server = var("TMUX")
+            .and_then(|t| t.split(',').next().map(std::path::PathBuf::from))
+            .is_some_and(|p| p == server_socket);
+        Caller {
+            agent: var("TASK_AGENT"),
+            role: var("TASK_ROLE"),
+            pane: var("TMUX_PANE").filter(|_| on_our_server),
+        }
+    }
+}
+
+/// The agent whose recorded pane the caller runs in, if any.
+fn pane_owner<'a>(caller: &Caller, state: &'a PmState) -> Option<(&'a String, &'a crate::task::AgentState)> {
+    let pane = caller.pane.as_ref()?;
+    state
+        .agents
+        .iter()
+        .find(|(_, a)| a.pane.as_ref() == Some(pane) && (a.host.is_empty() || a.host == "local"))
+}
+
+/// Decide whether `caller` may spawn or message agents of a task. Pure.
+/// Returns the reason and, for a refusal, the advice to print.
+pub fn decide(caller: &Caller, state: &PmState, verb: &str) -> (Reason, Option<String>) {
+    let by_env = match (caller.role.as_deref(), caller.agent.as_deref()) {
+        (Some("spoke"), a) => Some(a.unwrap_or("a spoke").to_string()),
+        (None, Some(a)) if a != "pm" => Some(a.to_string()),
+        _ => None,
+    };
+    let by_pane = pane_owner(caller, state)
+        .filter(|(_, a)| a.role == "spoke")
+        .map(|(n, _)| n.clone());
+    match by_env.or(by_pane) {
+        None => (Reason::SpawnOk, None),
+        Some(spoke) => (
+            Reason::SpawnRejectSpokeCaller,
+            Some(format!(
+                "{}: `task {verb}` is for the hub; {spoke} is a spoke. Finish with a handoff that names who should act next (`task handoff … --next <agent>`) and the PM will decide",
+                Reason::SpawnRejectSpokeCaller.code()
+            )),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state_with(agent: &str, role: &str, pane: &str) -> PmState {
+        let mut st = PmState::default();
+        let a = st.agents.entry(agent.into()).or_default();
+        a.role = role.into();
+        a.pane = Some(pane.into());
+        a.host = "local".into();
+        st
+    }
+
+    #[test]
+    fn hubs_and_humans_pass_spokes_are_refused() {
+        let st = state_with("dev", "spoke", "%3");
+        let c = |agent: Option<&str>, role: Option<&str>, pane: Option<&str>| Caller {
+            agent: agent.map(str::to_string),
+            role: role.map(str::to_string),
+            pane: pane.map(str::to_string),
+        };
+        assert_eq!(decide(&c(None, None, None), &st, "spawn").0, Reason::SpawnOk, "a human");
+        assert_eq!(
+            decide(&c(Some("pm"), Some("hub"), None), &st, "spawn").0,
+            Reason::SpawnOk
+        );
+        assert_eq!(decide(&c(Some("pm"), None, None), &st, "spawn").0, Reason::SpawnOk);
+        let (r, advice) = decide(&c(Some("dev"), Some("spoke"), None), &st, "spawn");
+        assert_eq!(r, Reason::SpawnRejectSpokeCaller);
+        assert!(advice.unwrap().contains("--next"));
+        assert_eq!(
+            decide(&c(Some("dev"), None, None), &st, "send").0,
+            Reason::SpawnRejectSpokeCaller
+        );
+        // A spoke that cleared its environment is still known by its pane.
+        assert_eq!(
+            decide(&c(None, None, Some("%3")), &st, "spawn").0,
+            Reason::SpawnRejectSpokeCaller
+        );
+        assert_eq!(decide(&c(None, None, Some("%4")), &st, "spawn").0, Reason::SpawnOk);
+    }
+}
