@@ -252,6 +252,10 @@ pub enum Command {
         /// One JSON object per line.
         #[arg(long)]
         json: bool,
+        /// The handoff chain instead (who handed to whom, with status and recommended next),
+        /// from pm_state.json's lineage.
+        #[arg(long, conflicts_with = "follow")]
+        lineage: bool,
     },
     /// The built-in scripted agent of the demo runtime (started by `task start --runtime demo`).
     #[command(hide = true)]
@@ -398,7 +402,21 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             project,
             follow,
             json,
-        } => cmd_log(&project, &task, follow, json),
+            lineage,
+        } => {
+            if lineage {
+                let t = locate(&project, &task)?;
+                let st = t.state()?;
+                if json {
+                    print_json(&st.lineage)
+                } else {
+                    print!("{}", crate::scribe::render_lineage(&st.lineage));
+                    Ok(())
+                }
+            } else {
+                cmd_log(&project, &task, follow, json)
+            }
+        }
         Command::Spawn {
             task,
             agent,

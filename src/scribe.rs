@@ -38,6 +38,31 @@ pub fn local_time(t: DateTime<Utc>) -> String {
     t.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S %:z").to_string()
 }
 
+/// The handoff chain in the style of seed 004 Appendix B, one line per handoff:
+/// `09:30 - explore-20251127-093000.md  explore → pm: COMPLETE (next: plan)`. Pure.
+pub fn render_lineage(entries: &[crate::task::LineageEntry]) -> String {
+    let width = entries.iter().map(|e| e.file.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for e in entries {
+        let to = e.target.as_deref().unwrap_or(if e.from == "pm" { "?" } else { "pm" });
+        let next = e
+            .recommended_next
+            .as_deref()
+            .map(|n| format!(" (next: {n})"))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "{} - {:width$}  {} → {}: {}{}\n",
+            e.time.with_timezone(&Local).format("%H:%M"),
+            e.file,
+            e.from,
+            to,
+            e.status,
+            next,
+        ));
+    }
+    out
+}
+
 /// Format an mtime (ns) in local time, minute precision.
 pub fn local_mtime(ns: i64) -> String {
     Utc.timestamp_nanos(ns)
@@ -215,4 +240,44 @@ pub fn write_progress(
     });
     fsutil::atomic_write(&task.progress_path(), text.as_bytes())?;
     Ok(text)
+}
+
+#[cfg(test)]
+mod lineage_tests {
+    use super::*;
+    use crate::handoff::Status;
+    use crate::task::LineageEntry;
+
+    #[test]
+    fn lineage_reads_like_appendix_b() {
+        let t: DateTime<Utc> = "2025-11-27T09:30:00Z".parse().unwrap();
+        let e = |file: &str, from: &str, target: Option<&str>, status, next: Option<&str>| LineageEntry {
+            file: file.into(),
+            from: from.into(),
+            target: target.map(str::to_string),
+            recommended_next: next.map(str::to_string),
+            status,
+            time: t,
+        };
+        let out = render_lineage(&[
+            e("pm-20251127-090000.md", "pm", Some("explore"), Status::InProgress, None),
+            e(
+                "explore-20251127-093000.md",
+                "explore",
+                None,
+                Status::Complete,
+                Some("plan"),
+            ),
+        ]);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert!(
+            lines[0].ends_with("pm-20251127-090000.md       pm → explore: IN_PROGRESS"),
+            "{out}"
+        );
+        assert!(
+            lines[1].ends_with("explore-20251127-093000.md  explore → pm: COMPLETE (next: plan)"),
+            "{out}"
+        );
+    }
 }

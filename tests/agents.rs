@@ -421,6 +421,11 @@ fn the_demo_task_runs_to_complete() {
     let st = w.state("dds-writer-pool");
     assert_eq!(st["phase"], "COMPLETE");
     assert_eq!(st["lineage"].as_array().unwrap().len(), 13);
+    let chain = ok(&run(w.task().args(["log", "dds-writer-pool", "--lineage"])));
+    let froms: Vec<&str> = chain.lines().map(|l| l.split_whitespace().nth(3).unwrap()).collect();
+    assert_eq!(froms, seq, "{chain}");
+    assert!(chain.lines().next().unwrap().contains("pm → explore"), "{chain}");
+    assert!(chain.contains("review → pm: COMPLETE"), "{chain}");
     let progress = std::fs::read_to_string(w.project.join("tasks/dds-writer-pool/progress.md")).unwrap();
     assert!(progress.contains("**Phase:** COMPLETE"), "{progress}");
     assert!(
