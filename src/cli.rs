@@ -156,6 +156,9 @@ pub enum Command {
         runtime: Option<String>,
         #[command(flatten)]
         project: ProjectArg,
+        /// Render everything the spawn would use (session, command line, preamble) and start nothing.
+        #[arg(long)]
+        prepare: bool,
         /// Print what was started as JSON.
         #[arg(long)]
         json: bool,
@@ -423,7 +426,17 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             handoff,
             runtime,
             project,
+            prepare,
             json,
+        } if prepare => block_on(cmd_prepare(&project, &task, &agent, &handoff, runtime.as_deref(), json)),
+        Command::Spawn {
+            task,
+            agent,
+            handoff,
+            runtime,
+            project,
+            json,
+            ..
         } => block_on(cmd_spawn(&project, &task, &agent, &handoff, runtime.as_deref(), json)),
         Command::Send {
             task,
@@ -892,6 +905,34 @@ async fn cmd_spawn(
         started["pane"].as_str().unwrap_or("?"),
         started["preamble"].as_str().unwrap_or("?")
     );
+    Ok(())
+}
+
+async fn cmd_prepare(
+    project: &ProjectArg,
+    name: &TaskName,
+    agent: &AgentName,
+    handoff: &Path,
+    runtime: Option<&str>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let t = locate(project, name)?;
+    let ctx = crate::session::Ctx::from_env()?;
+    gate(&t, &ctx, agent.as_str(), "spawn")?;
+    let p = crate::session::prepare(&ctx, &t, agent, handoff, runtime, clock::now()).await?;
+    if json {
+        return print_json(&p);
+    }
+    println!("PREPARED ONLY: nothing was started (run the same command without --prepare to start it).");
+    println!(
+        "Agent:    {} ({} runtime) in tmux session {}",
+        p.agent, p.runtime, p.session
+    );
+    println!("Host:     {}", p.host);
+    println!("Cwd:      {}", p.cwd);
+    println!("Command:  {}", crate::remote::shell_join(&p.argv));
+    println!("--- preamble ({} bytes) ---", p.preamble.len());
+    print!("{}", p.preamble);
     Ok(())
 }
 

@@ -418,6 +418,124 @@ pub async fn spawn(
     start_agent(ctx, task, agent.as_str(), role, &rt, &text, &cwd, now, None).await
 }
 
+/// What `task spawn --prepare` renders: everything a spawn would use, nothing started.
+#[derive(Debug, Clone, Serialize)]
+pub struct Prepared {
+    /// Always true: says in the JSON that this is a rendering, not a start.
+    pub prepared_only: bool,
+    /// The agent.
+    pub agent: String,
+    /// The tmux session it would get.
+    pub session: String,
+    /// `local` or the remote spec.
+    pub host: String,
+    /// Where it would work.
+    pub cwd: String,
+    /// The runtime.
+    pub runtime: String,
+    /// The command line it would run (the prompt file is the one a spawn would save).
+    pub argv: Vec<String>,
+    /// The exact preamble it would be sent.
+    pub preamble: String,
+}
+
+/// Render a spawn without starting anything: no session, no state, no files.
+/// Prepare and spawn are two verbs so that one is never mistaken for the other.
+pub async fn prepare(
+    ctx: &Ctx,
+    task: &Task,
+    agent: &AgentName,
+    handoff_arg: &Path,
+    runtime_flag: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<Prepared> {
+    task.require()?;
+    let spec = task.spec()?;
+    let remote = match (&spec.cwd, remote_roles(&spec).iter().any(|r| r == agent.as_str())) {
+        (Some(CwdSpec::Remote(r)), true) => Some(r.clone()),
+        _ => None,
+    };
+    let path = find_handoff(task, handoff_arg)?;
+    let contents = match fsutil::read_regular(&path, handoff::SIZE_CAP)? {
+        Ok(c) => c,
+        Err(skip) => {
+            return Err(Error::BadInput(format!(
+                "refusing to read handoff {}: {}",
+                path.display(),
+                skip.reason()
+            )));
+        }
+    };
+    let handoff_text = handoff::decode(&contents.bytes, &mut Vec::new());
+    let rt = choose_runtime(task, runtime_flag)?;
+    let role = if agent.as_str() == "pm" { "hub" } else { "spoke" };
+    let (cwd, task_dir, host, file) = match &remote {
+        Some(r) => (
+            r.path.clone(),
+            format!("{}/tasks/{}", r.path, task.name),
+            r.to_string(),
+            format!(
+                "handoffs/{}",
+                path.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            ),
+        ),
+        None => (
+            local_cwd(task)?.display().to_string(),
+            task.dir().display().to_string(),
+            "local".to_string(),
+            path.strip_prefix(task.dir())
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| path.display().to_string()),
+        ),
+    };
+    let dest = remote.as_ref().map(|r| r.destination());
+    let text = preamble::agent(&preamble::AgentPreamble {
+        agent: agent.as_str(),
+        role,
+        task: task.name.as_str(),
+        spawned: &scribe::local_time(now),
+        cwd: &cwd,
+        task_dir: &task_dir,
+        task_bin: &if remote.is_some() {
+            "task".to_string()
+        } else {
+            ctx.task_bin_display()
+        },
+        handoff_file: &file,
+        handoff: &handoff_text,
+        remote: dest.as_deref().map(|d| (d, cwd.as_str())),
+    });
+    let session = ctx.session_name(task, agent.as_str());
+    let prompt_file = Path::new(&task_dir)
+        .join("scratchpad")
+        .join(agent.as_str())
+        .join(format!(
+            "preamble-{}.md",
+            now.with_timezone(&chrono::Local).format("%Y%m%d-%H%M%S")
+        ));
+    let argv = rt.argv(&Vars {
+        agent: agent.as_str(),
+        task: task.name.as_str(),
+        session: &session,
+        session_id: "<new uuid>",
+        prompt: &text,
+        prompt_file: &prompt_file,
+        task_bin: &ctx.task_bin,
+    })?;
+    Ok(Prepared {
+        prepared_only: true,
+        agent: agent.to_string(),
+        session,
+        host,
+        cwd,
+        runtime: rt.name.clone(),
+        argv,
+        preamble: text,
+    })
+}
+
 /// The roles that run on the remote host when task.md's `cwd:` is remote
 /// (`remote_agents: dev, architect` by default; the PM, scribe and test stay local).
 pub fn remote_roles(spec: &crate::task::TaskSpec) -> Vec<String> {

@@ -539,3 +539,61 @@ fn the_spawn_gate_refuses_spokes_and_lets_hubs_and_humans_through() {
     ok(&spawn_test(w.task().env("TASK_AGENT", "pm").env("TASK_ROLE", "hub")));
     assert!(w.sessions().iter().any(|s| s == "aot-t1-test"));
 }
+
+#[test]
+fn prepare_renders_the_spawn_and_starts_nothing() {
+    let w = World::new();
+    ok(&run(w.task().args(["new", "t1"])));
+    let h = ok(&run_with_stdin(
+        w.task().args([
+            "handoff",
+            "t1",
+            "--from",
+            "pm",
+            "--target",
+            "dev",
+            "--status",
+            "IN_PROGRESS",
+            "--body-file",
+            "-",
+        ]),
+        b"## Instructions\nFix the writer pool; keep 'quotes' and $(this) literal.\n",
+    ));
+    let before = snapshot(&w.project);
+    let out = ok(&run(w.task().args([
+        "spawn",
+        "t1",
+        "dev",
+        "--handoff",
+        h.trim(),
+        "--runtime",
+        "demo",
+        "--prepare",
+    ])));
+    assert!(out.starts_with("PREPARED ONLY: nothing was started"), "{out}");
+    assert!(out.contains("aot-t1-dev") && out.contains("demo-agent"), "{out}");
+    assert!(
+        out.contains("Fix the writer pool; keep 'quotes' and $(this) literal."),
+        "{out}"
+    );
+    assert!(
+        out.contains("Do not talk to other agents"),
+        "the spoke rules are in the preamble: {out}"
+    );
+    let v: Value = serde_json::from_str(&ok(&run(w.task().args([
+        "spawn",
+        "t1",
+        "dev",
+        "--handoff",
+        h.trim(),
+        "--runtime",
+        "demo",
+        "--prepare",
+        "--json",
+    ]))))
+    .unwrap();
+    assert_eq!(v["prepared_only"], true);
+    assert_eq!(v["session"], "aot-t1-dev");
+    assert!(w.sessions().is_empty(), "nothing started: {:?}", w.sessions());
+    assert_eq!(snapshot(&w.project), before, "nothing written");
+}
