@@ -375,21 +375,8 @@ pub async fn spawn(
 ) -> Result<Started> {
     task.require()?;
     let spec = task.spec()?;
-    let remote = match (&spec.cwd, remote_roles(&spec).iter().any(|r| r == agent.as_str())) {
-        (Some(CwdSpec::Remote(r)), true) => Some(r.clone()),
-        _ => None,
-    };
-    let path = find_handoff(task, handoff_arg)?;
-    let contents = match fsutil::read_regular(&path, handoff::SIZE_CAP)? {
-        Ok(c) => c,
-        Err(skip) => {
-            return Err(Error::BadInput(format!(
-                "refusing to read handoff {}: {}",
-                path.display(),
-                skip.reason()
-            )));
-        }
-    };
+    let remote = remote_for(&spec, agent);
+    let (path, contents) = read_spawn_handoff(task, handoff_arg)?;
     let mut warnings = Vec::new();
     let handoff_text = handoff::decode(&contents.bytes, &mut warnings);
     let rt = choose_runtime(task, runtime_flag)?;
@@ -416,6 +403,28 @@ pub async fn spawn(
         remote: None,
     });
     start_agent(ctx, task, agent.as_str(), role, &rt, &text, &cwd, now, None).await
+}
+
+/// Where `agent` runs: the remote spec when task.md's `cwd:` is remote and the agent's role
+/// is one of `remote_agents:`, else `None` (local).
+fn remote_for(spec: &crate::task::TaskSpec, agent: &AgentName) -> Option<crate::task::RemoteSpec> {
+    match (&spec.cwd, remote_roles(spec).iter().any(|r| r == agent.as_str())) {
+        (Some(CwdSpec::Remote(r)), true) => Some(r.clone()),
+        _ => None,
+    }
+}
+
+/// The PM's handoff for a spawn, found and read under the regular-file rules.
+fn read_spawn_handoff(task: &Task, handoff_arg: &Path) -> Result<(PathBuf, fsutil::Contents)> {
+    let path = find_handoff(task, handoff_arg)?;
+    match fsutil::read_regular(&path, handoff::SIZE_CAP)? {
+        Ok(c) => Ok((path, c)),
+        Err(skip) => Err(Error::BadInput(format!(
+            "refusing to read handoff {}: {}",
+            path.display(),
+            skip.reason()
+        ))),
+    }
 }
 
 /// What `task spawn --prepare` renders: everything a spawn would use, nothing started.
@@ -451,21 +460,8 @@ pub async fn prepare(
 ) -> Result<Prepared> {
     task.require()?;
     let spec = task.spec()?;
-    let remote = match (&spec.cwd, remote_roles(&spec).iter().any(|r| r == agent.as_str())) {
-        (Some(CwdSpec::Remote(r)), true) => Some(r.clone()),
-        _ => None,
-    };
-    let path = find_handoff(task, handoff_arg)?;
-    let contents = match fsutil::read_regular(&path, handoff::SIZE_CAP)? {
-        Ok(c) => c,
-        Err(skip) => {
-            return Err(Error::BadInput(format!(
-                "refusing to read handoff {}: {}",
-                path.display(),
-                skip.reason()
-            )));
-        }
-    };
+    let remote = remote_for(&spec, agent);
+    let (path, contents) = read_spawn_handoff(task, handoff_arg)?;
     let handoff_text = handoff::decode(&contents.bytes, &mut Vec::new());
     let rt = choose_runtime(task, runtime_flag)?;
     let role = if agent.as_str() == "pm" { "hub" } else { "spoke" };

@@ -54,6 +54,32 @@ impl Remote {
             .unwrap()
     }
 
+    /// A PM handoff, then dev spawned on the remote host as a quiet demo agent.
+    fn spawn_idle_dev(&self) {
+        let h = ok(&run_with_stdin(
+            self.task().args([
+                "handoff",
+                "t1",
+                "--from",
+                "pm",
+                "--status",
+                "IN_PROGRESS",
+                "--body-file",
+                "-",
+            ]),
+            b"## Instructions\nWait.\n",
+        ));
+        ok(&run(self.task().env("AO_DEMO_IDLE", "1").args([
+            "spawn",
+            "t1",
+            "dev",
+            "--handoff",
+            h.trim(),
+            "--runtime",
+            "demo",
+        ])));
+    }
+
     /// ssh processes still using this world's control sockets.
     fn masters(&self) -> usize {
         let needle = self.w.dir.path().join("run").display().to_string();
@@ -461,6 +487,28 @@ fn hostile_remote_specs_are_refused_or_taken_literally() {
     assert!(!pwned.exists());
 }
 
+/// Give a file the mtime 2001-01-01 (as rsync would keep an old one).
+fn set_mtime_2001(p: &Path) {
+    std::fs::File::options()
+        .write(true)
+        .open(p)
+        .unwrap()
+        .set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(978_307_200))
+        .unwrap();
+}
+
+/// The names whose inode or mtime differs between two [`inodes`] listings (or are new).
+fn replaced<'a>(
+    before: &std::collections::BTreeMap<String, (u64, i64)>,
+    after: &'a std::collections::BTreeMap<String, (u64, i64)>,
+) -> Vec<&'a String> {
+    after
+        .iter()
+        .filter(|(n, v)| before.get(*n) != Some(v))
+        .map(|(n, _)| n)
+        .collect()
+}
+
 fn inodes(dir: &Path) -> std::collections::BTreeMap<String, (u64, i64)> {
     use std::os::unix::fs::MetadataExt;
     std::fs::read_dir(dir)
@@ -476,28 +524,7 @@ fn inodes(dir: &Path) -> std::collections::BTreeMap<String, (u64, i64)> {
 #[test]
 fn pulls_copy_exactly_what_changed_never_show_partial_files_and_survive_a_dying_host() {
     let mut r = Remote::new(None);
-    let h = ok(&run_with_stdin(
-        r.task().args([
-            "handoff",
-            "t1",
-            "--from",
-            "pm",
-            "--status",
-            "IN_PROGRESS",
-            "--body-file",
-            "-",
-        ]),
-        b"## Instructions\nWait.\n",
-    ));
-    ok(&run(r.task().env("AO_DEMO_IDLE", "1").args([
-        "spawn",
-        "t1",
-        "dev",
-        "--handoff",
-        h.trim(),
-        "--runtime",
-        "demo",
-    ])));
+    r.spawn_idle_dev();
     let rsrc = r.rdir.join("tasks/t1/artifacts/analysis");
     let local = r.w.project.join("tasks/t1/artifacts/analysis");
     for i in 0..1000 {
@@ -517,12 +544,7 @@ fn pulls_copy_exactly_what_changed_never_show_partial_files_and_survive_a_dying_
     std::fs::write(rsrc.join("f0500.md"), "file 500, changed\n").unwrap();
     std::fs::write(rsrc.join("new.md"), "new\n").unwrap();
     std::fs::write(rsrc.join("old.md"), "old\n").unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(rsrc.join("old.md"))
-        .unwrap()
-        .set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(978_307_200))
-        .unwrap();
+    set_mtime_2001(&rsrc.join("old.md"));
 
     // A watcher on the local folders sees only final names, never a temp or partial file.
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
@@ -544,11 +566,7 @@ fn pulls_copy_exactly_what_changed_never_show_partial_files_and_survive_a_dying_
         .unwrap();
     pull(&r);
     let after = inodes(&local);
-    let changed: Vec<&String> = after
-        .iter()
-        .filter(|(n, v)| before.get(*n) != Some(v))
-        .map(|(n, _)| n)
-        .collect();
+    let changed = replaced(&before, &after);
     assert_eq!(changed, vec!["f0500.md", "new.md", "old.md"]);
     assert_eq!(after.get("old.md").unwrap().1, 978_307_200);
     assert_eq!(
@@ -623,28 +641,7 @@ fn walk_sizes(dir: &Path) -> Vec<(String, u64)> {
 #[test]
 fn without_rsync_pulls_fall_back_to_sftp_with_the_same_rules() {
     let r = Remote::new(None);
-    let h = ok(&run_with_stdin(
-        r.task().args([
-            "handoff",
-            "t1",
-            "--from",
-            "pm",
-            "--status",
-            "IN_PROGRESS",
-            "--body-file",
-            "-",
-        ]),
-        b"## Instructions\nWait.\n",
-    ));
-    ok(&run(r.task().env("AO_DEMO_IDLE", "1").args([
-        "spawn",
-        "t1",
-        "dev",
-        "--handoff",
-        h.trim(),
-        "--runtime",
-        "demo",
-    ])));
+    r.spawn_idle_dev();
     let rtask = r.rdir.join("tasks/t1");
     let rsrc = rtask.join("artifacts/analysis");
     let local = r.w.project.join("tasks/t1/artifacts/analysis");
@@ -671,19 +668,10 @@ fn without_rsync_pulls_fall_back_to_sftp_with_the_same_rules() {
 
     std::fs::write(rsrc.join("f25.md"), "file 25, changed\n").unwrap();
     std::fs::write(rsrc.join("old.md"), "old\n").unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(rsrc.join("old.md"))
-        .unwrap()
-        .set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(978_307_200))
-        .unwrap();
+    set_mtime_2001(&rsrc.join("old.md"));
     pull(&r);
     let after = inodes(&local);
-    let changed: Vec<&String> = after
-        .iter()
-        .filter(|(n, v)| before.get(*n) != Some(v))
-        .map(|(n, _)| n)
-        .collect();
+    let changed = replaced(&before, &after);
     assert_eq!(changed, vec!["f25.md", "old.md"]);
     assert_eq!(after.get("old.md").unwrap().1, 978_307_200);
     assert!(
