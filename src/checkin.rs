@@ -17,6 +17,8 @@ use crate::delivery::{self, Outcome};
 use crate::error::Result;
 use crate::handoff::{self, Candidate, Loaded, Status};
 use crate::preamble;
+use crate::protocol::results::{self, Finding};
+use crate::protocol::roster::Roster;
 use crate::scribe;
 use crate::task::{self, LineageEntry, Phase, PmState, Task};
 use crate::tmux::Tmux;
@@ -40,8 +42,16 @@ pub enum SignalKind {
     ReviewRejected,
     /// The same work was rejected too often: escalate to a human.
     RepeatedRejections,
-    /// A gate in `## Gates Honored` failed.
+    /// A gate in `## Gates Honored` failed, or `Cycle Result:` says FAIL (seed 003: treat as blocked).
     GateFailed,
+    /// A required `## Gates Honored` is missing (seed 003: a warning).
+    GovernanceWarning,
+    /// A spoke reports `budget_exceeded` (seed 001 Worker limits).
+    BudgetExceeded,
+    /// A spoke reports `scope_escalation`.
+    ScopeEscalation,
+    /// A recommendation the roster's handoff table does not allow.
+    Routing,
 }
 
 impl SignalKind {
@@ -55,6 +65,10 @@ impl SignalKind {
             SignalKind::ReviewRejected => "review rejected",
             SignalKind::RepeatedRejections => "repeated rejections (needs a human)",
             SignalKind::GateFailed => "gate failed",
+            SignalKind::GovernanceWarning => "governance warning",
+            SignalKind::BudgetExceeded => "budget exceeded",
+            SignalKind::ScopeEscalation => "scope escalation",
+            SignalKind::Routing => "recommendation not in the roster",
         }
     }
 }
@@ -85,20 +99,15 @@ pub struct Evaluation {
     pub rejections: std::collections::BTreeMap<String, u32>,
 }
 
-/// The phase an instruction to `agent` puts the task in.
-pub fn phase_for_agent(agent: &str) -> Option<Phase> {
-    match agent {
-        "explore" | "plan" => Some(Phase::Exploring),
-        "architect" | "dev" => Some(Phase::Developing),
-        "test" => Some(Phase::Testing),
-        "review" => Some(Phase::Reviewing),
-        _ => None,
-    }
-}
-
 /// Evaluate new handoffs (timeline order). `idle_for` is the time since the
 /// last sign of progress; `no_progress` the threshold for that signal.
-pub fn evaluate(state: &PmState, new: &[Loaded], idle_for: Option<Duration>, no_progress: Duration) -> Evaluation {
+pub fn evaluate(
+    state: &PmState,
+    roster: &Roster,
+    new: &[Loaded],
+    idle_for: Option<Duration>,
+    no_progress: Duration,
+) -> Evaluation {
     let mut signals = Vec::new();
     let mut phase = state.phase;
     let mut refused = Vec::new();
@@ -125,7 +134,7 @@ pub fn evaluate(state: &PmState, new: &[Loaded], idle_for: Option<Duration>, no_
         if agent == "pm" {
             match h.status {
                 Status::InProgress => {
-                    if let Some(p) = h.target.as_deref().and_then(phase_for_agent) {
+                    if let Some(p) = h.target.as_deref().and_then(|t| roster.phase_for(t)) {
                         move_to(p, &mut phase, &l.file);
                     }
                 }
@@ -135,13 +144,15 @@ pub fn evaluate(state: &PmState, new: &[Loaded], idle_for: Option<Duration>, no_
             }
             continue;
         }
-        for g in h.sections.gates_honored.iter().flatten() {
-            if g.result == handoff::GateResult::Fail {
-                signals.push(sig(
-                    SignalKind::GateFailed,
-                    format!("gate '{}' FAILED; treat the work as blocked", g.name),
-                ));
-            }
+        for f in results::assess(l, roster) {
+            let kind = match f {
+                Finding::GateFailed { .. } | Finding::ResultFailed { .. } => SignalKind::GateFailed,
+                Finding::MissingGates => SignalKind::GovernanceWarning,
+                Finding::BudgetExceeded => SignalKind::BudgetExceeded,
+                Finding::ScopeEscalation => SignalKind::ScopeEscalation,
+                Finding::Disallowed { .. } | Finding::UnknownAgent { .. } => SignalKind::Routing,
+            };
+            signals.push(sig(kind, f.text(&agent, roster)));
         }
         if h.is_rejection() {
             let work = h.recommended_next.clone().unwrap_or_else(|| "work".into());
@@ -221,6 +232,12 @@ pub fn render_message(task: &Task, state: &PmState, new: &[Loaded], ev: &Evaluat
                 let _ = write!(line, " (recommends {n})");
             }
             let _ = writeln!(new_block, "{line}");
+        }
+        // The hub decides; the spokes only recommend (seed 001).
+        for l in new.iter().filter(|l| l.agent() != "pm") {
+            if let Some(n) = &l.handoff.recommended_next {
+                let _ = writeln!(new_block, "Recommended next: {n} (by {}, {})", l.agent(), l.file);
+            }
         }
     }
     let mut sig_block = String::new();
@@ -376,6 +393,23 @@ fn record(state: &mut PmState, cands: &[Candidate], ev: &Evaluation, now: DateTi
     }
 }
 
+/// Settle the task's lanes on this tmux server (see [`crate::lanes::settle`]).
+pub async fn settle_lanes(task: &Task, tmux: &Tmux, ready: &(dyn Fn(&Loaded) -> bool + Sync), now: DateTime<Utc>) {
+    match crate::session::Ctx::from_env() {
+        Ok(c) => {
+            let ctx = crate::session::Ctx {
+                tmux: tmux.clone(),
+                ..c
+            };
+            let s = crate::lanes::settle(&ctx, task, ready, now).await;
+            if s != crate::lanes::Settled::default() {
+                tracing::info!(task = %task.name, released = ?s.released, dequeued = ?s.dequeued, failed = ?s.failed, "lanes settled");
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot settle lanes"),
+    }
+}
+
 /// Run one check-in: scribe, signals, message, verified delivery, then record.
 /// `extra` signals (agent deaths) are added to those computed from handoffs.
 /// A scheduled check-in with nothing to say is recorded in events.jsonl but not
@@ -420,6 +454,9 @@ pub async fn run_with(
         tracing::warn!(task = %task.name, problem = %problem, "remote pull before the check-in failed");
     }
 
+    // Lanes: free those whose agent is done or dead, start what waited for them.
+    settle_lanes(task, tmux, ready, now).await;
+
     // A: evaluate under the state lock.
     let (state, cands, ev, message, pm, quiet) = {
         let _l = task.lock_state()?;
@@ -462,7 +499,8 @@ pub async fn run_with(
             let now_ns = now.timestamp_nanos_opt()?;
             (now_ns > ns).then(|| Duration::from_nanos((now_ns - ns) as u64))
         });
-        let mut ev = evaluate(&state, &new, idle_for, no_progress);
+        let roster = Roster::for_task(task)?;
+        let mut ev = evaluate(&state, &roster, &new, idle_for, no_progress);
         ev.signals.extend(extra);
         // The no-progress reminder is rate-limited: at most once per threshold.
         let reminded = state.reminders.get("no_progress").is_some_and(|t| {
@@ -665,7 +703,13 @@ mod tests {
             ),
         ];
         for (h, phase, sigs) in steps {
-            let ev = evaluate(&st, std::slice::from_ref(&h), None, Duration::from_secs(1800));
+            let ev = evaluate(
+                &st,
+                &Roster::builtin("default").unwrap(),
+                std::slice::from_ref(&h),
+                None,
+                Duration::from_secs(1800),
+            );
             assert_eq!(ev.phase, phase, "after {}", h.file);
             assert_eq!(kinds(&ev), sigs, "after {}", h.file);
             assert!(ev.refused_moves.is_empty(), "{:?}", ev.refused_moves);
@@ -685,7 +729,13 @@ mod tests {
             "# Handoff: review\n**Status:** COMPLETE\n**Verdict:** REJECTED\n**Recommended Next:** dev\n",
         );
         for n in 1..=3 {
-            let ev = evaluate(&st, std::slice::from_ref(&rej), None, Duration::from_secs(1800));
+            let ev = evaluate(
+                &st,
+                &Roster::builtin("default").unwrap(),
+                std::slice::from_ref(&rej),
+                None,
+                Duration::from_secs(1800),
+            );
             assert_eq!(ev.rejections["dev"], n);
             assert_eq!(
                 ev.signals.iter().any(|s| s.kind == SignalKind::RepeatedRejections),
@@ -703,12 +753,30 @@ mod tests {
             "dev-20251127-113000.md",
             "# Handoff: dev\n**Status:** BLOCKED\n## Blockers\nNo board.\n## Gates Honored\n- build: FAIL\n",
         );
-        let ev = evaluate(&st, &[b], None, Duration::from_secs(1800));
+        let ev = evaluate(
+            &st,
+            &Roster::builtin("default").unwrap(),
+            &[b],
+            None,
+            Duration::from_secs(1800),
+        );
         assert_eq!(kinds(&ev), vec![SignalKind::GateFailed, SignalKind::Blocked]);
         assert_eq!(ev.signals[1].text, "No board.");
-        let ev = evaluate(&st, &[], Some(Duration::from_secs(31 * 60)), Duration::from_secs(1800));
+        let ev = evaluate(
+            &st,
+            &Roster::builtin("default").unwrap(),
+            &[],
+            Some(Duration::from_secs(31 * 60)),
+            Duration::from_secs(1800),
+        );
         assert_eq!(kinds(&ev), vec![SignalKind::NoProgress]);
-        let ev = evaluate(&st, &[], Some(Duration::from_secs(29 * 60)), Duration::from_secs(1800));
+        let ev = evaluate(
+            &st,
+            &Roster::builtin("default").unwrap(),
+            &[],
+            Some(Duration::from_secs(29 * 60)),
+            Duration::from_secs(1800),
+        );
         assert!(ev.signals.is_empty());
     }
 

@@ -157,8 +157,11 @@ pub enum Command {
         #[command(flatten)]
         project: ProjectArg,
         /// Render everything the spawn would use (session, command line, preamble) and start nothing.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "queue")]
         prepare: bool,
+        /// When the agent's lane is busy, wait in it (one spawn per lane) and start as soon as it frees.
+        #[arg(long)]
+        queue: bool,
         /// Print what was started as JSON.
         #[arg(long)]
         json: bool,
@@ -428,6 +431,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             project,
             prepare,
             json,
+            ..
         } if prepare => block_on(cmd_prepare(&project, &task, &agent, &handoff, runtime.as_deref(), json)),
         Command::Spawn {
             task,
@@ -435,9 +439,18 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             handoff,
             runtime,
             project,
+            queue,
             json,
             ..
-        } => block_on(cmd_spawn(&project, &task, &agent, &handoff, runtime.as_deref(), json)),
+        } => block_on(cmd_spawn(
+            &project,
+            &task,
+            &agent,
+            &handoff,
+            runtime.as_deref(),
+            queue,
+            json,
+        )),
         Command::Send {
             task,
             agent,
@@ -710,11 +723,14 @@ fn add_liveness(t: &Task, s: &mut status::TaskStatus) {
     };
     for l in live {
         if let Some(row) = s.agents.iter_mut().find(|r| r.name == l.agent) {
-            row.pane = Some(l.pane);
+            row.pane = Some(l.pane.clone());
             row.exit_status = l.exit_status;
             row.exit_signal = l.exit_signal;
             row.idle_secs = l.idle_secs;
             row.waiting_for_human = l.waiting_for_human;
+        }
+        if let Some(lane) = s.lanes.iter_mut().find(|r| r.agent == l.agent) {
+            lane.refresh(l.idle_secs.filter(|_| l.pane == "alive"));
         }
     }
 }
@@ -876,35 +892,70 @@ async fn cmd_spawn(
     agent: &AgentName,
     handoff: &Path,
     runtime: Option<&str>,
+    queue: bool,
     json: bool,
 ) -> anyhow::Result<()> {
     let t = locate(project, name)?;
     let ctx = crate::session::Ctx::from_env()?;
-    gate(&t, &ctx, agent.as_str(), "spawn")?;
-    let handoff = crate::session::find_handoff(&t, handoff)?;
-    let s = supervised(&t);
-    let req = crate::daemon::protocol::Request::Spawn {
-        project: s.project,
-        task: s.task,
-        agent: agent.to_string(),
-        handoff: handoff.display().to_string(),
-        runtime: runtime.map(str::to_string),
-        tmux: ctx.id(),
-    };
-    let mut started = match via_daemon(&req)? {
-        Some(v) => v,
-        None => serde_json::to_value(crate::session::spawn(&ctx, &t, agent, &handoff, runtime, clock::now()).await?)?,
-    };
-    started["reason"] = crate::protocol::gate::Reason::SpawnOk.code().into();
-    if json {
-        return print_json(&started);
+    let r = async {
+        gate(&t, &ctx, agent.as_str(), "spawn")?;
+        let handoff = crate::session::find_handoff(&t, handoff)?;
+        let s = supervised(&t);
+        let req = crate::daemon::protocol::Request::Spawn {
+            project: s.project,
+            task: s.task,
+            agent: agent.to_string(),
+            handoff: handoff.display().to_string(),
+            runtime: runtime.map(str::to_string),
+            queue,
+            tmux: ctx.id(),
+        };
+        Ok::<_, anyhow::Error>(match via_daemon(&req)? {
+            Some(v) => v,
+            None => {
+                let mode = if queue {
+                    crate::session::SpawnMode::Queue
+                } else {
+                    crate::session::SpawnMode::Start
+                };
+                serde_json::to_value(
+                    crate::session::spawn_with(&ctx, &t, agent, &handoff, runtime, mode, clock::now()).await?,
+                )?
+            }
+        })
     }
-    println!(
-        "SPAWN_OK: started {agent} for task '{name}' in tmux session {} (pane {}); preamble saved to {}",
-        started["session"].as_str().unwrap_or("?"),
-        started["pane"].as_str().unwrap_or("?"),
-        started["preamble"].as_str().unwrap_or("?")
-    );
+    .await;
+    let report = match r {
+        Ok(v) => v,
+        Err(e) => {
+            // A refusal is an answer scripts read: with --json it goes to stdout with its code.
+            let msg = format!("{e:#}");
+            if let (true, Some(reason)) = (json, crate::protocol::lane::Reason::from_message(&msg)) {
+                print_json(&serde_json::json!({"reason": reason, "agent": agent.as_str(), "error": msg}))?;
+            }
+            return Err(e);
+        }
+    };
+    if json {
+        return print_json(&report);
+    }
+    let reason = report["reason"].as_str().unwrap_or("SPAWN_OK");
+    if reason == "SPAWN_QUEUED" {
+        println!(
+            "SPAWN_QUEUED: {agent}'s lane is busy ({}); this spawn starts as soon as it frees (watch with `task status {name}`)",
+            report["waiting_for"].as_str().unwrap_or("held")
+        );
+    } else {
+        println!(
+            "{reason}: started {agent} for task '{name}' in tmux session {} (pane {}); preamble saved to {}",
+            report["session"].as_str().unwrap_or("?"),
+            report["pane"].as_str().unwrap_or("?"),
+            report["preamble"].as_str().unwrap_or("?")
+        );
+    }
+    for n in report["notes"].as_array().into_iter().flatten() {
+        println!("note: {}", n.as_str().unwrap_or_default());
+    }
     Ok(())
 }
 
@@ -1179,8 +1230,17 @@ fn gate(t: &Task, ctx: &crate::session::Ctx, agent: &str, verb: &str) -> anyhow:
     use crate::protocol::gate;
     let st = t.state()?;
     let caller = gate::Caller::from_env(&ctx.tmux.socket().path());
-    let (reason, advice) = gate::decide(&caller, &st, verb);
+    let roster = crate::protocol::roster::Roster::for_task(t)?;
+    let (reason, advice) = gate::decide(&caller, &st, &roster, verb);
     let Some(advice) = advice else { return Ok(()) };
+    if verb == "spawn" {
+        // `task status` shows the last outcome per lane, refusals included.
+        let now = clock::now();
+        let _l = t.lock_state()?;
+        let mut st = t.state_for_update(now)?;
+        st.lanes.entry(agent.to_string()).or_default().last_reason = Some(reason);
+        t.save_state(&st)?;
+    }
     let _ = crate::events::append(
         t,
         "spawn_refused",
@@ -1188,7 +1248,7 @@ fn gate(t: &Task, ctx: &crate::session::Ctx, agent: &str, verb: &str) -> anyhow:
         serde_json::json!({"reason": reason, "verb": verb, "caller": caller.agent}),
         clock::now(),
     );
-    Err(Exit(crate::error::EXIT_BAD_INPUT, advice).into())
+    Err(Exit(crate::error::EXIT_REFUSED, advice).into())
 }
 
 /// Ask the daemon to run a verb; `Ok(None)` when no daemon is running (the caller runs it

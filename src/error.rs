@@ -16,6 +16,8 @@ pub const EXIT_BAD_INPUT: i32 = 2;
 pub const EXIT_NOT_FOUND: i32 = 3;
 /// Exit code when pm_state.json is corrupt or from a newer version.
 pub const EXIT_STATE: i32 = 4;
+/// Exit code when the protocol refused a spawn or send (a `SPAWN_REJECT_*` code says why).
+pub const EXIT_REFUSED: i32 = 6;
 
 /// Library-wide result alias.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -71,6 +73,10 @@ pub enum Error {
     #[error("{0}")]
     NotRunning(String),
 
+    /// The hub-and-spoke protocol refused a spawn or send; the message starts with its reason code.
+    #[error("{0}")]
+    Refused(String),
+
     /// An I/O operation on a specific path failed.
     #[error("{action} {path}: {source}")]
     Io {
@@ -98,6 +104,7 @@ impl Error {
             Error::TaskNotFound { .. } | Error::NotRunning(_) => EXIT_NOT_FOUND,
             Error::CorruptState { .. } | Error::StateTooNew { .. } => EXIT_STATE,
             Error::Io { .. } | Error::Tmux { .. } => EXIT_FAILURE,
+            Error::Refused(_) => EXIT_REFUSED,
         }
     }
 }

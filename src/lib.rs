@@ -19,6 +19,7 @@ pub mod escalation;
 pub mod events;
 pub mod fsutil;
 pub mod handoff;
+pub mod lanes;
 pub mod logging;
 pub mod names;
 pub mod preamble;

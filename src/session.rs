@@ -165,6 +165,8 @@ pub struct Started {
     pub preamble: PathBuf,
     /// The command line started (argv).
     pub argv: Vec<String>,
+    /// `local`, or the remote host it runs on.
+    pub host: String,
 }
 
 #[allow(clippy::too_many_arguments)] // one call site each for start and spawn; a struct would only rename them
@@ -202,16 +204,15 @@ async fn start_agent(
         )));
     }
     if ctx.tmux.has_session(&session).await? {
-        if agent != "pm" && finished_since_start(task, agent)? {
-            // Its turn is over (a terminal handoff since it started): retire the old session.
-            tracing::info!(agent, session = %session, "replacing a finished agent's session");
-            ctx.tmux.kill_session(&session).await?;
-        } else {
+        if agent == "pm" {
             return Err(Error::BadInput(format!(
-                "agent '{agent}' of task '{}' is still working in tmux session {session} (no COMPLETE/BLOCKED/NEEDS_REVIEW handoff since it started); message it with `task send {} {agent} --message …`, look with `task attach {} {agent}`, or end it with `task stop {}`",
-                task.name, task.name, task.name, task.name
+                "the PM of task '{}' is already running in tmux session {session}; look with `task attach {}`",
+                task.name, task.name
             )));
         }
+        // The lane was free, so the old session's turn is over (done, dead or reclaimed).
+        tracing::info!(agent, session = %session, "replacing the agent's previous session");
+        ctx.tmux.kill_session(&session).await?;
     }
     let prompt_file = save_preamble(task, agent, preamble_text, now)?;
     let argv = rt.argv(&Vars {
@@ -246,13 +247,6 @@ async fn start_agent(
     a.started_at = Some(now);
     a.last_activity = Some(now);
     task.save_state(&st)?;
-    crate::events::append(
-        task,
-        "spawn",
-        Some(agent),
-        serde_json::json!({"session": session, "pane": pane, "runtime": rt.name, "preamble_bytes": preamble_text.len()}),
-        now,
-    )?;
     Ok(Started {
         agent: agent.into(),
         session,
@@ -260,24 +254,8 @@ async fn start_agent(
         runtime: rt.name.clone(),
         preamble: prompt_file,
         argv,
+        host: "local".into(),
     })
-}
-
-/// Whether `agent` wrote a terminal handoff after the supervisor last started it.
-fn finished_since_start(task: &Task, agent: &str) -> Result<bool> {
-    let started = task.state()?.agents.get(agent).and_then(|a| a.started_at);
-    let (names, _) = handoff::list(&task.handoffs())?;
-    let Some(last) = names.iter().rev().find(|n| n.agent == agent) else {
-        return Ok(false);
-    };
-    let Ok(l) = handoff::load(&task.handoffs(), last)? else {
-        return Ok(false);
-    };
-    let after_start = match started.and_then(|t| t.timestamp_nanos_opt()) {
-        Some(ns) => l.mtime_ns >= ns,
-        None => true,
-    };
-    Ok(after_start && l.handoff.status.is_terminal())
 }
 
 /// Start the task's PM (creating the task when needed).
@@ -305,7 +283,20 @@ pub async fn start(ctx: &Ctx, task: &Task, runtime_flag: Option<&str>, now: Date
             task.name
         )));
     }
-    start_agent(ctx, task, "pm", "hub", &rt, &text, &task.project, now, None).await
+    let s = start_agent(ctx, task, "pm", "hub", &rt, &text, &task.project, now, None).await?;
+    spawn_event(task, "pm", "SPAWN_OK", &s, now)?;
+    Ok(s)
+}
+
+/// The `spawn` line of events.jsonl, with the reason code.
+fn spawn_event(task: &Task, agent: &str, reason: &str, s: &Started, now: DateTime<Utc>) -> Result<()> {
+    crate::events::append(
+        task,
+        "spawn",
+        Some(agent),
+        serde_json::json!({"reason": reason, "session": s.session, "pane": s.pane, "runtime": s.runtime, "host": s.host}),
+        now,
+    )
 }
 
 /// Restart a dead PM: its dead session is replaced; the conversation is resumed
@@ -333,7 +324,7 @@ pub async fn restart_pm(ctx: &Ctx, task: &Task, now: DateTime<Utc>) -> Result<St
         spec.setting("checkin").unwrap_or("10m"),
         spec.setting("no_progress").unwrap_or("30m"),
     );
-    start_agent(
+    let s = start_agent(
         ctx,
         task,
         "pm",
@@ -344,7 +335,9 @@ pub async fn restart_pm(ctx: &Ctx, task: &Task, now: DateTime<Utc>) -> Result<St
         now,
         resume.as_deref(),
     )
-    .await
+    .await?;
+    spawn_event(task, "pm", "SPAWN_OK", &s, now)?;
+    Ok(s)
 }
 
 /// Resolve a `--handoff` argument: absolute, relative to the current folder, or to the task folder.
@@ -364,7 +357,40 @@ pub fn find_handoff(task: &Task, arg: &Path) -> Result<PathBuf> {
     })
 }
 
-/// Spawn `agent` with the PM's handoff (seed 004 §6.1 preamble + the handoff's contents).
+/// How a spawn treats a busy lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpawnMode {
+    /// Refuse (SPAWN_REJECT_ACTIVE_LANE).
+    Start,
+    /// Hold it in the lane's queue (`--queue`; SPAWN_QUEUED).
+    Queue,
+    /// The supervisor starting a queued spawn whose lane freed (SPAWN_DEQUEUED).
+    Dequeue,
+}
+
+/// What a spawn did. `started` is absent when it was queued.
+#[derive(Debug, Clone, Serialize)]
+pub struct SpawnReport {
+    /// SPAWN_OK, SPAWN_QUEUED, SPAWN_DEQUEUED or SPAWN_RECOVERED_STALE.
+    pub reason: crate::protocol::lane::Reason,
+    /// The agent.
+    pub agent: String,
+    /// hub or spoke, from the roster.
+    pub role: String,
+    /// The task's roster.
+    pub roster: String,
+    /// What was started.
+    #[serde(flatten)]
+    pub started: Option<Started>,
+    /// For a queued spawn: what holds the lane.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
+    /// Things the caller should know (a stale lane reclaimed, a bundle not deployed…).
+    pub notes: Vec<String>,
+}
+
+/// Spawn `agent` with the PM's handoff (seed 004 §6.1 preamble + the handoff's contents),
+/// taking its lane first; a busy lane refuses the spawn.
 pub async fn spawn(
     ctx: &Ctx,
     task: &Task,
@@ -372,37 +398,219 @@ pub async fn spawn(
     handoff_arg: &Path,
     runtime_flag: Option<&str>,
     now: DateTime<Utc>,
-) -> Result<Started> {
+) -> Result<SpawnReport> {
+    spawn_with(ctx, task, agent, handoff_arg, runtime_flag, SpawnMode::Start, now).await
+}
+
+/// [`spawn`] with a choice of what a busy lane means.
+pub async fn spawn_with(
+    ctx: &Ctx,
+    task: &Task,
+    agent: &AgentName,
+    handoff_arg: &Path,
+    runtime_flag: Option<&str>,
+    mode: SpawnMode,
+    now: DateTime<Utc>,
+) -> Result<SpawnReport> {
+    use crate::protocol::lane::{self, Decision, Reason, ReleaseReason};
     task.require()?;
     let spec = task.spec()?;
+    let roster = crate::protocol::roster::Roster::for_task(task)?;
+    let role = roster.role_of(agent.as_str()).as_str();
+    let mut notes = Vec::new();
+    if agent.as_str() == "pm" {
+        return Err(Error::BadInput(format!(
+            "the PM is started with `task start {}`, not spawned",
+            task.name
+        )));
+    }
+    if roster.member(agent.as_str()).is_none() {
+        notes.push(format!(
+            "'{agent}' is not in roster '{}'; it runs as a spoke",
+            roster.name
+        ));
+    }
     let remote = remote_for(&spec, agent);
     let (path, contents) = read_spawn_handoff(task, handoff_arg)?;
     let mut warnings = Vec::new();
     let handoff_text = handoff::decode(&contents.bytes, &mut warnings);
     let rt = choose_runtime(task, runtime_flag)?;
-    if let Some(r) = remote {
-        return spawn_remote(ctx, task, agent, &r, &rt, &path, &handoff_text, now).await;
-    }
-    rt.ensure_installed(&ctx.task_bin)?;
     let cwd = local_cwd(task)?;
-    let rel = path
-        .strip_prefix(task.dir())
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| path.display().to_string());
-    let role = if agent.as_str() == "pm" { "hub" } else { "spoke" };
-    let text = preamble::agent(&preamble::AgentPreamble {
-        agent: agent.as_str(),
-        role,
-        task: task.name.as_str(),
-        spawned: &scribe::local_time(now),
-        cwd: &cwd.display().to_string(),
-        task_dir: &task.dir().display().to_string(),
-        task_bin: &ctx.task_bin_display(),
-        handoff_file: &rel,
-        handoff: &handoff_text,
-        remote: None,
-    });
-    start_agent(ctx, task, agent.as_str(), role, &rt, &text, &cwd, now, None).await
+    if remote.is_none() {
+        // Everything that can fail before the lane is taken.
+        rt.ensure_installed(&ctx.task_bin)?;
+        if !cwd.is_dir() {
+            return Err(Error::BadInput(format!(
+                "the agents' working folder {} does not exist; create it or fix cwd: in {}",
+                cwd.display(),
+                task.task_md().display()
+            )));
+        }
+    }
+
+    // The lane: release what is due, then decide under the state lock.
+    let key = path.display().to_string();
+    let timing = lane::Timing::from_spec(Some(&spec));
+    let held = task.state()?.lanes.get(agent.as_str()).and_then(|l| l.holder.clone());
+    let mut last_sign = None;
+    if let Some(h) = &held {
+        let (seen, last) = crate::lanes::observe(ctx, task, agent.as_str(), h, &|_| true, now).await;
+        last_sign = seen.last_sign;
+        if let Some(r) = lane::release_due(h, &seen, false, now, &timing) {
+            crate::lanes::release(task, agent.as_str(), Some(h.since), r, last.as_ref(), now)?;
+        }
+    }
+    let decision = {
+        let _l = task.lock_state()?;
+        let mut st = task.state_for_update(now)?;
+        let l = st.lanes.entry(agent.to_string()).or_default();
+        let d = lane::decide(l, &key, mode == SpawnMode::Queue, last_sign, now, &timing);
+        let waiting_for = l
+            .holder
+            .as_ref()
+            .map(|h| format!("{agent} started {} with {}", scribe::local_time(h.since), h.handoff));
+        l.last_reason = Some(match (&d, mode) {
+            (Decision::Reject(r), _) => *r,
+            (Decision::Queue, _) => Reason::SpawnQueued,
+            (Decision::Acquire { stale: true }, _) => Reason::SpawnRecoveredStale,
+            (Decision::Acquire { .. }, SpawnMode::Dequeue) => Reason::SpawnDequeued,
+            (Decision::Acquire { .. }, _) => Reason::SpawnOk,
+        });
+        match &d {
+            Decision::Reject(_) => {}
+            Decision::Queue => {
+                l.queued = Some(lane::Queued {
+                    handoff: key.clone(),
+                    runtime: runtime_flag.map(str::to_string),
+                    at: now,
+                });
+            }
+            Decision::Acquire { stale } => {
+                if *stale {
+                    lane::release(l, ReleaseReason::Stale, now);
+                }
+                lane::acquire(l, &key, now);
+            }
+        }
+        task.save_state(&st)?;
+        (d, waiting_for)
+    };
+    let (decision, waiting_for) = decision;
+    let reason = match decision {
+        Decision::Reject(r) => {
+            let why = match r {
+                Reason::SpawnRejectDuplicate => format!(
+                    "the same spawn of {agent} with {} was made moments ago (or is already queued); nothing was started",
+                    path.display()
+                ),
+                _ => format!(
+                    "{agent}'s lane is busy ({}); wait for its handoff, queue this spawn with --queue, message it with `task send`, or end it with `task stop {}`",
+                    waiting_for.as_deref().unwrap_or("held"),
+                    task.name
+                ),
+            };
+            crate::events::append(
+                task,
+                "spawn_refused",
+                Some(agent.as_str()),
+                serde_json::json!({"reason": r, "handoff": key}),
+                now,
+            )?;
+            return Err(Error::Refused(format!("{}: {why}", r.code())));
+        }
+        Decision::Queue => {
+            crate::events::append(
+                task,
+                "spawn_queued",
+                Some(agent.as_str()),
+                serde_json::json!({"reason": Reason::SpawnQueued, "handoff": key}),
+                now,
+            )?;
+            return Ok(SpawnReport {
+                reason: Reason::SpawnQueued,
+                agent: agent.to_string(),
+                role: role.into(),
+                roster: roster.name.clone(),
+                started: None,
+                waiting_for,
+                notes,
+            });
+        }
+        Decision::Acquire { stale: true } => {
+            crate::events::append(
+                task,
+                "lane_released",
+                Some(agent.as_str()),
+                serde_json::json!({"reason": ReleaseReason::Stale}),
+                now,
+            )?;
+            notes.push(format!(
+                "{agent}'s previous run showed no sign of life for {} minutes; its lane was reclaimed",
+                timing.stale.as_secs() / 60
+            ));
+            Reason::SpawnRecoveredStale
+        }
+        Decision::Acquire { stale: false } if mode == SpawnMode::Dequeue => Reason::SpawnDequeued,
+        Decision::Acquire { stale: false } => Reason::SpawnOk,
+    };
+
+    let started = async {
+        if let Some(r) = &remote {
+            return spawn_remote(ctx, task, agent, role, r, &rt, &path, &handoff_text, now).await;
+        }
+        let rel = path
+            .strip_prefix(task.dir())
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| path.display().to_string());
+        let text = preamble::agent(&preamble::AgentPreamble {
+            agent: agent.as_str(),
+            role,
+            task: task.name.as_str(),
+            spawned: &scribe::local_time(now),
+            cwd: &cwd.display().to_string(),
+            task_dir: &task.dir().display().to_string(),
+            task_bin: &ctx.task_bin_display(),
+            handoff_file: &rel,
+            handoff: &handoff_text,
+            remote: None,
+        });
+        start_agent(ctx, task, agent.as_str(), role, &rt, &text, &cwd, now, None).await
+    }
+    .await;
+    let started = match started {
+        Ok(s) => s,
+        Err(e) => {
+            // Give the lane back, and forget the attempt so a retry is not a duplicate.
+            let _l = task.lock_state()?;
+            let mut st = task.state_for_update(now)?;
+            if let Some(l) = st.lanes.get_mut(agent.as_str()) {
+                if l.holder.as_ref().is_some_and(|h| h.since == now && h.handoff == key) {
+                    lane::release(l, ReleaseReason::SpawnFailed, now);
+                    l.last_spawn = None;
+                    task.save_state(&st)?;
+                }
+            }
+            return Err(e);
+        }
+    };
+    {
+        let _l = task.lock_state()?;
+        let mut st = task.state_for_update(now)?;
+        if let Some(h) = st.lanes.get_mut(agent.as_str()).and_then(|l| l.holder.as_mut()) {
+            h.pane = Some(started.pane.clone());
+        }
+        task.save_state(&st)?;
+    }
+    spawn_event(task, agent.as_str(), reason.code(), &started, now)?;
+    Ok(SpawnReport {
+        reason,
+        agent: agent.to_string(),
+        role: role.into(),
+        roster: roster.name.clone(),
+        started: Some(started),
+        waiting_for: None,
+        notes,
+    })
 }
 
 /// Where `agent` runs: the remote spec when task.md's `cwd:` is remote and the agent's role
@@ -464,7 +672,9 @@ pub async fn prepare(
     let (path, contents) = read_spawn_handoff(task, handoff_arg)?;
     let handoff_text = handoff::decode(&contents.bytes, &mut Vec::new());
     let rt = choose_runtime(task, runtime_flag)?;
-    let role = if agent.as_str() == "pm" { "hub" } else { "spoke" };
+    let role = crate::protocol::roster::Roster::for_task(task)?
+        .role_of(agent.as_str())
+        .as_str();
     let (cwd, task_dir, host, file) = match &remote {
         Some(r) => (
             r.path.clone(),
@@ -551,6 +761,7 @@ async fn spawn_remote(
     ctx: &Ctx,
     task: &Task,
     agent: &AgentName,
+    role: &str,
     spec: &crate::task::RemoteSpec,
     rt: &Runtime,
     handoff_path: &Path,
@@ -560,7 +771,6 @@ async fn spawn_remote(
     let host = crate::remote::Host::connect(spec).await?;
     let cwd = host.cwd().await?;
     let rdir = format!("{cwd}/tasks/{}", task.name);
-    let role = "spoke";
     let session = ctx.session_name(task, agent.as_str());
     let file_name = handoff_path
         .file_name()
@@ -648,16 +858,8 @@ async fn spawn_remote(
 
     let tmux = host.tmux()?;
     if tmux.has_session(&session).await? {
-        if finished_since_start(task, agent.as_str())? {
-            tmux.kill_session(&session).await?;
-        } else {
-            return Err(Error::BadInput(format!(
-                "agent '{agent}' of task '{}' is still working on {} in tmux session {session}; message it with `task send`, or end it with `task stop {}`",
-                task.name,
-                spec.destination(),
-                task.name
-            )));
-        }
+        // The lane was free: the old session's turn is over.
+        tmux.kill_session(&session).await?;
     }
     let mut env = vec![
         ("TASK_NAME".to_string(), task.name.to_string()),
@@ -692,13 +894,6 @@ async fn spawn_remote(
     a.started_at = Some(now);
     a.last_activity = Some(now);
     task.save_state(&st)?;
-    crate::events::append(
-        task,
-        "spawn",
-        Some(agent.as_str()),
-        serde_json::json!({"session": session, "pane": pane, "runtime": rt.name, "host": spec.destination(), "preamble_bytes": text.len()}),
-        now,
-    )?;
     Ok(Started {
         agent: agent.to_string(),
         session,
@@ -706,6 +901,7 @@ async fn spawn_remote(
         runtime: rt.name.clone(),
         preamble: local_copy,
         argv,
+        host: spec.destination(),
     })
 }
 
@@ -859,6 +1055,9 @@ pub async fn stop(ctx: &Ctx, task: &Task, now: DateTime<Utc>) -> Result<Stopped>
         }
     }
     task.save_state(&st)?;
+    drop(_l);
+    // Every lane comes free and nothing queued starts later; the handoff files stay.
+    crate::lanes::release_all(task, now)?;
     if let Err(e) = ctx.tmux.end_if_empty().await {
         tracing::debug!(error = %e, "could not end the empty tmux server");
     }

@@ -60,6 +60,44 @@ pub struct Blocker {
     pub text: String,
 }
 
+/// One lane as `task status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct LaneRow {
+    /// The agent type.
+    pub agent: String,
+    /// busy, stale (reclaimable by the next spawn) or free.
+    pub state: String,
+    /// Held since.
+    pub since: Option<DateTime<Utc>>,
+    /// The handoff the holder was started with.
+    pub handoff: Option<String>,
+    /// The spawn waiting in the lane, by handoff.
+    pub queued: Option<String>,
+    /// The last spawn request's reason code.
+    pub last_reason: Option<crate::protocol::lane::Reason>,
+    /// The last release: why, and when.
+    pub released: Option<crate::protocol::lane::Released>,
+    /// Seconds since the holder's last sign of life.
+    pub idle_secs: Option<i64>,
+    /// After how long without a sign of life the lane counts as stale.
+    pub stale_after_secs: u64,
+}
+
+impl LaneRow {
+    /// Recompute busy/stale from a fresher idle time (the pane's activity).
+    pub fn refresh(&mut self, idle_secs: Option<i64>) {
+        if let (Some(new), Some(old)) = (idle_secs, self.idle_secs) {
+            self.idle_secs = Some(new.min(old));
+        } else if idle_secs.is_some() {
+            self.idle_secs = idle_secs;
+        }
+        if self.since.is_some() {
+            let stale = self.idle_secs.is_some_and(|i| i >= self.stale_after_secs as i64);
+            self.state = if stale { "stale" } else { "busy" }.into();
+        }
+    }
+}
+
 /// The whole status of one task.
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskStatus {
@@ -89,6 +127,10 @@ pub struct TaskStatus {
     pub artifacts: usize,
     /// Open escalations: what needs a human.
     pub escalations: Vec<crate::task::Escalation>,
+    /// The task's roster.
+    pub roster: String,
+    /// One row per lane (agent type) that has been used.
+    pub lanes: Vec<LaneRow>,
     /// Problems reading the task (task.md errors), one line each.
     pub problems: Vec<String>,
 }
@@ -162,7 +204,45 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
             name,
         });
     }
+    let now = crate::clock::now();
+    let spec = task.spec().ok();
+    let timing = crate::protocol::lane::Timing::from_spec(spec.as_ref());
+    let roster = match crate::protocol::roster::Roster::for_task(task) {
+        Ok(r) => r.name,
+        Err(e) => {
+            problems.push(e.to_string());
+            "?".into()
+        }
+    };
+    let lanes = state
+        .lanes
+        .iter()
+        .map(|(agent, l)| {
+            let last = l.holder.as_ref().map(|h| {
+                state
+                    .agents
+                    .get(agent)
+                    .and_then(|a| a.last_activity)
+                    .map_or(h.since, |t| t.max(h.since))
+            });
+            let mut row = LaneRow {
+                agent: agent.clone(),
+                state: "free".into(),
+                since: l.holder.as_ref().map(|h| h.since),
+                handoff: l.holder.as_ref().map(|h| h.handoff.clone()),
+                queued: l.queued.as_ref().map(|q| q.handoff.clone()),
+                last_reason: l.last_reason,
+                released: l.released.clone(),
+                idle_secs: last.map(|t| now.signed_duration_since(t).num_seconds().max(0)),
+                stale_after_secs: timing.stale.as_secs(),
+            };
+            row.refresh(None);
+            row
+        })
+        .collect();
     Ok(TaskStatus {
+        roster,
+        lanes,
         task: task.name.to_string(),
         title,
         dir: task.dir().display().to_string(),
@@ -256,6 +336,50 @@ pub fn render(s: &TaskStatus) -> String {
                 a.last_status.map(|x| x.to_string()).unwrap_or_else(|| "-".into()),
                 a.last_handoff_time.clone().unwrap_or_else(|| "-".into()),
                 a.recommended_next.clone().unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        out.push_str(&trim_lines(&t.to_string()));
+        out.push('\n');
+    }
+    if !s.lanes.is_empty() {
+        out.push_str(&format!(
+            "\nLanes (roster {}; stale after {}):\n",
+            s.roster,
+            idle(s.lanes[0].stale_after_secs as i64)
+        ));
+        let mut t = table();
+        t.set_header(vec![
+            "  LANE",
+            "STATE",
+            "SINCE",
+            "IDLE",
+            "QUEUED",
+            "LAST SPAWN",
+            "LAST RELEASE",
+        ]);
+        for l in &s.lanes {
+            let file = |p: &str| {
+                std::path::Path::new(p)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| p.to_string())
+            };
+            t.add_row(vec![
+                format!("  {}", l.agent),
+                l.state.clone(),
+                opt_time(l.since),
+                l.idle_secs
+                    .filter(|_| l.since.is_some())
+                    .map(idle)
+                    .unwrap_or_else(|| "-".into()),
+                l.queued.as_deref().map(file).unwrap_or_else(|| "-".into()),
+                l.last_reason
+                    .map(|r| r.code().to_string())
+                    .unwrap_or_else(|| "-".into()),
+                l.released
+                    .as_ref()
+                    .map(|r| format!("{} ({})", r.reason.as_str(), scribe::local_time(r.at)))
+                    .unwrap_or_else(|| "-".into()),
             ]);
         }
         out.push_str(&trim_lines(&t.to_string()));

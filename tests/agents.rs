@@ -514,7 +514,7 @@ fn the_spawn_gate_refuses_spokes_and_lets_hubs_and_humans_through() {
     };
     // A spoke, known by the environment its pane was started with: refused, nothing started.
     let o = spawn_test(w.task().env("TASK_AGENT", "dev").env("TASK_ROLE", "spoke"));
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("SPAWN_REJECT_SPOKE_CALLER") && stderr(&o).contains("--next"),
         "{}",
@@ -526,11 +526,11 @@ fn the_spawn_gate_refuses_spokes_and_lets_hubs_and_humans_through() {
             .env("TASK_AGENT", "dev")
             .env("TASK_ROLE", "spoke")
             .args(["send", "t1", "dev", "--message", "hi"]));
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
     // A spoke that cleared its environment is known by the pane it runs in.
     let tmux_var = format!("{},1,0", w.sock.display());
     let o = spawn_test(w.task().env("TMUX", &tmux_var).env("TMUX_PANE", &dev_pane));
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
     assert!(!w.sessions().iter().any(|s| s == "aot-t1-test"), "{:?}", w.sessions());
     let log = std::fs::read_to_string(w.project.join("tasks/t1/events.jsonl")).unwrap();
     assert_eq!(log.matches("SPAWN_REJECT_SPOKE_CALLER").count(), 3, "{log}");

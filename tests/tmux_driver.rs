@@ -82,7 +82,7 @@ fn dead_panes_are_kept_with_their_exit_status() {
         .block_on(tmux.new_session(&spec("d", w.dir.path(), &["sh", "-c", "exit 7"])))
         .unwrap();
     // tmux may see the pty close (dead) a moment before it reaps the child (status).
-    let info = wait_for("the pane to die with its status", 10, || {
+    let info = wait_for("the pane to die with its status", 30, || {
         r.block_on(tmux.pane(&pane))
             .unwrap()
             .filter(|p| p.dead && (p.dead_status.is_some() || p.dead_signal.is_some()))

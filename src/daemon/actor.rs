@@ -360,6 +360,8 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                 }
             }
             _ = liveness.tick() => {
+                let now = now_ns();
+                checkin::settle_lanes(&task, &tmux, &|l| finals.ready(l, now), clock::now()).await;
                 let mut pm_dead = false;
                 let sigs = deaths(&task, &tmux, &mut reported, &mut pm_dead).await;
                 if !sigs.is_empty() {

@@ -39,6 +39,9 @@ pub enum Request {
         handoff: String,
         /// Runtime override.
         runtime: Option<String>,
+        /// Hold the spawn in the agent's lane when it is busy (`--queue`).
+        #[serde(default)]
+        queue: bool,
         /// The tmux server and session prefix the CLI was asked to use ([`crate::session::Ctx::id`]).
         tmux: String,
     },

@@ -47,16 +47,23 @@ async fn verb(req: Request) -> Result<serde_json::Value> {
             agent,
             handoff,
             runtime,
+            queue,
             tmux,
         } => {
             let (ctx, t) = (ctx(&tmux)?, task(&project, &name)?);
             let agent: AgentName = agent.parse()?;
-            let started = crate::session::spawn(
+            let mode = if queue {
+                crate::session::SpawnMode::Queue
+            } else {
+                crate::session::SpawnMode::Start
+            };
+            let started = crate::session::spawn_with(
                 &ctx,
                 &t,
                 &agent,
                 &PathBuf::from(handoff),
                 runtime.as_deref(),
+                mode,
                 clock::now(),
             )
             .await?;

@@ -134,6 +134,12 @@ pub struct Handoff {
     pub cycle_result: Option<String>,
     /// `**Verdict:**` of a review (APPROVED | REJECTED), verbatim upper-cased.
     pub verdict: Option<String>,
+    /// `budget_exceeded: true` (seed 001's Worker limits): the hub must re-plan the work.
+    #[serde(default)]
+    pub budget_exceeded: bool,
+    /// `scope_escalation: true`: the agent needs changes outside its scope.
+    #[serde(default)]
+    pub scope_escalation: bool,
     /// The sections.
     pub sections: Sections,
     /// Every deviation noticed, for logs and `task status`.
@@ -383,6 +389,8 @@ fn parse_into(text: &str, warnings: &mut Vec<String>) -> Handoff {
         recommended_next: None,
         cycle_result: None,
         verdict: None,
+        budget_exceeded: false,
+        scope_escalation: false,
         sections: Sections::default(),
         warnings: Vec::new(),
     };
@@ -425,6 +433,19 @@ fn parse_into(text: &str, warnings: &mut Vec<String>) -> Handoff {
                     Some(_) => {}
                 }
             }
+        }
+    }
+    let mut fenced = false;
+    for line in text.lines() {
+        let t = line.trim_start();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            fenced = !fenced;
+            continue;
+        }
+        match limit_flag(line).filter(|_| !fenced) {
+            Some(("budget", on)) => h.budget_exceeded |= on,
+            Some((_, on)) => h.scope_escalation |= on,
+            None => {}
         }
     }
     for s in [&mut h.cycle_result, &mut h.verdict].into_iter().flatten() {
@@ -557,6 +578,22 @@ fn first_word(s: &str) -> &str {
         .find(|w| !w.is_empty())
         .unwrap_or("")
         .trim_matches(['*', '`', '_', '.', '"', '\''])
+}
+
+/// Seed 001's limit flags, anywhere outside code: `budget_exceeded: true`,
+/// `**Scope Escalation:** yes`, `- scope_escalation: true`. Returns ("budget" |
+/// "scope", whether it is set).
+fn limit_flag(line: &str) -> Option<(&'static str, bool)> {
+    let l = line.trim().trim_start_matches("- ").replace("**", "").replace('`', "");
+    let (k, v) = l.split_once(':')?;
+    let k = k.trim().to_ascii_lowercase().replace(' ', "_");
+    let which = match k.as_str() {
+        "budget_exceeded" => "budget",
+        "scope_escalation" => "scope",
+        _ => return None,
+    };
+    let v = v.trim().to_ascii_lowercase();
+    Some((which, matches!(first_word(&v), "true" | "yes" | "1")))
 }
 
 /// Recognise `**Key:** value`, `**Key**: value`, `- **Key:** value` and, in the header only, `Key: value`.

@@ -6,29 +6,10 @@
 //! and, should a spoke clear those, by the tmux pane it runs in ($TMUX and
 //! $TMUX_PANE against the panes the supervisor recorded).
 
-use serde::Serialize;
-
+use super::roster::Roster;
 use crate::task::PmState;
 
-/// Why a spawn or send was allowed or refused; printed, in `--json` and in events.jsonl.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Reason {
-    /// Allowed.
-    SpawnOk,
-    /// Refused: the caller is a spoke.
-    SpawnRejectSpokeCaller,
-}
-
-impl Reason {
-    /// The code as printed.
-    pub fn code(self) -> &'static str {
-        match self {
-            Reason::SpawnOk => "SPAWN_OK",
-            Reason::SpawnRejectSpokeCaller => "SPAWN_REJECT_SPOKE_CALLER",
-        }
-    }
-}
+pub use super::lane::Reason;
 
 /// Who is calling, as the environment says.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -67,15 +48,17 @@ fn pane_owner<'a>(caller: &Caller, state: &'a PmState) -> Option<(&'a String, &'
 }
 
 /// Decide whether `caller` may spawn or message agents of a task. Pure.
-/// Returns the reason and, for a refusal, the advice to print.
-pub fn decide(caller: &Caller, state: &PmState, verb: &str) -> (Reason, Option<String>) {
-    let by_env = match (caller.role.as_deref(), caller.agent.as_deref()) {
-        (Some("spoke"), a) => Some(a.unwrap_or("a spoke").to_string()),
-        (None, Some(a)) if a != "pm" => Some(a.to_string()),
+/// Who may is the roster's business (hubs, and spokes with its exception);
+/// an agent the roster does not know counts as a spoke. Returns the reason and,
+/// for a refusal, the advice to print.
+pub fn decide(caller: &Caller, state: &PmState, roster: &Roster, verb: &str) -> (Reason, Option<String>) {
+    let by_env = match (caller.agent.as_deref(), caller.role.as_deref()) {
+        (Some(a), _) if !roster.may_spawn(a) => Some(a.to_string()),
+        (None, Some("spoke")) => Some("a spoke".to_string()),
         _ => None,
     };
     let by_pane = pane_owner(caller, state)
-        .filter(|(_, a)| a.role == "spoke")
+        .filter(|(n, _)| !roster.may_spawn(n))
         .map(|(n, _)| n.clone());
     match by_env.or(by_pane) {
         None => (Reason::SpawnOk, None),
@@ -105,29 +88,67 @@ mod tests {
     #[test]
     fn hubs_and_humans_pass_spokes_are_refused() {
         let st = state_with("dev", "spoke", "%3");
+        let roster = Roster::builtin("default").unwrap();
         let c = |agent: Option<&str>, role: Option<&str>, pane: Option<&str>| Caller {
             agent: agent.map(str::to_string),
             role: role.map(str::to_string),
             pane: pane.map(str::to_string),
         };
-        assert_eq!(decide(&c(None, None, None), &st, "spawn").0, Reason::SpawnOk, "a human");
         assert_eq!(
-            decide(&c(Some("pm"), Some("hub"), None), &st, "spawn").0,
+            decide(&c(None, None, None), &st, &roster, "spawn").0,
+            Reason::SpawnOk,
+            "a human"
+        );
+        assert_eq!(
+            decide(&c(Some("pm"), Some("hub"), None), &st, &roster, "spawn").0,
             Reason::SpawnOk
         );
-        assert_eq!(decide(&c(Some("pm"), None, None), &st, "spawn").0, Reason::SpawnOk);
-        let (r, advice) = decide(&c(Some("dev"), Some("spoke"), None), &st, "spawn");
+        assert_eq!(
+            decide(&c(Some("pm"), None, None), &st, &roster, "spawn").0,
+            Reason::SpawnOk
+        );
+        let (r, advice) = decide(&c(Some("dev"), Some("spoke"), None), &st, &roster, "spawn");
         assert_eq!(r, Reason::SpawnRejectSpokeCaller);
         assert!(advice.unwrap().contains("--next"));
         assert_eq!(
-            decide(&c(Some("dev"), None, None), &st, "send").0,
+            decide(&c(Some("dev"), None, None), &st, &roster, "send").0,
             Reason::SpawnRejectSpokeCaller
         );
         // A spoke that cleared its environment is still known by its pane.
         assert_eq!(
-            decide(&c(None, None, Some("%3")), &st, "spawn").0,
+            decide(&c(None, None, Some("%3")), &st, &roster, "spawn").0,
             Reason::SpawnRejectSpokeCaller
         );
-        assert_eq!(decide(&c(None, None, Some("%4")), &st, "spawn").0, Reason::SpawnOk);
+        assert_eq!(
+            decide(&c(None, None, Some("%4")), &st, &roster, "spawn").0,
+            Reason::SpawnOk
+        );
+    }
+}
+
+#[cfg(test)]
+mod roster_tests {
+    use super::*;
+
+    #[test]
+    fn the_roster_decides_who_may_spawn() {
+        let st = PmState::default();
+        let r = Roster::builtin("hub-and-spoke").unwrap();
+        let c = |agent: &str| Caller {
+            agent: Some(agent.into()),
+            role: None,
+            pane: None,
+        };
+        assert_eq!(
+            decide(&c("analyst"), &st, &r, "spawn").0,
+            Reason::SpawnOk,
+            "a second hub"
+        );
+        assert_eq!(
+            decide(&c("revisionist"), &st, &r, "spawn").0,
+            Reason::SpawnOk,
+            "the exception"
+        );
+        assert_eq!(decide(&c("worker"), &st, &r, "spawn").0, Reason::SpawnRejectSpokeCaller);
     }
 }

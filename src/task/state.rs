@@ -212,6 +212,9 @@ pub struct PmState {
     /// Times the PM was restarted by the daemon (for backoff and the limit).
     #[serde(default)]
     pub pm_restarts: Vec<DateTime<Utc>>,
+    /// One lane per agent type: who holds it, what waits for it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub lanes: BTreeMap<String, crate::protocol::lane::Lane>,
     /// Fields added by newer minor builds, kept on rewrite.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
@@ -231,6 +234,7 @@ impl Default for PmState {
             escalations: Vec::new(),
             reminders: BTreeMap::new(),
             pm_restarts: Vec::new(),
+            lanes: BTreeMap::new(),
             extra: BTreeMap::new(),
         }
     }

@@ -1,0 +1,236 @@
+//! The lanes' I/O edge: look at a lane holder's agent (its handoffs, its pane),
+//! release lanes whose agent is done, dead or (when someone waits) stale, and
+//! start the spawn queued behind a lane the moment it frees. The decisions are
+//! [`crate::protocol::lane`]'s; this module reads tmux and the task folder and
+//! writes pm_state.json under the state lock.
+//!
+//! `settle` runs on every supervisor tick and handoff (the daemon), after each
+//! `task checkin` (cron mode), and before each spawn decides, so every release
+//! path is taken by whoever looks first and no lane waits on a timer it does
+//! not need.
+
+use chrono::{DateTime, Utc};
+
+use crate::error::Result;
+use crate::handoff::{self, Loaded};
+use crate::protocol::lane::{self, Holder, Reason, ReleaseReason, Seen, Timing};
+use crate::session::Ctx;
+use crate::task::Task;
+
+/// A pane not recorded this long after its lane was acquired belongs to a spawn that died half-way.
+const START_GRACE_SECS: i64 = 60;
+
+fn is_local(host: &str) -> bool {
+    host.is_empty() || host == "local"
+}
+
+/// The agent's newest handoff written after `since`, if terminal and `ready`.
+fn terminal_since(
+    task: &Task,
+    agent: &str,
+    since: DateTime<Utc>,
+    ready: &(dyn Fn(&Loaded) -> bool + Sync),
+) -> Option<Loaded> {
+    let (names, _) = handoff::list(&task.handoffs()).ok()?;
+    let since_ns = since.timestamp_nanos_opt().unwrap_or(0);
+    names
+        .iter()
+        .rev()
+        .filter(|n| n.agent == agent)
+        .take(4)
+        .filter_map(|n| handoff::load(&task.handoffs(), n).ok()?.ok())
+        .find(|l| l.mtime_ns >= since_ns && l.handoff.status.is_terminal() && ready(l))
+}
+
+/// What the holder's agent has done since it took the lane.
+pub async fn observe(
+    ctx: &Ctx,
+    task: &Task,
+    agent: &str,
+    h: &Holder,
+    ready: &(dyn Fn(&Loaded) -> bool + Sync),
+    now: DateTime<Utc>,
+) -> (Seen, Option<Loaded>) {
+    let st = task.state().unwrap_or_default();
+    let a = st.agents.get(agent);
+    let terminal = terminal_since(task, agent, h.since, ready);
+    let mut seen = Seen {
+        terminal_handoff: terminal.is_some(),
+        pane_dead: false,
+        last_sign: a.and_then(|a| a.last_activity),
+    };
+    let local = a.is_none_or(|a| is_local(&a.host));
+    match (&h.pane, local) {
+        (Some(p), true) => match ctx.tmux.pane(p).await {
+            Ok(None) => seen.pane_dead = true,
+            Ok(Some(info)) => {
+                seen.pane_dead = info.dead;
+                if let Some(t) = DateTime::from_timestamp(info.activity, 0).filter(|_| info.activity > 0) {
+                    seen.last_sign = seen.last_sign.max(Some(t));
+                }
+            }
+            Err(e) => tracing::debug!(agent, error = %e, "cannot look at the lane holder's pane"),
+        },
+        (None, _) => {
+            seen.pane_dead = now.signed_duration_since(h.since).num_seconds() > START_GRACE_SECS;
+        }
+        // A remote agent's pane is on its host: its handoffs (pulled) and stale recovery free its lane.
+        (Some(_), false) => seen.pane_dead = a.is_some_and(|a| a.status == "dead" || a.status == "stopped"),
+    }
+    (seen, terminal)
+}
+
+/// Release `agent`'s lane if it is still held by the holder acquired at `since`;
+/// records the event and cleans the agent's bundle. Returns whether it released.
+pub fn release(
+    task: &Task,
+    agent: &str,
+    since: Option<DateTime<Utc>>,
+    reason: ReleaseReason,
+    last: Option<&Loaded>,
+    now: DateTime<Utc>,
+) -> Result<bool> {
+    let released = {
+        let _l = task.lock_state()?;
+        let mut st = task.state_for_update(now)?;
+        let Some(l) = st.lanes.get_mut(agent) else {
+            return Ok(false);
+        };
+        if since.is_some() && l.holder.as_ref().map(|h| h.since) != since {
+            return Ok(false);
+        }
+        let released = lane::release(l, reason, now);
+        if released {
+            task.save_state(&st)?;
+        }
+        released
+    };
+    if released {
+        tracing::info!(task = %task.name, agent, reason = reason.as_str(), "lane released");
+        crate::events::append(
+            task,
+            "lane_released",
+            Some(agent),
+            serde_json::json!({"reason": reason, "handoff": last.map(|l| l.file.clone())}),
+            now,
+        )?;
+    }
+    Ok(released)
+}
+
+/// What one settle did, for logs and tests.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Settled {
+    /// Lanes released, with why.
+    pub released: Vec<(String, ReleaseReason)>,
+    /// Queued spawns started.
+    pub dequeued: Vec<String>,
+    /// Queued spawns that could not start (the error, also in events.jsonl).
+    pub failed: Vec<(String, String)>,
+}
+
+/// Release what is due and start what was waiting. Never fails as a whole: a
+/// problem with one lane is logged and the others are still settled.
+pub async fn settle(ctx: &Ctx, task: &Task, ready: &(dyn Fn(&Loaded) -> bool + Sync), now: DateTime<Utc>) -> Settled {
+    let mut out = Settled::default();
+    let Ok(st) = task.state() else { return out };
+    if st.lanes.is_empty() {
+        return out;
+    }
+    let timing = Timing::from_spec(task.spec().ok().as_ref());
+    for (agent, l) in &st.lanes {
+        let Some(h) = &l.holder else { continue };
+        let (seen, last) = observe(ctx, task, agent, h, ready, now).await;
+        let Some(reason) = lane::release_due(h, &seen, l.queued.is_some(), now, &timing) else {
+            continue;
+        };
+        match release(task, agent, Some(h.since), reason, last.as_ref(), now) {
+            Ok(true) => out.released.push((agent.clone(), reason)),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(task = %task.name, agent, error = %e, "cannot release a lane"),
+        }
+    }
+    let Ok(st) = task.state() else { return out };
+    for (agent, l) in &st.lanes {
+        if l.holder.is_some() || l.queued.is_none() {
+            continue;
+        }
+        match start_queued(ctx, task, agent, now).await {
+            Ok(Some(_)) => out.dequeued.push(agent.clone()),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(task = %task.name, agent, error = %e, "a queued spawn could not start");
+                let _ = crate::events::append(
+                    task,
+                    "spawn_dequeue_failed",
+                    Some(agent),
+                    serde_json::json!({"error": e.to_string()}),
+                    now,
+                );
+                out.failed.push((agent.clone(), e.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Take the queued spawn out of a free lane and start it (SPAWN_DEQUEUED).
+async fn start_queued(
+    ctx: &Ctx,
+    task: &Task,
+    agent: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<crate::session::SpawnReport>> {
+    let q = {
+        let _l = task.lock_state()?;
+        let mut st = task.state_for_update(now)?;
+        let Some(l) = st.lanes.get_mut(agent) else {
+            return Ok(None);
+        };
+        if l.holder.is_some() {
+            return Ok(None);
+        }
+        let Some(q) = l.queued.take() else { return Ok(None) };
+        task.save_state(&st)?;
+        q
+    };
+    let name: crate::names::AgentName = agent.parse()?;
+    let r = crate::session::spawn_with(
+        ctx,
+        task,
+        &name,
+        std::path::Path::new(&q.handoff),
+        q.runtime.as_deref(),
+        crate::session::SpawnMode::Dequeue,
+        now,
+    )
+    .await?;
+    debug_assert!(matches!(r.reason, Reason::SpawnDequeued | Reason::SpawnQueued));
+    Ok(Some(r))
+}
+
+/// `task stop`: free every lane and drop what was queued (the handoff files stay).
+pub fn release_all(task: &Task, now: DateTime<Utc>) -> Result<Vec<String>> {
+    let st = task.state()?;
+    let mut freed = Vec::new();
+    for (agent, l) in &st.lanes {
+        if l.queued.is_some() {
+            let _l = task.lock_state()?;
+            let mut fresh = task.state_for_update(now)?;
+            if let Some(q) = fresh.lanes.get_mut(agent).and_then(|l| l.queued.take()) {
+                task.save_state(&fresh)?;
+                crate::events::append(
+                    task,
+                    "spawn_queue_dropped",
+                    Some(agent),
+                    serde_json::json!({"handoff": q.handoff, "why": "task stop"}),
+                    now,
+                )?;
+            }
+        }
+        if l.holder.is_some() && release(task, agent, None, ReleaseReason::Stopped, None, now)? {
+            freed.push(agent.clone());
+        }
+    }
+    Ok(freed)
+}

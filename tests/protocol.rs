@@ -1,0 +1,347 @@
+//! The hub-and-spoke protocol enforced end to end: lanes (every reason code,
+//! every release path followed by a spawn that succeeds, a queued spawn that is
+//! really started), rosters, structured results and routing in the check-in.
+//! Real binary, real tmux on a private socket, demo agents.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+fn pm_handoff(w: &World, task: &str, target: &str, body: &str) -> String {
+    ok(&run_with_stdin(
+        w.task().args([
+            "handoff",
+            task,
+            "--from",
+            "pm",
+            "--target",
+            target,
+            "--status",
+            "IN_PROGRESS",
+            "--body-file",
+            "-",
+        ]),
+        body.as_bytes(),
+    ))
+    .trim()
+    .to_string()
+}
+
+fn agent_handoff(w: &World, task: &str, agent: &str, status: &str, body: &str) -> String {
+    ok(&run_with_stdin(
+        w.task()
+            .args(["handoff", task, "--from", agent, "--status", status, "--body-file", "-"]),
+        body.as_bytes(),
+    ))
+    .trim()
+    .to_string()
+}
+
+/// A task with an idle demo PM and no daemon: check-ins happen when the test says.
+fn idle_task(w: &World, task: &str, config: &str) {
+    ok(&run(w.task().args(["new", task])));
+    if !config.is_empty() {
+        let p = w.project.join("tasks").join(task).join("task.md");
+        std::fs::write(&p, format!("# Task: {task}\n\n## Agent Config\n{config}\n")).unwrap();
+    }
+    ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
+        "start",
+        "--no-daemon",
+        "--no-cron",
+        task,
+        "--runtime",
+        "demo",
+    ])));
+}
+
+/// `task spawn … --json`: (exit code, the JSON printed).
+fn spawn(w: &World, task: &str, agent: &str, handoff: &str, extra: &[&str]) -> (i32, Value) {
+    let mut c = w.task();
+    c.env("AO_DEMO_IDLE", "1")
+        .args([
+            "spawn",
+            task,
+            agent,
+            "--handoff",
+            handoff,
+            "--runtime",
+            "demo",
+            "--json",
+        ])
+        .args(extra);
+    let o = run(&mut c);
+    let v = serde_json::from_str(&stdout(&o)).unwrap_or_else(|_| panic!("no JSON: {}{}", stdout(&o), stderr(&o)));
+    (o.status.code().unwrap_or(-1), v)
+}
+
+fn lane(w: &World, task: &str, agent: &str) -> Value {
+    w.state(task)["lanes"][agent].clone()
+}
+
+fn events(w: &World, task: &str) -> String {
+    std::fs::read_to_string(w.project.join("tasks").join(task).join("events.jsonl")).unwrap_or_default()
+}
+
+fn checkin(w: &World, task: &str) {
+    // Delivery to the idle PM is verified; the lanes are settled either way.
+    let _ = run(w.task().args(["checkin", task]));
+}
+
+#[test]
+fn a_busy_lane_refuses_dedupes_queues_and_the_queue_starts_when_the_lane_frees() {
+    let w = World::new();
+    idle_task(&w, "t1", "");
+    let h1 = pm_handoff(&w, "t1", "dev", "## Instructions\nfirst\n");
+    let h2 = pm_handoff(&w, "t1", "dev", "## Instructions\nsecond\n");
+    let h3 = pm_handoff(&w, "t1", "dev", "## Instructions\nthird\n");
+
+    let (code, v) = spawn(&w, "t1", "dev", &h1, &[]);
+    assert_eq!((code, v["reason"].as_str()), (0, Some("SPAWN_OK")), "{v}");
+    let first_pane = v["pane"].as_str().unwrap().to_string();
+    assert_eq!(v["role"], "spoke");
+    assert_eq!(v["roster"], "default");
+
+    let (code, v) = spawn(&w, "t1", "dev", &h1, &[]);
+    assert_eq!((code, v["reason"].as_str()), (6, Some("SPAWN_REJECT_DUPLICATE")), "{v}");
+    let (code, v) = spawn(&w, "t1", "dev", &h2, &[]);
+    assert_eq!(
+        (code, v["reason"].as_str()),
+        (6, Some("SPAWN_REJECT_ACTIVE_LANE")),
+        "{v}"
+    );
+    assert!(v["error"].as_str().unwrap().contains("--queue"), "{v}");
+    assert_eq!(
+        lane(&w, "t1", "dev")["holder"]["pane"],
+        first_pane.as_str(),
+        "nothing replaced"
+    );
+
+    let (code, v) = spawn(&w, "t1", "dev", &h2, &["--queue"]);
+    assert_eq!((code, v["reason"].as_str()), (0, Some("SPAWN_QUEUED")), "{v}");
+    assert!(v["pane"].is_null(), "a queued spawn starts nothing yet: {v}");
+    let (code, v) = spawn(&w, "t1", "dev", &h3, &["--queue"]);
+    assert_eq!(
+        (code, v["reason"].as_str()),
+        (6, Some("SPAWN_REJECT_ACTIVE_LANE")),
+        "one pending spawn per lane: {v}"
+    );
+    let status = ok(&run(w.task().args(["status", "t1"])));
+    assert!(
+        status.contains("Lanes (roster default") && status.contains("busy"),
+        "{status}"
+    );
+
+    // Release by terminal handoff: the check-in frees the lane and starts the queued spawn.
+    agent_handoff(&w, "t1", "dev", "COMPLETE", "## Completed Work\ndone\n");
+    checkin(&w, "t1");
+    let l = lane(&w, "t1", "dev");
+    assert!(l["holder"]["handoff"].as_str().unwrap().ends_with(&h2), "{l}");
+    assert!(l["queued"].is_null(), "{l}");
+    assert_eq!(l["last_reason"], "SPAWN_DEQUEUED");
+    assert_ne!(l["holder"]["pane"], first_pane.as_str());
+    let log = events(&w, "t1");
+    assert!(log.contains("\"terminal_handoff\""), "{log}");
+    let second_pane = l["holder"]["pane"].as_str().unwrap().to_string();
+    wait_for("the dequeued dev's prompt", 20, || {
+        w.capture(&second_pane).contains("demo> ").then_some(())
+    });
+
+    // Release by pane death: the next spawn finds the pane gone and succeeds.
+    w.tmux(&["kill-session", "-t", "aot-t1-dev"]);
+    let (code, v) = spawn(&w, "t1", "dev", &h3, &[]);
+    assert_eq!((code, v["reason"].as_str()), (0, Some("SPAWN_OK")), "{v}");
+    assert!(events(&w, "t1").contains("\"pane_died\""));
+
+    // Release by stop: the lane is free afterwards and a spawn succeeds.
+    let (code, _) = spawn(&w, "t1", "dev", &h1, &["--queue"]);
+    assert_eq!(code, 0);
+    ok(&run(w.task().args(["stop", "t1"])));
+    let l = lane(&w, "t1", "dev");
+    assert!(
+        l["holder"].is_null() && l["queued"].is_null(),
+        "stop frees and drops: {l}"
+    );
+    assert!(events(&w, "t1").contains("spawn_queue_dropped"));
+    let (code, v) = spawn(&w, "t1", "dev", &h1, &[]);
+    assert_eq!((code, v["reason"].as_str()), (0, Some("SPAWN_OK")), "{v}");
+
+    let log = events(&w, "t1");
+    for code in [
+        "SPAWN_OK",
+        "SPAWN_QUEUED",
+        "SPAWN_DEQUEUED",
+        "SPAWN_REJECT_ACTIVE_LANE",
+        "SPAWN_REJECT_DUPLICATE",
+    ] {
+        assert!(log.contains(code), "{code} missing from events.jsonl:\n{log}");
+    }
+    let status = ok(&run(w.task().args(["status", "t1"])));
+    assert!(status.contains("SPAWN_OK"), "{status}");
+    let human = run(w
+        .task()
+        .env("AO_DEMO_IDLE", "1")
+        .args(["spawn", "t1", "dev", "--handoff", &h2]));
+    assert_eq!(human.status.code(), Some(6));
+    assert!(
+        stderr(&human).contains("SPAWN_REJECT_ACTIVE_LANE"),
+        "{}",
+        stderr(&human)
+    );
+}
+
+#[test]
+fn a_silent_agent_is_reclaimed_as_stale_and_a_queued_spawn_then_starts() {
+    let w = World::new();
+    idle_task(&w, "t1", "lane_stale: 3s\n");
+    let h1 = pm_handoff(&w, "t1", "dev", "## Instructions\nfirst\n");
+    let h2 = pm_handoff(&w, "t1", "dev", "## Instructions\nsecond\n");
+    let h3 = pm_handoff(&w, "t1", "dev", "## Instructions\nthird\n");
+    let (code, v) = spawn(&w, "t1", "dev", &h1, &[]);
+    assert_eq!(code, 0, "{v}");
+    // A stale lane is shown as such and left alone while nobody needs it.
+    wait_for("the lane to show stale", 20, || {
+        let s: Value = serde_json::from_str(&ok(&run(w.task().args(["status", "t1", "--json"])))).ok()?;
+        (s["task"]["lanes"][0]["state"] == "stale").then_some(())
+    });
+    checkin(&w, "t1");
+    assert!(!lane(&w, "t1", "dev")["holder"].is_null(), "nobody waits: not released");
+    // The hub reclaims it.
+    let (code, v) = spawn(&w, "t1", "dev", &h2, &[]);
+    assert_eq!((code, v["reason"].as_str()), (0, Some("SPAWN_RECOVERED_STALE")), "{v}");
+    assert!(v["notes"][0].as_str().unwrap().contains("reclaimed"), "{v}");
+    // A queued spawn behind a holder that goes silent is started by the next settle.
+    let (code, v) = spawn(&w, "t1", "dev", &h3, &["--queue"]);
+    assert_eq!((code, v["reason"].as_str()), (0, Some("SPAWN_QUEUED")), "{v}");
+    wait_for("the queued spawn to start after the holder went stale", 30, || {
+        checkin(&w, "t1");
+        let l = lane(&w, "t1", "dev");
+        l["holder"]["handoff"].as_str()?.ends_with(&h3).then_some(())
+    });
+    let log = events(&w, "t1");
+    assert!(
+        log.contains("SPAWN_RECOVERED_STALE") && log.contains("SPAWN_DEQUEUED"),
+        "{log}"
+    );
+    assert!(log.contains("\"stale\""), "{log}");
+}
+
+#[test]
+fn the_daemon_starts_a_queued_spawn_when_the_agent_hands_off() {
+    let w = World::new();
+    ok(&run(w.task().args(["new", "t1"])));
+    ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
+        "start",
+        "t1",
+        "--runtime",
+        "demo",
+    ])));
+    let h1 = pm_handoff(&w, "t1", "dev", "## Instructions\nfirst\n");
+    let h2 = pm_handoff(&w, "t1", "dev", "## Instructions\nsecond\n");
+    let (code, v) = spawn(&w, "t1", "dev", &h1, &[]);
+    assert_eq!(code, 0, "{v}");
+    let (code, v) = spawn(&w, "t1", "dev", &h2, &["--queue"]);
+    assert_eq!((code, v["reason"].as_str()), (0, Some("SPAWN_QUEUED")), "{v}");
+    agent_handoff(&w, "t1", "dev", "NEEDS_REVIEW", "## Completed Work\ndone\n");
+    wait_for("the daemon to start the queued dev", 30, || {
+        let l = lane(&w, "t1", "dev");
+        (l["last_reason"] == "SPAWN_DEQUEUED" && l["holder"]["pane"].is_string()).then_some(())
+    });
+    ok(&run(w.task().args(["stop", "t1"])));
+}
+
+#[test]
+fn roster_routing_results_and_limit_flags_reach_the_pm() {
+    let w = World::new();
+    idle_task(&w, "t1", "roster: hub-and-spoke\n");
+    // Seed 001's roster: the second hub may spawn, a worker may not.
+    let h = pm_handoff(&w, "t1", "executor", "## Instructions\nbuild it\n");
+    let o = run(w.task().env("TASK_AGENT", "worker").env("AO_DEMO_IDLE", "1").args([
+        "spawn",
+        "t1",
+        "executor",
+        "--handoff",
+        &h,
+        "--runtime",
+        "demo",
+    ]));
+    assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
+    let (code, v) = {
+        let mut c = w.task();
+        c.env("TASK_AGENT", "analyst").env("AO_DEMO_IDLE", "1").args([
+            "spawn",
+            "t1",
+            "executor",
+            "--handoff",
+            &h,
+            "--runtime",
+            "demo",
+            "--json",
+        ]);
+        let o = run(&mut c);
+        (o.status.code(), serde_json::from_str::<Value>(&stdout(&o)).unwrap())
+    };
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(v["roster"], "hub-and-spoke");
+
+    // Handoffs the check-in must flag.
+    ok(&run_with_stdin(
+        w.task().args([
+            "handoff",
+            "t1",
+            "--from",
+            "executor",
+            "--status",
+            "COMPLETE",
+            "--next",
+            "archivist",
+            "--body-file",
+            "-",
+        ]),
+        b"Cycle Result: FAIL\n\n## Completed Work\nhalf\n",
+    ));
+    ok(&run_with_stdin(
+        w.task().args([
+            "handoff",
+            "t1",
+            "--from",
+            "worker",
+            "--status",
+            "BLOCKED",
+            "--body-file",
+            "-",
+        ]),
+        b"## Blockers\nran out of steps\n\nbudget_exceeded: true\nscope_escalation: true\n",
+    ));
+    let o = run(w.task().args(["checkin", "t1", "--json"]));
+    let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let kinds: Vec<&str> = r["signals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["kind"].as_str().unwrap())
+        .collect();
+    for k in [
+        "gate_failed",
+        "governance_warning",
+        "routing",
+        "budget_exceeded",
+        "scope_escalation",
+    ] {
+        assert!(kinds.contains(&k), "{k} missing: {r}");
+    }
+    let pm_pane = w.state("t1")["agents"]["pm"]["pane"].as_str().unwrap().to_string();
+    wait_for("the check-in in the PM's inbox", 20, || {
+        let inbox = w.inbox("t1", "pm");
+        let msg = inbox.iter().find(|m| m.contains("archivist"))?.clone();
+        Some(msg)
+    });
+    let msg = w
+        .inbox("t1", "pm")
+        .into_iter()
+        .find(|m| m.contains("archivist"))
+        .unwrap();
+    assert!(msg.contains("does not allow after executor"), "{msg}");
+    assert!(msg.contains("Recommended next"), "{msg}");
+    let _ = pm_pane;
+}
