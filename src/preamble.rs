@@ -9,6 +9,8 @@ pub const AGENT_TEMPLATE: &str = include_str!("../templates/preamble-agent.md");
 pub const REMOTE_TEMPLATE: &str = include_str!("../templates/preamble-remote.md");
 /// The PM's preamble.
 pub const PM_TEMPLATE: &str = include_str!("../templates/preamble-pm.md");
+/// The scope-boundary block of a spoke preamble (seed 001 Scope Guardrails).
+pub const SCOPE_TEMPLATE: &str = include_str!("../templates/preamble-scope.md");
 /// The check-in message.
 pub const CHECKIN_TEMPLATE: &str = include_str!("../templates/checkin.md");
 
@@ -63,6 +65,62 @@ pub struct AgentPreamble<'a> {
     pub handoff: &'a str,
     /// `(host, remote cwd)` for a remote agent.
     pub remote: Option<(&'a str, &'a str)>,
+    /// The PM handoff's `## Scope` section, when it has one.
+    pub scope: Option<&'a str>,
+}
+
+/// Split a `## Scope` section into files the agent may modify and folders it may
+/// create files in. Fault-tolerant: a line mentioning "create", "folder" or
+/// "director" starts the folders list, one mentioning "modify", "edit" or "files"
+/// the files list; list items and backticked paths go to the current list
+/// (files by default); an item ending in `/` is a folder wherever it stands.
+pub fn scope_lists(scope: &str) -> (Vec<String>, Vec<String>) {
+    let (mut files, mut folders) = (Vec::new(), Vec::new());
+    let mut in_folders = false;
+    for line in scope.lines() {
+        let t = line.trim();
+        let lower = t.to_ascii_lowercase();
+        let item = t
+            .strip_prefix("- ")
+            .or_else(|| t.strip_prefix("* "))
+            .or_else(|| t.strip_prefix("+ "));
+        let Some(item) = item else {
+            if lower.contains("create") || lower.contains("folder") || lower.contains("director") {
+                in_folders = true;
+            } else if lower.contains("modify") || lower.contains("edit") || lower.contains("files") {
+                in_folders = false;
+            }
+            // "Modify: `a.rs`, `b.rs`" on one line.
+            for (i, part) in t.split('`').enumerate() {
+                if i % 2 == 1 && !part.trim().is_empty() {
+                    let p = part.trim().to_string();
+                    if in_folders || p.ends_with('/') {
+                        folders.push(p)
+                    } else {
+                        files.push(p)
+                    }
+                }
+            }
+            continue;
+        };
+        let p = item.trim().trim_matches('`').trim().to_string();
+        if p.is_empty() {
+            continue;
+        }
+        if in_folders || p.ends_with('/') {
+            folders.push(p);
+        } else {
+            files.push(p);
+        }
+    }
+    (files, folders)
+}
+
+fn bullet_list(items: &[String], empty: &str) -> String {
+    if items.is_empty() {
+        return format!("- {empty}");
+    }
+    items.iter().map(|i| format!("- {i}")).collect::<Vec<_>>().join("\n")
 }
 
 /// Render a spoke preamble followed by the PM handoff's contents.
@@ -74,6 +132,24 @@ pub fn agent(p: &AgentPreamble<'_>) -> String {
         ),
         None => String::new(),
     };
+    let (files, folders) = scope_lists(p.scope.unwrap_or(""));
+    let scope_block = fill(
+        SCOPE_TEMPLATE,
+        &[
+            (
+                "files",
+                &bullet_list(
+                    &files,
+                    if p.scope.is_some() {
+                        "none"
+                    } else {
+                        "none named: the PM's handoff has no `## Scope`; change only what your instructions need"
+                    },
+                ),
+            ),
+            ("folders", &bullet_list(&folders, "none named")),
+        ],
+    );
     fill(
         AGENT_TEMPLATE,
         &[
@@ -87,15 +163,25 @@ pub fn agent(p: &AgentPreamble<'_>) -> String {
             ("handoff_file", p.handoff_file),
             ("handoff", p.handoff.trim_end()),
             ("remote_block", &remote_block),
+            ("scope_block", &scope_block),
         ],
     )
 }
 
 /// Render the PM's preamble.
-pub fn pm(task: &str, spawned: &str, task_dir: &str, task_bin: &str, checkin: &str, no_progress: &str) -> String {
+pub fn pm(
+    task: &str,
+    spawned: &str,
+    task_dir: &str,
+    task_bin: &str,
+    checkin: &str,
+    no_progress: &str,
+    roster_block: &str,
+) -> String {
     fill(
         PM_TEMPLATE,
         &[
+            ("roster_block", roster_block.trim_end()),
             ("task", task),
             ("spawned", spawned),
             ("task_dir", task_dir),
@@ -129,6 +215,7 @@ mod tests {
             handoff_file: "handoffs/pm-20251127-103500.md",
             handoff: "# Handoff: pm\n## Instructions\nDo it.\n",
             remote: None,
+            scope: None,
         });
         for needle in [
             "# Agent: dev",
@@ -144,6 +231,11 @@ mod tests {
             assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
         }
         assert!(!text.contains("Remote Setup"));
+        assert!(
+            text.contains("SCOPE ESCALATION") && text.contains("has no `## Scope`"),
+            "{text}"
+        );
+        assert!(text.contains("SPAWN_REJECT_SPOKE_CALLER"), "the anti-spawning rule");
         let remote = agent(&AgentPreamble {
             remote: Some(("u@h", "/srv/r")),
             ..AgentPreamble {
@@ -157,8 +249,38 @@ mod tests {
                 handoff_file: "",
                 handoff: "",
                 remote: None,
+                scope: None,
             }
         });
         assert!(remote.contains("You are running on: u@h") && remote.contains("/srv/r/tasks/t1/"));
+    }
+
+    #[test]
+    fn scope_sections_become_files_and_folders() {
+        let (f, d) =
+            scope_lists("May modify:\n- src/a.rs\n- `src/b.rs`\n\nMay create files in:\n- tests/\n- benches\n");
+        assert_eq!(f, vec!["src/a.rs", "src/b.rs"]);
+        assert_eq!(d, vec!["tests/", "benches"]);
+        let (f, d) = scope_lists("- first.rs\nFiles: `x.rs`, `y.rs`\nFolders: `out/`\n- lone\n");
+        assert_eq!(f, vec!["first.rs", "x.rs", "y.rs"]);
+        assert_eq!(d, vec!["out/", "lone"]);
+        assert_eq!(scope_lists("whatever, no list"), (vec![], vec![]));
+        let text = agent(&AgentPreamble {
+            agent: "dev",
+            role: "spoke",
+            task: "t1",
+            spawned: "",
+            cwd: "/r",
+            task_dir: "/r/tasks/t1",
+            task_bin: "task",
+            handoff_file: "",
+            handoff: "",
+            remote: None,
+            scope: Some("May modify:\n- src/a.rs\nMay create:\n- tests/\n"),
+        });
+        assert!(
+            text.contains("Files you may modify:\n- src/a.rs\nFolders where you may create new files:\n- tests/"),
+            "{text}"
+        );
     }
 }

@@ -273,6 +273,7 @@ pub async fn start(ctx: &Ctx, task: &Task, runtime_flag: Option<&str>, now: Date
         &ctx.task_bin_display(),
         &checkin,
         &no_progress,
+        &crate::protocol::roster::Roster::for_task(task)?.describe(),
     );
     if ctx.tmux.has_session(&ctx.session_name(task, "pm")).await? {
         return Err(Error::BadInput(format!(
@@ -323,6 +324,9 @@ pub async fn restart_pm(ctx: &Ctx, task: &Task, now: DateTime<Utc>) -> Result<St
         &ctx.task_bin_display(),
         spec.setting("checkin").unwrap_or("10m"),
         spec.setting("no_progress").unwrap_or("30m"),
+        &crate::protocol::roster::Roster::for_task(task)
+            .map(|r| r.describe())
+            .unwrap_or_default(),
     );
     let s = start_agent(
         ctx,
@@ -434,6 +438,7 @@ pub async fn spawn_with(
     let (path, contents) = read_spawn_handoff(task, handoff_arg)?;
     let mut warnings = Vec::new();
     let handoff_text = handoff::decode(&contents.bytes, &mut warnings);
+    let scope = handoff::parse(&handoff_text).sections.scope;
     let rt = choose_runtime(task, runtime_flag)?;
     let cwd = local_cwd(task)?;
     if remote.is_none() {
@@ -572,6 +577,7 @@ pub async fn spawn_with(
             task_bin: &ctx.task_bin_display(),
             handoff_file: &rel,
             handoff: &handoff_text,
+            scope: scope.as_deref(),
             remote: None,
         });
         start_agent(ctx, task, agent.as_str(), role, &rt, &text, &cwd, now, None).await
@@ -671,6 +677,7 @@ pub async fn prepare(
     let remote = remote_for(&spec, agent);
     let (path, contents) = read_spawn_handoff(task, handoff_arg)?;
     let handoff_text = handoff::decode(&contents.bytes, &mut Vec::new());
+    let scope = handoff::parse(&handoff_text).sections.scope;
     let rt = choose_runtime(task, runtime_flag)?;
     let role = crate::protocol::roster::Roster::for_task(task)?
         .role_of(agent.as_str())
@@ -711,6 +718,7 @@ pub async fn prepare(
         },
         handoff_file: &file,
         handoff: &handoff_text,
+        scope: scope.as_deref(),
         remote: dest.as_deref().map(|d| (d, cwd.as_str())),
     });
     let session = ctx.session_name(task, agent.as_str());
@@ -776,6 +784,7 @@ async fn spawn_remote(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "handoff.md".into());
+    let scope = handoff::parse(handoff_text).sections.scope;
     let text = preamble::agent(&preamble::AgentPreamble {
         agent: agent.as_str(),
         role,
@@ -786,6 +795,7 @@ async fn spawn_remote(
         task_bin: "task",
         handoff_file: &format!("handoffs/{file_name}"),
         handoff: handoff_text,
+        scope: scope.as_deref(),
         remote: Some((&spec.destination(), &cwd)),
     });
     let local_copy = save_preamble(task, agent.as_str(), &text, now)?;

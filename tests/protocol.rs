@@ -92,12 +92,27 @@ fn checkin(w: &World, task: &str) {
 fn a_busy_lane_refuses_dedupes_queues_and_the_queue_starts_when_the_lane_frees() {
     let w = World::new();
     idle_task(&w, "t1", "");
-    let h1 = pm_handoff(&w, "t1", "dev", "## Instructions\nfirst\n");
+    let h1 = pm_handoff(
+        &w,
+        "t1",
+        "dev",
+        "## Instructions\nfirst\n\n## Scope\nMay modify:\n- src/writer.rs\nMay create:\n- tests/pool/\n",
+    );
     let h2 = pm_handoff(&w, "t1", "dev", "## Instructions\nsecond\n");
     let h3 = pm_handoff(&w, "t1", "dev", "## Instructions\nthird\n");
 
     let (code, v) = spawn(&w, "t1", "dev", &h1, &[]);
     assert_eq!((code, v["reason"].as_str()), (0, Some("SPAWN_OK")), "{v}");
+    // The spoke's preamble carries the anti-spawning rule and the PM's scope.
+    let pre = std::fs::read_to_string(v["preamble"].as_str().unwrap()).unwrap();
+    assert!(
+        pre.contains("Files you may modify:\n- src/writer.rs\nFolders where you may create new files:\n- tests/pool/"),
+        "{pre}"
+    );
+    assert!(
+        pre.contains("SCOPE ESCALATION") && pre.contains("SPAWN_REJECT_SPOKE_CALLER"),
+        "{pre}"
+    );
     let first_pane = v["pane"].as_str().unwrap().to_string();
     assert_eq!(v["role"], "spoke");
     assert_eq!(v["roster"], "default");
@@ -254,6 +269,17 @@ fn the_daemon_starts_a_queued_spawn_when_the_agent_hands_off() {
 fn roster_routing_results_and_limit_flags_reach_the_pm() {
     let w = World::new();
     idle_task(&w, "t1", "roster: hub-and-spoke\n");
+    let pm_dir = w.project.join("tasks/t1/scratchpad/pm");
+    let pm_pre = std::fs::read_dir(&pm_dir)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap_or_default())
+        .find(|t| t.contains("# Agent: pm"))
+        .unwrap();
+    assert!(
+        pm_pre.contains("Roster 'hub-and-spoke'") && pm_pre.contains("coordinator (you, the PM): hub"),
+        "{pm_pre}"
+    );
+    assert!(pm_pre.contains("revisionist: spoke (may spawn)"), "{pm_pre}");
     // Seed 001's roster: the second hub may spawn, a worker may not.
     let h = pm_handoff(&w, "t1", "executor", "## Instructions\nbuild it\n");
     let o = run(w.task().env("TASK_AGENT", "worker").env("AO_DEMO_IDLE", "1").args([
