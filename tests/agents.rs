@@ -433,6 +433,19 @@ fn the_demo_task_runs_to_complete() {
         "{progress}"
     );
     assert!(progress.contains("artifacts/code/demo-change-2.md"), "{progress}");
+    // Every lane the run used came free again, and the demo's recommendations follow the roster.
+    let lanes = st["lanes"].as_object().unwrap();
+    assert_eq!(
+        lanes.keys().map(String::as_str).collect::<Vec<_>>(),
+        vec!["dev", "explore", "plan", "review"]
+    );
+    for (name, l) in lanes {
+        assert!(l["holder"].is_null(), "{name}'s lane is still held: {l}");
+        assert_eq!(l["released"]["reason"], "terminal_handoff", "{name}: {l}");
+    }
+    let log = std::fs::read_to_string(w.project.join("tasks/dds-writer-pool/events.jsonl")).unwrap();
+    assert_eq!(log.matches("\"SPAWN_OK\"").count(), 7, "the PM and six spawns: {log}");
+    assert!(!log.contains("\"routing\""), "{log}");
 }
 
 #[test]
