@@ -607,16 +607,9 @@ pub async fn run_with(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handoff::{HandoffName, parse};
 
     fn l(file: &str, text: &str) -> Loaded {
-        Loaded {
-            file: file.into(),
-            name: HandoffName::parse(file).unwrap(),
-            size: text.len() as u64,
-            mtime_ns: 0,
-            handoff: parse(text),
-        }
+        Loaded::from_text(file, text)
     }
 
     fn kinds(ev: &Evaluation) -> Vec<SignalKind> {

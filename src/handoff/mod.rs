@@ -42,6 +42,18 @@ impl Loaded {
     pub fn agent(&self) -> &str {
         &self.name.agent
     }
+
+    /// A handoff as if read from `file` with `text` in it, for unit tests of the decisions.
+    #[cfg(test)]
+    pub(crate) fn from_text(file: &str, text: &str) -> Loaded {
+        Loaded {
+            file: file.into(),
+            name: HandoffName::parse(file).expect("a valid handoff file name"),
+            size: text.len() as u64,
+            mtime_ns: 0,
+            handoff: parse(text),
+        }
+    }
 }
 
 /// An entry of `handoffs/` that is not a readable handoff, with the reason.

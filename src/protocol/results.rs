@@ -131,16 +131,9 @@ pub fn assess(l: &Loaded, roster: &Roster) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handoff::{HandoffName, parse};
 
     fn loaded(file: &str, text: &str) -> Loaded {
-        Loaded {
-            file: file.into(),
-            name: HandoffName::parse(file).unwrap(),
-            size: text.len() as u64,
-            mtime_ns: 0,
-            handoff: parse(text),
-        }
+        Loaded::from_text(file, text)
     }
 
     #[test]
