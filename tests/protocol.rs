@@ -371,3 +371,47 @@ fn roster_routing_results_and_limit_flags_reach_the_pm() {
     assert!(msg.contains("Recommended next"), "{msg}");
     let _ = pm_pane;
 }
+
+#[test]
+fn a_spoke_running_task_spawn_in_its_own_tmux_session_is_refused() {
+    let w = World::new();
+    idle_task(&w, "t1", "");
+    let h = pm_handoff(&w, "t1", "dev", "## Instructions\nwork\n");
+    let (code, _) = spawn(&w, "t1", "dev", &h, &[]);
+    assert_eq!(code, 0);
+    // A shell in dev's own session inherits its environment, as the agent's own commands do.
+    let out = w.dir.path().join("spoke-spawn.txt");
+    let script = format!(
+        "{} spawn t1 test --handoff {} --runtime demo >{} 2>&1; echo \"exit=$?\" >>{}",
+        bin().display(),
+        h,
+        out.display(),
+        out.display()
+    );
+    let o = w.tmux(&["new-window", "-t", "=aot-t1-dev", "-d", "sh", "-c", &script]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = wait_for("the spoke's spawn to finish", 20, || {
+        let t = std::fs::read_to_string(&out).ok()?;
+        t.contains("exit=").then_some(t)
+    });
+    assert!(
+        text.contains("SPAWN_REJECT_SPOKE_CALLER") && text.contains("exit=6"),
+        "{text}"
+    );
+    assert!(!w.sessions().iter().any(|s| s == "aot-t1-test"), "{:?}", w.sessions());
+    // The hub's own session may.
+    let out = w.dir.path().join("hub-spawn.txt");
+    let script = format!(
+        "AO_DEMO_IDLE=1 {} spawn t1 test --handoff {} --runtime demo >{} 2>&1; echo \"exit=$?\" >>{}",
+        bin().display(),
+        h,
+        out.display(),
+        out.display()
+    );
+    w.tmux(&["new-window", "-t", "=aot-t1-pm", "-d", "sh", "-c", &script]);
+    let text = wait_for("the hub's spawn to finish", 20, || {
+        let t = std::fs::read_to_string(&out).ok()?;
+        t.contains("exit=").then_some(t)
+    });
+    assert!(text.contains("SPAWN_OK") && text.contains("exit=0"), "{text}");
+}
