@@ -984,6 +984,25 @@ async fn cmd_prepare(
     println!("Command:  {}", crate::remote::shell_join(&p.argv));
     println!("--- preamble ({} bytes) ---", p.preamble.len());
     print!("{}", p.preamble);
+    let present: Vec<&str> = p.bundle["manifest"]["sources"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(_, r)| r["present"] == true)
+                .map(|(k, _)| k.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    println!(
+        "--- context bundle (would go to active_agents/{}/; sources present: {}) ---",
+        p.agent,
+        if present.is_empty() {
+            "none".to_string()
+        } else {
+            present.join(", ")
+        }
+    );
+    println!("{}", serde_json::to_string_pretty(&p.bundle["bundle"])?);
     Ok(())
 }
 

@@ -114,6 +114,10 @@ pub fn release(
             serde_json::json!({"reason": reason, "handoff": last.map(|l| l.file.clone())}),
             now,
         )?;
+        if reason != ReleaseReason::SpawnFailed {
+            // The agent's turn is over: its bundle goes to the reviewed queue (never fails).
+            crate::bundle::cleanup(task, agent, last, now);
+        }
     }
     Ok(released)
 }

@@ -7,6 +7,7 @@
 //! DESIGN.md for the module map.
 
 pub mod agents;
+pub mod bundle;
 pub mod checkin;
 pub mod cli;
 pub mod clock;

@@ -549,6 +549,7 @@ pub async fn spawn_with(
                 serde_json::json!({"reason": ReleaseReason::Stale}),
                 now,
             )?;
+            crate::bundle::cleanup(task, agent.as_str(), None, now);
             notes.push(format!(
                 "{agent}'s previous run showed no sign of life for {} minutes; its lane was reclaimed",
                 timing.stale.as_secs() / 60
@@ -558,6 +559,30 @@ pub async fn spawn_with(
         Decision::Acquire { stale: false } if mode == SpawnMode::Dequeue => Reason::SpawnDequeued,
         Decision::Acquire { stale: false } => Reason::SpawnOk,
     };
+
+    // The context bundle (seed 000); a problem with it is reported, it does not stop the agent.
+    let phase = roster
+        .phase_for(agent.as_str())
+        .unwrap_or_else(|| task.state().map(|s| s.phase).unwrap_or_default());
+    let parsed = handoff::parse(&handoff_text);
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let agent_md = crate::bundle::agent_definition(task, agent.as_str(), &roster);
+    if let Err(e) = crate::bundle::deploy(&crate::bundle::Deploy {
+        task,
+        agent: agent.as_str(),
+        role,
+        phase,
+        spawn_handoff: &file_name,
+        handoff: &parsed,
+        agent_md: &agent_md,
+        now,
+    }) {
+        tracing::warn!(agent = %agent, error = %e, "context bundle not deployed");
+        notes.push(format!("context bundle not deployed: {e}"));
+    }
 
     let started = async {
         if let Some(r) = &remote {
@@ -660,6 +685,8 @@ pub struct Prepared {
     pub argv: Vec<String>,
     /// The exact preamble it would be sent.
     pub preamble: String,
+    /// The context bundle it would get: `{"manifest": …, "bundle": …}` (nothing is consumed).
+    pub bundle: serde_json::Value,
 }
 
 /// Render a spawn without starting anything: no session, no state, no files.
@@ -738,7 +765,27 @@ pub async fn prepare(
         prompt_file: &prompt_file,
         task_bin: &ctx.task_bin,
     })?;
+    let roster = crate::protocol::roster::Roster::for_task(task)?;
+    let parsed = handoff::parse(&handoff_text);
+    let spawn_file = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let agent_md = crate::bundle::agent_definition(task, agent.as_str(), &roster);
+    let assembled = crate::bundle::assemble(&crate::bundle::Deploy {
+        task,
+        agent: agent.as_str(),
+        role,
+        phase: roster
+            .phase_for(agent.as_str())
+            .unwrap_or_else(|| task.state().map(|s| s.phase).unwrap_or_default()),
+        spawn_handoff: &spawn_file,
+        handoff: &parsed,
+        agent_md: &agent_md,
+        now,
+    });
     Ok(Prepared {
+        bundle: serde_json::json!({"manifest": assembled.manifest, "bundle": assembled.bundle}),
         prepared_only: true,
         agent: agent.to_string(),
         session,
@@ -865,6 +912,27 @@ async fn spawn_remote(
     host.put_with_mtime(&format!("{rdir}/handoffs/{file_name}"), &raw, mtime)
         .await?;
     host.put(&prompt_file, text.as_bytes()).await?;
+    // The context bundle goes along, replacing the host's earlier copy whole.
+    let bundle = crate::bundle::files(task, agent.as_str())?;
+    let remote_bundle = format!("{rdir}/active_agents/{agent}");
+    host.run(
+        "clear the old context bundle",
+        &["rm", "-rf", "--", &remote_bundle],
+        None,
+    )
+    .await?;
+    let bundle_dirs: std::collections::BTreeSet<String> = bundle
+        .iter()
+        .filter_map(|(rel, _)| Path::new(rel).parent().map(|p| format!("{rdir}/{}", p.display())))
+        .collect();
+    if !bundle_dirs.is_empty() {
+        let mut mkdir = vec!["mkdir", "-p", "--"];
+        mkdir.extend(bundle_dirs.iter().map(String::as_str));
+        host.run("create the bundle folders", &mkdir, None).await?;
+    }
+    for (rel, bytes) in &bundle {
+        host.put(&format!("{rdir}/{rel}"), bytes).await?;
+    }
 
     let tmux = host.tmux()?;
     if tmux.has_session(&session).await? {

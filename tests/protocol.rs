@@ -415,3 +415,109 @@ fn a_spoke_running_task_spawn_in_its_own_tmux_session_is_refused() {
     });
     assert!(text.contains("SPAWN_OK") && text.contains("exit=0"), "{text}");
 }
+
+fn reviewed(w: &World, task: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(w.project.join("tasks").join(task).join("reviewed_queue"))
+        .map(|rd| {
+            rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[test]
+fn bundles_are_deployed_on_spawn_put_away_once_and_a_failing_cleanup_blocks_nothing() {
+    let w = World::new();
+    idle_task(&w, "t1", "");
+    let t = w.project.join("tasks/t1");
+    std::fs::create_dir_all(t.join("research_notes")).unwrap();
+    std::fs::write(t.join("research_notes/modules.md"), "three writer modules").unwrap();
+    std::fs::create_dir_all(w.project.join("context/instructions")).unwrap();
+    std::fs::write(
+        w.project.join("context/instructions/rust.md"),
+        "---\napplyTo: \"src/**/*.rs\"\n---\nuse anyhow\n",
+    )
+    .unwrap();
+    let h1 = pm_handoff(
+        &w,
+        "t1",
+        "dev",
+        "## Instructions\nwork\n\n## Scope\nMay modify:\n- src/pool/writer.rs\n",
+    );
+    // --prepare shows the bundle and writes none of it.
+    let p: Value = serde_json::from_str(&ok(&run(w.task().args([
+        "spawn",
+        "t1",
+        "dev",
+        "--handoff",
+        &h1,
+        "--runtime",
+        "demo",
+        "--prepare",
+        "--json",
+    ]))))
+    .unwrap();
+    assert_eq!(
+        p["bundle"]["bundle"]["research"][0]["text"], "three writer modules",
+        "{p}"
+    );
+    assert_eq!(p["bundle"]["manifest"]["instructions"][0], "rust.md");
+    assert!(!t.join("active_agents").exists(), "prepare wrote a bundle");
+
+    let (code, v) = spawn(&w, "t1", "dev", &h1, &[]);
+    assert_eq!(code, 0, "{v}");
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(t.join("active_agents/dev/manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["sources"]["research"]["present"], true);
+    assert_eq!(manifest["sources"]["knowledge"]["present"], false);
+    assert!(t.join("active_agents/dev/instructions/rust.md").is_file());
+    assert!(t.join("active_agents/dev/dev.agent.md").is_file());
+    let pre = std::fs::read_to_string(v["preamble"].as_str().unwrap()).unwrap();
+    assert!(pre.contains("active_agents/dev/"), "{pre}");
+
+    // Terminal handoff, then the pane ends too: put away exactly once.
+    let done = agent_handoff(
+        &w,
+        "t1",
+        "dev",
+        "COMPLETE",
+        "## Completed Work\ndone\n\n## Execution Notes\nflaky board\n",
+    );
+    w.tmux(&["kill-session", "-t", "aot-t1-dev"]);
+    checkin(&w, "t1");
+    checkin(&w, "t1");
+    let q = reviewed(&w, "t1");
+    assert_eq!(q.len(), 1, "{q:?}");
+    assert!(q[0].starts_with("dev_"), "{q:?}");
+    let notes: Value = serde_json::from_slice(
+        &std::fs::read(t.join("reviewed_queue").join(&q[0]).join("execution_notes.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(done.ends_with(notes["handoff"].as_str().unwrap()), "{notes}");
+    assert_eq!(notes["notes"]["execution_notes"], "flaky board");
+    assert!(!t.join("active_agents/dev").exists());
+
+    // A cleanup that fails (reviewed_queue is not a folder) blocks neither the handoff nor the lane.
+    let h2 = pm_handoff(&w, "t1", "review", "## Instructions\nreview it\n");
+    let (code, _) = spawn(&w, "t1", "review", &h2, &[]);
+    assert_eq!(code, 0);
+    std::fs::rename(t.join("reviewed_queue"), t.join("reviewed_queue.keep")).unwrap();
+    std::fs::write(t.join("reviewed_queue"), "in the way").unwrap();
+    let r = agent_handoff(&w, "t1", "review", "NEEDS_REVIEW", "## Completed Work\nlooked\n");
+    let o = run(w.task().args(["checkin", "t1", "--json"]));
+    let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(
+        report["new_handoffs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| r.ends_with(f.as_str().unwrap())),
+        "{report}"
+    );
+    assert!(lane(&w, "t1", "review")["holder"].is_null(), "the lane was released");
+    assert!(events(&w, "t1").contains("bundle_cleanup_failed"));
+    let (code, v) = spawn(&w, "t1", "review", &h2, &[]);
+    assert_eq!((code, v["reason"].as_str()), (0, Some("SPAWN_OK")), "{v}");
+}
