@@ -166,6 +166,12 @@ fn a_remote_agent_is_spawned_its_handoff_pulled_and_checked_in_then_stopped() {
         preamble.contains("Remote Setup") && preamble.contains("quote 'this' and $(that)"),
         "{preamble}"
     );
+    // The context bundle went along, the same bytes as the supervisor's copy.
+    assert_eq!(
+        std::fs::read(rtask.join("active_agents/dev/context/context-bundle.json")).unwrap(),
+        std::fs::read(w.project.join("tasks/t1/active_agents/dev/context/context-bundle.json")).unwrap()
+    );
+    assert!(rtask.join("active_agents/dev/manifest.json").is_file());
     let st = w.state("t1");
     assert!(
         st["agents"]["dev"]["host"].as_str().unwrap().starts_with("aoremote:"),
