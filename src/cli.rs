@@ -1316,3 +1316,45 @@ fn cmd_attach(project: &ProjectArg, name: &TaskName, agent: Option<&AgentName>) 
     }
     Err(ctx.tmux.attach_exec(&session).into())
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Seed 002's fifth failure: instructions told agents to use an action the tool did not
+    /// have. Every `task <verb> --flag` our preambles and check-ins teach must parse.
+    #[test]
+    fn every_command_the_templates_teach_exists() {
+        let cmd = super::Cli::command();
+        let templates = [
+            crate::preamble::PM_TEMPLATE,
+            crate::preamble::AGENT_TEMPLATE,
+            crate::preamble::SCOPE_TEMPLATE,
+            crate::preamble::CHECKIN_TEMPLATE,
+            crate::preamble::REMOTE_TEMPLATE,
+        ];
+        let mut seen = 0;
+        for t in templates {
+            for line in t.lines() {
+                let Some(at) = line.find("{task_bin} ") else { continue };
+                let words: Vec<&str> = line[at + "{task_bin} ".len()..]
+                    .split(|c: char| c.is_whitespace() || c == '`')
+                    .filter(|w| !w.is_empty())
+                    .collect();
+                let verb = words[0];
+                let sub = cmd
+                    .find_subcommand(verb)
+                    .unwrap_or_else(|| panic!("a template teaches `task {verb}`, which does not exist: {line}"));
+                for flag in words.iter().filter(|w| w.starts_with("--")) {
+                    let long = flag.trim_start_matches("--");
+                    assert!(
+                        sub.get_arguments().any(|a| a.get_long() == Some(long)),
+                        "a template teaches `task {verb} {flag}`, which `task {verb}` does not take: {line}"
+                    );
+                }
+                seen += 1;
+            }
+        }
+        assert!(seen >= 4, "the templates name the commands they teach ({seen} found)");
+    }
+}
