@@ -521,3 +521,67 @@ fn bundles_are_deployed_on_spawn_put_away_once_and_a_failing_cleanup_blocks_noth
     let (code, v) = spawn(&w, "t1", "review", &h2, &[]);
     assert_eq!((code, v["reason"].as_str()), (0, Some("SPAWN_OK")), "{v}");
 }
+
+#[test]
+fn a_custom_roster_from_the_config_folder_is_used_and_a_bad_one_is_refused_clearly() {
+    let w = World::new();
+    let dir = w.dir.path().join("config/agent-orchestrator/rosters");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("pair.toml"),
+        "name = \"pair\"\nprimary_hub = \"lead\"\n\n[agents.lead]\nrole = \"hub\"\n\n[agents.coder]\nrole = \"spoke\"\nphase = \"DEVELOPING\"\nnext = [\"checker\"]\n\n[agents.checker]\nrole = \"spoke\"\nphase = \"REVIEWING\"\nnext = [\"coder\"]\nrequires_gates = true\n",
+    )
+    .unwrap();
+    idle_task(&w, "t1", "roster: pair\n");
+    let h = pm_handoff(&w, "t1", "coder", "## Instructions\ncode\n");
+    let (code, v) = spawn(&w, "t1", "coder", &h, &[]);
+    assert_eq!(
+        (code, v["roster"].as_str(), v["role"].as_str()),
+        (0, Some("pair"), Some("spoke")),
+        "{v}"
+    );
+    let status = ok(&run(w.task().args(["status", "t1"])));
+    assert!(status.contains("roster pair"), "{status}");
+    ok(&run(w.task().args(["stop", "t1"])));
+
+    // A roster that names an agent it does not have: every command that needs it says so.
+    std::fs::write(
+        dir.join("broken.toml"),
+        "name = \"broken\"\nprimary_hub = \"lead\"\n[agents.lead]\nrole = \"hub\"\nnext = [\"ghost\"]\n",
+    )
+    .unwrap();
+    ok(&run(w.task().args(["new", "t2"])));
+    std::fs::write(
+        w.project.join("tasks/t2/task.md"),
+        "# Task: t2\n\n## Agent Config\nroster: broken\n",
+    )
+    .unwrap();
+    let o =
+        run(w
+            .task()
+            .env("AO_DEMO_IDLE", "1")
+            .args(["start", "--no-daemon", "--no-cron", "t2", "--runtime", "demo"]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("ghost") && stderr(&o).contains("broken.toml"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!w.sessions().iter().any(|s| s == "aot-t2-pm"), "nothing started");
+    std::fs::write(
+        w.project.join("tasks/t2/task.md"),
+        "# Task: t2\n\n## Agent Config\nroster: nowhere\n",
+    )
+    .unwrap();
+    let o =
+        run(w
+            .task()
+            .env("AO_DEMO_IDLE", "1")
+            .args(["start", "--no-daemon", "--no-cron", "t2", "--runtime", "demo"]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unknown roster 'nowhere'") && stderr(&o).contains("hub-and-spoke"),
+        "{}",
+        stderr(&o)
+    );
+}
