@@ -11,10 +11,11 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::error::Error;
 use crate::error::Result;
 use crate::handoff::{self, Loaded};
-use crate::protocol::lane::{self, Holder, Reason, ReleaseReason, Seen, Timing};
-use crate::session::Ctx;
+use crate::protocol::lane::{self, Decision, Holder, Reason, ReleaseReason, Seen, Timing};
+use crate::session::{Ctx, SpawnMode};
 use crate::task::Task;
 
 /// A pane not recorded this long after its lane was acquired belongs to a spawn that died half-way.
@@ -211,6 +212,180 @@ async fn start_queued(
     .await?;
     debug_assert!(matches!(r.reason, Reason::SpawnDequeued | Reason::SpawnQueued));
     Ok(Some(r))
+}
+
+/// What taking a lane for a spawn gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Taken {
+    /// The lane is this spawn's: start the agent. `reason` is SPAWN_OK,
+    /// SPAWN_DEQUEUED or SPAWN_RECOVERED_STALE; `note` says what was reclaimed.
+    Acquired {
+        /// The reason code of the start.
+        reason: Reason,
+        /// For the caller to show.
+        note: Option<String>,
+    },
+    /// Held in the lane's queue until it frees (SPAWN_QUEUED).
+    Queued {
+        /// What holds the lane.
+        waiting_for: Option<String>,
+    },
+}
+
+/// How long, said the way people say it.
+fn spoken(d: std::time::Duration) -> String {
+    match d.as_secs() {
+        s if s < 120 => format!("{s} s"),
+        s => format!("{} minutes", s / 60),
+    }
+}
+
+/// Take `agent`'s lane for a spawn of `handoff`: first release what is due (the
+/// holder is done or dead), then decide under the state lock. A refusal is an
+/// [`Error::Refused`] whose message starts with its reason code; every outcome is
+/// recorded in the lane (`last_reason`) and in events.jsonl.
+pub async fn take(
+    ctx: &Ctx,
+    task: &Task,
+    agent: &str,
+    handoff: &str,
+    runtime: Option<&str>,
+    mode: SpawnMode,
+    now: DateTime<Utc>,
+) -> Result<Taken> {
+    let timing = Timing::from_spec(task.spec().ok().as_ref());
+    let held = task.state()?.lanes.get(agent).and_then(|l| l.holder.clone());
+    let mut last_sign = None;
+    if let Some(h) = &held {
+        let (seen, last) = observe(ctx, task, agent, h, &|_| true, now).await;
+        last_sign = seen.last_sign;
+        if let Some(r) = lane::release_due(h, &seen, false, now, &timing) {
+            release(task, agent, Some(h.since), r, last.as_ref(), now)?;
+        }
+    }
+    let (decision, waiting_for) = {
+        let _l = task.lock_state()?;
+        let mut st = task.state_for_update(now)?;
+        let l = st.lanes.entry(agent.to_string()).or_default();
+        let d = lane::decide(l, handoff, mode == SpawnMode::Queue, last_sign, now, &timing);
+        let waiting_for = l.holder.as_ref().map(|h| {
+            format!(
+                "{agent} started {} with {}",
+                crate::scribe::local_time(h.since),
+                h.handoff
+            )
+        });
+        l.last_reason = Some(match (&d, mode) {
+            (Decision::Reject(r), _) => *r,
+            (Decision::Queue, _) => Reason::SpawnQueued,
+            (Decision::Acquire { stale: true }, _) => Reason::SpawnRecoveredStale,
+            (Decision::Acquire { .. }, SpawnMode::Dequeue) => Reason::SpawnDequeued,
+            (Decision::Acquire { .. }, _) => Reason::SpawnOk,
+        });
+        match &d {
+            Decision::Reject(_) => {}
+            Decision::Queue => {
+                l.queued = Some(lane::Queued {
+                    handoff: handoff.to_string(),
+                    runtime: runtime.map(str::to_string),
+                    at: now,
+                });
+            }
+            Decision::Acquire { stale } => {
+                if *stale {
+                    lane::release(l, ReleaseReason::Stale, now);
+                }
+                lane::acquire(l, handoff, now);
+            }
+        }
+        task.save_state(&st)?;
+        (d, waiting_for)
+    };
+    match decision {
+        Decision::Reject(r) => {
+            let why = match r {
+                Reason::SpawnRejectDuplicate => format!(
+                    "the same spawn of {agent} with {handoff} was made moments ago (or is already queued); nothing was started"
+                ),
+                _ => format!(
+                    "{agent}'s lane is busy ({}); wait for its handoff, queue this spawn with --queue, message it with `task send`, or end it with `task stop {}`",
+                    waiting_for.as_deref().unwrap_or("held"),
+                    task.name
+                ),
+            };
+            crate::events::append(
+                task,
+                "spawn_refused",
+                Some(agent),
+                serde_json::json!({"reason": r, "handoff": handoff}),
+                now,
+            )?;
+            Err(Error::Refused(format!("{}: {why}", r.code())))
+        }
+        Decision::Queue => {
+            crate::events::append(
+                task,
+                "spawn_queued",
+                Some(agent),
+                serde_json::json!({"reason": Reason::SpawnQueued, "handoff": handoff}),
+                now,
+            )?;
+            Ok(Taken::Queued { waiting_for })
+        }
+        Decision::Acquire { stale: true } => {
+            crate::events::append(
+                task,
+                "lane_released",
+                Some(agent),
+                serde_json::json!({"reason": ReleaseReason::Stale}),
+                now,
+            )?;
+            crate::bundle::cleanup(task, agent, None, now);
+            Ok(Taken::Acquired {
+                reason: Reason::SpawnRecoveredStale,
+                note: Some(format!(
+                    "{agent}'s previous run showed no sign of life for {}; its lane was reclaimed",
+                    spoken(timing.stale)
+                )),
+            })
+        }
+        Decision::Acquire { stale: false } => Ok(Taken::Acquired {
+            reason: if mode == SpawnMode::Dequeue {
+                Reason::SpawnDequeued
+            } else {
+                Reason::SpawnOk
+            },
+            note: None,
+        }),
+    }
+}
+
+/// A spawn that took the lane failed before its agent started: give the lane
+/// back and forget the attempt, so a retry is not taken for a duplicate.
+pub fn give_back(task: &Task, agent: &str, handoff: &str, now: DateTime<Utc>) -> Result<()> {
+    let _l = task.lock_state()?;
+    let mut st = task.state_for_update(now)?;
+    if let Some(l) = st.lanes.get_mut(agent) {
+        if l.holder
+            .as_ref()
+            .is_some_and(|h| h.since == now && h.handoff == handoff)
+        {
+            lane::release(l, ReleaseReason::SpawnFailed, now);
+            task.save_state(&st)?;
+        }
+    }
+    Ok(())
+}
+
+/// Record the started agent's pane in its lane (how pane death is noticed).
+pub fn record_pane(task: &Task, agent: &str, pane: &str, now: DateTime<Utc>) -> Result<()> {
+    let _l = task.lock_state()?;
+    let mut st = task.state_for_update(now)?;
+    if let Some(h) = st.lanes.get_mut(agent).and_then(|l| l.holder.as_mut()) {
+        h.pane = Some(pane.to_string());
+        task.save_state(&st)?;
+    }
+    Ok(())
 }
 
 /// `task stop`: free every lane and drop what was queued (the handoff files stay).

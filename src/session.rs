@@ -416,7 +416,7 @@ pub async fn spawn_with(
     mode: SpawnMode,
     now: DateTime<Utc>,
 ) -> Result<SpawnReport> {
-    use crate::protocol::lane::{self, Decision, Reason, ReleaseReason};
+    use crate::protocol::lane::Reason;
     task.require()?;
     let spec = task.spec()?;
     let roster = crate::protocol::roster::Roster::for_task(task)?;
@@ -453,84 +453,10 @@ pub async fn spawn_with(
         }
     }
 
-    // The lane: release what is due, then decide under the state lock.
+    // The lane: taken, queued, or refused with its reason code.
     let key = path.display().to_string();
-    let timing = lane::Timing::from_spec(Some(&spec));
-    let held = task.state()?.lanes.get(agent.as_str()).and_then(|l| l.holder.clone());
-    let mut last_sign = None;
-    if let Some(h) = &held {
-        let (seen, last) = crate::lanes::observe(ctx, task, agent.as_str(), h, &|_| true, now).await;
-        last_sign = seen.last_sign;
-        if let Some(r) = lane::release_due(h, &seen, false, now, &timing) {
-            crate::lanes::release(task, agent.as_str(), Some(h.since), r, last.as_ref(), now)?;
-        }
-    }
-    let decision = {
-        let _l = task.lock_state()?;
-        let mut st = task.state_for_update(now)?;
-        let l = st.lanes.entry(agent.to_string()).or_default();
-        let d = lane::decide(l, &key, mode == SpawnMode::Queue, last_sign, now, &timing);
-        let waiting_for = l
-            .holder
-            .as_ref()
-            .map(|h| format!("{agent} started {} with {}", scribe::local_time(h.since), h.handoff));
-        l.last_reason = Some(match (&d, mode) {
-            (Decision::Reject(r), _) => *r,
-            (Decision::Queue, _) => Reason::SpawnQueued,
-            (Decision::Acquire { stale: true }, _) => Reason::SpawnRecoveredStale,
-            (Decision::Acquire { .. }, SpawnMode::Dequeue) => Reason::SpawnDequeued,
-            (Decision::Acquire { .. }, _) => Reason::SpawnOk,
-        });
-        match &d {
-            Decision::Reject(_) => {}
-            Decision::Queue => {
-                l.queued = Some(lane::Queued {
-                    handoff: key.clone(),
-                    runtime: runtime_flag.map(str::to_string),
-                    at: now,
-                });
-            }
-            Decision::Acquire { stale } => {
-                if *stale {
-                    lane::release(l, ReleaseReason::Stale, now);
-                }
-                lane::acquire(l, &key, now);
-            }
-        }
-        task.save_state(&st)?;
-        (d, waiting_for)
-    };
-    let (decision, waiting_for) = decision;
-    let reason = match decision {
-        Decision::Reject(r) => {
-            let why = match r {
-                Reason::SpawnRejectDuplicate => format!(
-                    "the same spawn of {agent} with {} was made moments ago (or is already queued); nothing was started",
-                    path.display()
-                ),
-                _ => format!(
-                    "{agent}'s lane is busy ({}); wait for its handoff, queue this spawn with --queue, message it with `task send`, or end it with `task stop {}`",
-                    waiting_for.as_deref().unwrap_or("held"),
-                    task.name
-                ),
-            };
-            crate::events::append(
-                task,
-                "spawn_refused",
-                Some(agent.as_str()),
-                serde_json::json!({"reason": r, "handoff": key}),
-                now,
-            )?;
-            return Err(Error::Refused(format!("{}: {why}", r.code())));
-        }
-        Decision::Queue => {
-            crate::events::append(
-                task,
-                "spawn_queued",
-                Some(agent.as_str()),
-                serde_json::json!({"reason": Reason::SpawnQueued, "handoff": key}),
-                now,
-            )?;
+    let reason = match crate::lanes::take(ctx, task, agent.as_str(), &key, runtime_flag, mode, now).await? {
+        crate::lanes::Taken::Queued { waiting_for } => {
             return Ok(SpawnReport {
                 reason: Reason::SpawnQueued,
                 agent: agent.to_string(),
@@ -541,23 +467,10 @@ pub async fn spawn_with(
                 notes,
             });
         }
-        Decision::Acquire { stale: true } => {
-            crate::events::append(
-                task,
-                "lane_released",
-                Some(agent.as_str()),
-                serde_json::json!({"reason": ReleaseReason::Stale}),
-                now,
-            )?;
-            crate::bundle::cleanup(task, agent.as_str(), None, now);
-            notes.push(format!(
-                "{agent}'s previous run showed no sign of life for {} minutes; its lane was reclaimed",
-                timing.stale.as_secs() / 60
-            ));
-            Reason::SpawnRecoveredStale
+        crate::lanes::Taken::Acquired { reason, note } => {
+            notes.extend(note);
+            reason
         }
-        Decision::Acquire { stale: false } if mode == SpawnMode::Dequeue => Reason::SpawnDequeued,
-        Decision::Acquire { stale: false } => Reason::SpawnOk,
     };
 
     // The context bundle (seed 000); a problem with it is reported, it does not stop the agent.
@@ -611,27 +524,11 @@ pub async fn spawn_with(
     let started = match started {
         Ok(s) => s,
         Err(e) => {
-            // Give the lane back, and forget the attempt so a retry is not a duplicate.
-            let _l = task.lock_state()?;
-            let mut st = task.state_for_update(now)?;
-            if let Some(l) = st.lanes.get_mut(agent.as_str()) {
-                if l.holder.as_ref().is_some_and(|h| h.since == now && h.handoff == key) {
-                    lane::release(l, ReleaseReason::SpawnFailed, now);
-                    l.last_spawn = None;
-                    task.save_state(&st)?;
-                }
-            }
+            crate::lanes::give_back(task, agent.as_str(), &key, now)?;
             return Err(e);
         }
     };
-    {
-        let _l = task.lock_state()?;
-        let mut st = task.state_for_update(now)?;
-        if let Some(h) = st.lanes.get_mut(agent.as_str()).and_then(|l| l.holder.as_mut()) {
-            h.pane = Some(started.pane.clone());
-        }
-        task.save_state(&st)?;
-    }
+    crate::lanes::record_pane(task, agent.as_str(), &started.pane, now)?;
     spawn_event(task, agent.as_str(), reason.code(), &started, now)?;
     Ok(SpawnReport {
         reason,
