@@ -231,6 +231,16 @@ pub fn render_message(task: &Task, state: &PmState, new: &[Loaded], ev: &Evaluat
             if let Some(n) = &l.handoff.recommended_next {
                 let _ = write!(line, " (recommends {n})");
             }
+            // Seed 003's `## Next Action` (e.g. `await_operator`), when the agent gave one.
+            if let Some(a) = l
+                .handoff
+                .sections
+                .next_action
+                .as_deref()
+                .filter(|a| !handoff::is_none_text(a))
+            {
+                let _ = write!(line, "; next action: {}", handoff::one_line(a, 80));
+            }
             let _ = writeln!(new_block, "{line}");
         }
         // The hub decides; the spokes only recommend (seed 001).

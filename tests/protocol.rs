@@ -324,7 +324,7 @@ fn roster_routing_results_and_limit_flags_reach_the_pm() {
             "--body-file",
             "-",
         ]),
-        b"Cycle Result: FAIL\n\n## Completed Work\nhalf\n",
+        b"Cycle Result: FAIL\n\n## Completed Work\nhalf\n\n## Next Action\nawait_operator\n",
     ));
     ok(&run_with_stdin(
         w.task().args([
@@ -369,6 +369,7 @@ fn roster_routing_results_and_limit_flags_reach_the_pm() {
         .unwrap();
     assert!(msg.contains("does not allow after executor"), "{msg}");
     assert!(msg.contains("Recommended next"), "{msg}");
+    assert!(msg.contains("next action: await_operator"), "{msg}");
     let _ = pm_pane;
 }
 
