@@ -474,25 +474,8 @@ pub async fn spawn_with(
     };
 
     // The context bundle (seed 000); a problem with it is reported, it does not stop the agent.
-    let phase = roster
-        .phase_for(agent.as_str())
-        .unwrap_or_else(|| task.state().map(|s| s.phase).unwrap_or_default());
-    let parsed = handoff::parse(&handoff_text);
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let agent_md = crate::bundle::agent_definition(task, agent.as_str(), &roster);
-    if let Err(e) = crate::bundle::deploy(&crate::bundle::Deploy {
-        task,
-        agent: agent.as_str(),
-        role,
-        phase,
-        spawn_handoff: &file_name,
-        handoff: &parsed,
-        agent_md: &agent_md,
-        now,
-    }) {
+    let plan = BundlePlan::new(task, agent.as_str(), &roster, &path, &handoff_text);
+    if let Err(e) = crate::bundle::deploy(&plan.input(task, agent.as_str(), role, now)) {
         tracing::warn!(agent = %agent, error = %e, "context bundle not deployed");
         notes.push(format!("context bundle not deployed: {e}"));
     }
@@ -539,6 +522,50 @@ pub async fn spawn_with(
         waiting_for: None,
         notes,
     })
+}
+
+/// What a spawn's context bundle is made from; shared by the spawn and `--prepare`
+/// so that what `--prepare` shows is what a spawn deploys.
+struct BundlePlan {
+    phase: crate::task::Phase,
+    handoff: handoff::Handoff,
+    file: String,
+    agent_md: String,
+}
+
+impl BundlePlan {
+    fn new(task: &Task, agent: &str, roster: &crate::protocol::roster::Roster, path: &Path, text: &str) -> BundlePlan {
+        BundlePlan {
+            phase: roster
+                .phase_for(agent)
+                .unwrap_or_else(|| task.state().map(|s| s.phase).unwrap_or_default()),
+            handoff: handoff::parse(text),
+            file: path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            agent_md: crate::bundle::agent_definition(task, agent, roster),
+        }
+    }
+
+    fn input<'a>(
+        &'a self,
+        task: &'a Task,
+        agent: &'a str,
+        role: &'a str,
+        now: DateTime<Utc>,
+    ) -> crate::bundle::Deploy<'a> {
+        crate::bundle::Deploy {
+            task,
+            agent,
+            role,
+            phase: self.phase,
+            spawn_handoff: &self.file,
+            handoff: &self.handoff,
+            agent_md: &self.agent_md,
+            now,
+        }
+    }
 }
 
 /// Where `agent` runs: the remote spec when task.md's `cwd:` is remote and the agent's role
@@ -663,24 +690,8 @@ pub async fn prepare(
         task_bin: &ctx.task_bin,
     })?;
     let roster = crate::protocol::roster::Roster::for_task(task)?;
-    let parsed = handoff::parse(&handoff_text);
-    let spawn_file = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let agent_md = crate::bundle::agent_definition(task, agent.as_str(), &roster);
-    let assembled = crate::bundle::assemble(&crate::bundle::Deploy {
-        task,
-        agent: agent.as_str(),
-        role,
-        phase: roster
-            .phase_for(agent.as_str())
-            .unwrap_or_else(|| task.state().map(|s| s.phase).unwrap_or_default()),
-        spawn_handoff: &spawn_file,
-        handoff: &parsed,
-        agent_md: &agent_md,
-        now,
-    });
+    let plan = BundlePlan::new(task, agent.as_str(), &roster, &path, &handoff_text);
+    let assembled = crate::bundle::assemble(&plan.input(task, agent.as_str(), role, now));
     Ok(Prepared {
         bundle: serde_json::json!({"manifest": assembled.manifest, "bundle": assembled.bundle}),
         prepared_only: true,

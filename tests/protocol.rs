@@ -552,37 +552,29 @@ fn a_custom_roster_from_the_config_folder_is_used_and_a_bad_one_is_refused_clear
     )
     .unwrap();
     ok(&run(w.task().args(["new", "t2"])));
-    std::fs::write(
-        w.project.join("tasks/t2/task.md"),
-        "# Task: t2\n\n## Agent Config\nroster: broken\n",
-    )
-    .unwrap();
-    let o =
-        run(w
-            .task()
-            .env("AO_DEMO_IDLE", "1")
-            .args(["start", "--no-daemon", "--no-cron", "t2", "--runtime", "demo"]));
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("ghost") && stderr(&o).contains("broken.toml"),
-        "{}",
+    let start_with = |roster: &str| {
+        std::fs::write(
+            w.project.join("tasks/t2/task.md"),
+            format!("# Task: t2\n\n## Agent Config\nroster: {roster}\n"),
+        )
+        .unwrap();
+        let o = run(w.task().env("AO_DEMO_IDLE", "1").args([
+            "start",
+            "--no-daemon",
+            "--no-cron",
+            "t2",
+            "--runtime",
+            "demo",
+        ]));
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(!w.sessions().iter().any(|s| s == "aot-t2-pm"), "nothing started");
         stderr(&o)
-    );
-    assert!(!w.sessions().iter().any(|s| s == "aot-t2-pm"), "nothing started");
-    std::fs::write(
-        w.project.join("tasks/t2/task.md"),
-        "# Task: t2\n\n## Agent Config\nroster: nowhere\n",
-    )
-    .unwrap();
-    let o =
-        run(w
-            .task()
-            .env("AO_DEMO_IDLE", "1")
-            .args(["start", "--no-daemon", "--no-cron", "t2", "--runtime", "demo"]));
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    };
+    let e = start_with("broken");
+    assert!(e.contains("ghost") && e.contains("broken.toml"), "{e}");
+    let e = start_with("nowhere");
     assert!(
-        stderr(&o).contains("unknown roster 'nowhere'") && stderr(&o).contains("hub-and-spoke"),
-        "{}",
-        stderr(&o)
+        e.contains("unknown roster 'nowhere'") && e.contains("hub-and-spoke"),
+        "{e}"
     );
 }
