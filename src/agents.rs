@@ -148,10 +148,41 @@ pub struct SetupReport {
     pub kept: Vec<String>,
 }
 
-/// Write the default agents that are missing; never overwrite.
-pub fn setup(project: &Path, which: Which) -> Result<SetupReport> {
+/// The agent file for an agent that has no built-in one.
+pub const GENERIC_AGENT: &str = include_str!("../templates/agent-generic.md");
+
+/// The built-in definition of `agent`, else a generic one naming its role and
+/// description in the roster (so every roster's agents can be set up and spawned).
+pub fn definition(agent: &str, roster: &crate::protocol::roster::Roster) -> String {
+    if let Some((_, text)) = DEFAULT_AGENTS.iter().find(|(n, _)| *n == agent) {
+        return text.to_string();
+    }
+    let member = roster.member(agent);
+    crate::preamble::fill(
+        GENERIC_AGENT,
+        &[
+            ("agent", agent),
+            ("role", roster.role_of(agent).as_str()),
+            ("roster", &roster.name),
+            (
+                "description",
+                member
+                    .map(|m| m.description.as_str())
+                    .filter(|d| !d.is_empty())
+                    .unwrap_or("an agent of this task's team"),
+            ),
+        ],
+    )
+}
+
+/// Write the roster's agents that are missing (the PM plays its primary hub); never overwrite.
+pub fn setup(project: &Path, which: Which, roster: &crate::protocol::roster::Roster) -> Result<SetupReport> {
     let mut report = SetupReport::default();
-    for (name, text) in DEFAULT_AGENTS {
+    let mut names = vec!["pm".to_string()];
+    names.extend(roster.agents.keys().map(|n| roster.canonical(n)).filter(|n| n != "pm"));
+    for name in &names {
+        let text = definition(name, roster);
+        let text = text.as_str();
         let def = parse_agent_md(text)
             .map_err(|e| Error::BadInput(format!("built-in template for agent {name} is malformed: {e}")))?;
         let mut files: Vec<(String, Vec<u8>)> = Vec::new();
@@ -181,6 +212,20 @@ pub fn setup(project: &Path, which: Which) -> Result<SetupReport> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_roster_agent_gets_a_definition_that_parses() {
+        for (roster, _) in crate::protocol::roster::BUILTIN {
+            let r = crate::protocol::roster::Roster::builtin(roster).unwrap();
+            for name in r.agents.keys().map(|n| r.canonical(n)) {
+                let def = parse_agent_md(&definition(&name, &r)).unwrap_or_else(|e| panic!("{roster}/{name}: {e}"));
+                assert_eq!(def.name, name);
+                assert!(!to_kiro(&def).tools.is_empty(), "{name} maps to Kiro tools");
+            }
+        }
+        let r = crate::protocol::roster::Roster::builtin("hub-and-spoke").unwrap();
+        assert!(definition("revisionist", &r).contains("spoke of this task's team (roster 'hub-and-spoke')"));
+    }
 
     #[test]
     fn every_template_parses_with_its_own_name() {

@@ -117,32 +117,14 @@ pub struct Manifest {
 }
 
 /// The agent definition that goes into the bundle: the project's own
-/// (`.claude/agents/<agent>.md`), else the built-in one, else a generic one
-/// naming its role in the roster.
+/// (`.claude/agents/<agent>.md`), else [`crate::agents::definition`].
 pub fn agent_definition(task: &Task, agent: &str, roster: &crate::protocol::roster::Roster) -> String {
     let own = task.project.join(".claude/agents").join(format!("{agent}.md"));
     if let Ok(Ok(c)) = fsutil::read_regular(&own, FILE_CAP) {
         return handoff::decode(&c.bytes, &mut Vec::new());
     }
-    if let Some((_, text)) = crate::agents::DEFAULT_AGENTS.iter().find(|(n, _)| *n == agent) {
-        return text.to_string();
-    }
-    crate::preamble::fill(
-        GENERIC_AGENT,
-        &[
-            ("agent", agent),
-            ("role", roster.role_of(agent).as_str()),
-            ("roster", &roster.name),
-            (
-                "description",
-                roster.member(agent).map(|m| m.description.as_str()).unwrap_or(""),
-            ),
-        ],
-    )
+    crate::agents::definition(agent, roster)
 }
-
-/// The agent file for an agent that has none of its own.
-pub const GENERIC_AGENT: &str = include_str!("../templates/agent-generic.md");
 
 /// What a deployment needs.
 #[derive(Debug, Clone)]

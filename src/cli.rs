@@ -276,6 +276,9 @@ pub enum Command {
         /// Which runtime's files to write.
         #[arg(long, value_enum, default_value = "both")]
         runtime: agents::Which,
+        /// The roster whose agents to write: `default`, `hub-and-spoke`, or one in the config folder.
+        #[arg(long, value_name = "ROSTER", default_value = "default")]
+        roster: String,
         /// Print what was added and kept as JSON.
         #[arg(long)]
         json: bool,
@@ -368,7 +371,12 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Status { task, project, json } => cmd_status(&project, task.as_ref(), json),
         Command::List { project, json } => cmd_list(&project, json),
         Command::Progress { task, project } => cmd_progress(&project, &task),
-        Command::SetupAgents { project, runtime, json } => cmd_setup_agents(&project, runtime, json),
+        Command::SetupAgents {
+            project,
+            runtime,
+            roster,
+            json,
+        } => cmd_setup_agents(&project, runtime, &roster, json),
         Command::Start {
             name,
             project,
@@ -661,12 +669,13 @@ fn cmd_progress(project: &ProjectArg, name: &TaskName) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn cmd_setup_agents(project: &ProjectArg, which: agents::Which, json: bool) -> anyhow::Result<()> {
+fn cmd_setup_agents(project: &ProjectArg, which: agents::Which, roster: &str, json: bool) -> anyhow::Result<()> {
     let root = match &project.project {
         Some(p) => p.clone(),
         None => std::env::current_dir().context("reading the current folder")?,
     };
-    let report = agents::setup(&root, which)?;
+    let roster = crate::protocol::roster::Roster::load(roster)?;
+    let report = agents::setup(&root, which, &roster)?;
     if json {
         return print_json(&report);
     }

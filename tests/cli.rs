@@ -410,6 +410,31 @@ fn setup_agents_adds_missing_only() {
 }
 
 #[test]
+fn setup_agents_writes_another_rosters_agents() {
+    let d = tempfile::tempdir().unwrap();
+    let v: Value = serde_json::from_str(&ok(&run(task(d.path()).args([
+        "setup-agents",
+        "--roster",
+        "hub-and-spoke",
+        "--runtime",
+        "claude",
+        "--json",
+    ]))))
+    .unwrap();
+    // pm (playing the coordinator) and seed 001's other 13 agents.
+    assert_eq!(v["added"].as_array().unwrap().len(), 14, "{v}");
+    let ex = std::fs::read_to_string(d.path().join(".claude/agents/executor.md")).unwrap();
+    assert!(ex.starts_with("---\nname: executor\n") && ex.contains("spoke"), "{ex}");
+    assert!(
+        !d.path().join(".claude/agents/coordinator.md").exists(),
+        "the PM plays it"
+    );
+    let o = run(task(d.path()).args(["setup-agents", "--roster", "nope"]));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unknown roster 'nope'"), "{}", stderr(&o));
+}
+
+#[test]
 fn help_teaches_names_and_exit_codes() {
     let d = tempfile::tempdir().unwrap();
     let out = ok(&run(task(d.path()).args(["--help"])));
