@@ -578,3 +578,21 @@ fn a_custom_roster_from_the_config_folder_is_used_and_a_bad_one_is_refused_clear
         "{e}"
     );
 }
+
+#[test]
+fn a_lane_left_by_a_spawn_that_died_half_way_is_released() {
+    // A daemon killed between taking the lane and starting the agent leaves a holder
+    // without a pane; once the start grace has passed, the next spawn frees it.
+    let w = World::new();
+    idle_task(&w, "t1", "");
+    let h = pm_handoff(&w, "t1", "dev", "## Instructions\nwork\n");
+    let state = w.project.join("tasks/t1/pm_state.json");
+    let mut st: Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    st["lanes"] = serde_json::json!({
+        "dev": {"holder": {"since": "2020-01-01T00:00:00Z", "handoff": "/gone/pm-20200101-000000.md"}}
+    });
+    std::fs::write(&state, serde_json::to_vec_pretty(&st).unwrap()).unwrap();
+    let (code, v) = spawn(&w, "t1", "dev", &h, &[]);
+    assert_eq!((code, v["reason"].as_str()), (0, Some("SPAWN_OK")), "{v}");
+    assert!(events(&w, "t1").contains("\"pane_died\""));
+}
