@@ -11,6 +11,8 @@ pub const REMOTE_TEMPLATE: &str = include_str!("../templates/preamble-remote.md"
 pub const PM_TEMPLATE: &str = include_str!("../templates/preamble-pm.md");
 /// The scope-boundary block of a spoke preamble (seed 001 Scope Guardrails).
 pub const SCOPE_TEMPLATE: &str = include_str!("../templates/preamble-scope.md");
+/// The structured-result rule for agents whose roster requires gates (seed 003).
+pub const GATES_TEMPLATE: &str = include_str!("../templates/preamble-gates.md");
 /// The check-in message.
 pub const CHECKIN_TEMPLATE: &str = include_str!("../templates/checkin.md");
 
@@ -67,6 +69,8 @@ pub struct AgentPreamble<'a> {
     pub remote: Option<(&'a str, &'a str)>,
     /// The PM handoff's `## Scope` section, when it has one.
     pub scope: Option<&'a str>,
+    /// The roster requires `## Gates Honored` of this agent.
+    pub requires_gates: bool,
 }
 
 /// Split a `## Scope` section into files the agent may modify and folders it may
@@ -164,6 +168,7 @@ pub fn agent(p: &AgentPreamble<'_>) -> String {
             ("handoff", p.handoff.trim_end()),
             ("remote_block", &remote_block),
             ("scope_block", &scope_block),
+            ("gates_block", if p.requires_gates { GATES_TEMPLATE } else { "" }),
         ],
     )
 }
@@ -216,6 +221,7 @@ mod tests {
             handoff: "# Handoff: pm\n## Instructions\nDo it.\n",
             remote: None,
             scope: None,
+            requires_gates: false,
         });
         for needle in [
             "# Agent: dev",
@@ -250,9 +256,12 @@ mod tests {
                 handoff: "",
                 remote: None,
                 scope: None,
+                requires_gates: true,
             }
         });
         assert!(remote.contains("You are running on: u@h") && remote.contains("/srv/r/tasks/t1/"));
+        assert!(remote.contains("requires a `## Gates Honored`"));
+        assert!(!text.contains("requires a `## Gates Honored`"));
     }
 
     #[test]
@@ -277,6 +286,7 @@ mod tests {
             handoff: "",
             remote: None,
             scope: Some("May modify:\n- src/a.rs\nMay create:\n- tests/\n"),
+            requires_gates: false,
         });
         assert!(
             text.contains("Files you may modify:\n- src/a.rs\nFolders where you may create new files:\n- tests/"),

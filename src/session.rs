@@ -499,6 +499,7 @@ pub async fn spawn_with(
             handoff_file: &rel,
             handoff: &handoff_text,
             scope: scope.as_deref(),
+            requires_gates: roster.requires_gates(agent.as_str()),
             remote: None,
         });
         start_agent(ctx, task, agent.as_str(), role, &rt, &text, &cwd, now, None).await
@@ -670,6 +671,7 @@ pub async fn prepare(
         handoff_file: &file,
         handoff: &handoff_text,
         scope: scope.as_deref(),
+        requires_gates: crate::protocol::roster::Roster::for_task(task)?.requires_gates(agent.as_str()),
         remote: dest.as_deref().map(|d| (d, cwd.as_str())),
     });
     let session = ctx.session_name(task, agent.as_str());
@@ -751,6 +753,7 @@ async fn spawn_remote(
         handoff_file: &format!("handoffs/{file_name}"),
         handoff: handoff_text,
         scope: scope.as_deref(),
+        requires_gates: crate::protocol::roster::Roster::for_task(task)?.requires_gates(agent.as_str()),
         remote: Some((&spec.destination(), &cwd)),
     });
     let local_copy = save_preamble(task, agent.as_str(), &text, now)?;
