@@ -30,6 +30,8 @@ Exit codes:
   3  not found: no such task (or session)
   4  pm_state.json is corrupt or from a newer version
   5  a message or check-in was not confirmed delivered (it will be retried)
+  6  the protocol refused a spawn or send; the message starts with its reason code
+     (SPAWN_REJECT_ACTIVE_LANE, SPAWN_REJECT_DUPLICATE, SPAWN_REJECT_SPOKE_CALLER)
 
 Environment:
   TASK_NAME, TASK_DIR   set in every agent's session; `task` finds the task from them
@@ -143,10 +145,18 @@ pub enum Command {
         json: bool,
     },
     /// Start an agent in its own tmux session with the spawn preamble followed by the PM's handoff.
+    ///
+    /// Only a hub (the PM) or a human may spawn; a spoke is refused (SPAWN_REJECT_SPOKE_CALLER).
+    /// One agent of each type runs per task: the spawn takes the agent's lane, which comes free
+    /// on its terminal handoff, its pane dying, `task stop`, or after `lane_stale` (10m) without
+    /// a sign of life. A busy lane refuses (SPAWN_REJECT_ACTIVE_LANE) unless --queue holds the
+    /// spawn until it frees (SPAWN_QUEUED, later SPAWN_DEQUEUED); the same spawn again while it
+    /// runs is SPAWN_REJECT_DUPLICATE; a reclaimed silent lane is SPAWN_RECOVERED_STALE.
+    /// Refusals exit 6. The agent's context bundle is deployed to active_agents/<agent>/.
     Spawn {
         /// The task.
         task: TaskName,
-        /// The agent to start (explore, plan, architect, dev, test, review, …).
+        /// The agent to start: one of the task's roster (default: explore, plan, architect, dev, test, review, scribe).
         agent: AgentName,
         /// The PM's handoff with the agent's instructions (path, or a name in handoffs/).
         #[arg(long, value_name = "FILE")]
