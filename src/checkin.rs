@@ -509,8 +509,18 @@ pub async fn run_with(
             let now_ns = now.timestamp_nanos_opt()?;
             (now_ns > ns).then(|| Duration::from_nanos((now_ns - ns) as u64))
         });
-        let roster = Roster::for_task(task)?;
+        // A roster broken mid-task must not silence the check-ins: the default applies, and the PM is told.
+        let (roster, roster_problem) = match Roster::for_task(task) {
+            Ok(r) => (r, None),
+            Err(e) => (Roster::builtin("default").expect("default roster"), Some(e.to_string())),
+        };
         let mut ev = evaluate(&state, &roster, &new, idle_for, no_progress);
+        if let Some(p) = roster_problem {
+            tracing::warn!(task = %task.name, problem = %p, "roster unusable; the default applies");
+            ev.refused_moves.push(format!(
+                "the task's roster cannot be used ({p}); the default roster applies until it is fixed"
+            ));
+        }
         ev.signals.extend(extra);
         // The no-progress reminder is rate-limited: at most once per threshold.
         let reminded = state.reminders.get("no_progress").is_some_and(|t| {

@@ -543,6 +543,15 @@ fn a_custom_roster_from_the_config_folder_is_used_and_a_bad_one_is_refused_clear
     );
     let status = ok(&run(w.task().args(["status", "t1"])));
     assert!(status.contains("roster pair"), "{status}");
+    // Broken mid-task: check-ins go on with the default roster and tell the PM why.
+    std::fs::write(dir.join("pair.toml"), "name = \"pair\"\n[agents").unwrap();
+    ok(&run(w.task().args(["checkin", "t1"])));
+    let msg = wait_for("the check-in in the PM's inbox", 20, || {
+        w.inbox("t1", "pm")
+            .into_iter()
+            .find(|m| m.contains("roster cannot be used"))
+    });
+    assert!(msg.contains("pair.toml"), "{msg}");
     ok(&run(w.task().args(["stop", "t1"])));
 
     // A roster that names an agent it does not have: every command that needs it says so.
