@@ -1,4 +1,4 @@
-//! Default agent definitions (seed 004 §3.4) and `task setup-agents`.
+//! Default agent definitions (docs/protocol.md#spawn-preamble) and `task setup-agents`.
 //!
 //! One source per agent, `templates/agents/<name>.md` (Claude Code's format:
 //! YAML frontmatter then the system prompt); the Kiro JSON is derived from it
@@ -84,6 +84,12 @@ pub struct KiroAgent {
     pub prompt: String,
     /// Built-in tool names.
     pub tools: Vec<String>,
+    /// Tools used without asking: reading and, for roles that write, writing.
+    #[serde(rename = "allowedTools")]
+    pub allowed_tools: Vec<String>,
+    /// The shell commands trusted without asking: the protocol's own `task` verbs.
+    #[serde(rename = "toolsSettings")]
+    pub tools_settings: serde_json::Value,
     /// Model id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
@@ -109,8 +115,9 @@ fn kiro_model(claude: &str) -> String {
     }
 }
 
-/// Derive the Kiro config from a Claude agent definition.
-pub fn to_kiro(def: &AgentDef) -> KiroAgent {
+/// Derive the Kiro config from a Claude agent definition; `may_spawn` adds `task spawn`
+/// and `task send` to the trusted commands (hubs), as Claude Code's rules do.
+pub fn to_kiro(def: &AgentDef, may_spawn: bool) -> KiroAgent {
     let mut tools: Vec<String> = Vec::new();
     for t in &def.tools {
         if let Some(k) = kiro_tool(t) {
@@ -119,11 +126,16 @@ pub fn to_kiro(def: &AgentDef) -> KiroAgent {
             }
         }
     }
+    let allowed_tools = tools.iter().filter(|t| *t != "shell").cloned().collect();
     KiroAgent {
         name: def.name.clone(),
         description: def.description.clone(),
         prompt: def.prompt.clone(),
         tools,
+        allowed_tools,
+        tools_settings: serde_json::json!({
+            "shell": {"allowedCommands": crate::permissions::kiro_commands(may_spawn)}
+        }),
         model: def.model.as_deref().map(kiro_model),
     }
 }
@@ -146,6 +158,8 @@ pub struct SetupReport {
     pub added: Vec<String>,
     /// Files that already existed and were left alone.
     pub kept: Vec<String>,
+    /// Allow rules merged into `.claude/settings.json` (empty: all were there already).
+    pub permissions_added: Vec<String>,
 }
 
 /// The agent file for an agent that has no built-in one.
@@ -175,9 +189,14 @@ pub fn definition(agent: &str, roster: &crate::protocol::roster::Roster) -> Stri
     )
 }
 
-/// Write the roster's agents that are missing (the PM plays its primary hub); never overwrite.
+/// Write the roster's agents that are missing (the PM plays its primary hub); never
+/// overwrite. For Claude Code, also merge the protocol's allow rules into the project's
+/// `.claude/settings.json` (before any agent file, so a malformed one changes nothing).
 pub fn setup(project: &Path, which: Which, roster: &crate::protocol::roster::Roster) -> Result<SetupReport> {
     let mut report = SetupReport::default();
+    if matches!(which, Which::Claude | Which::Both) {
+        report.permissions_added = crate::permissions::write_claude_settings(project)?;
+    }
     let mut names = vec!["pm".to_string()];
     names.extend(roster.agents.keys().map(|n| roster.canonical(n)).filter(|n| n != "pm"));
     for name in &names {
@@ -190,7 +209,7 @@ pub fn setup(project: &Path, which: Which, roster: &crate::protocol::roster::Ros
             files.push((format!(".claude/agents/{name}.md"), text.as_bytes().to_vec()));
         }
         if matches!(which, Which::Kiro | Which::Both) {
-            let mut json = serde_json::to_vec_pretty(&to_kiro(&def)).expect("serialises");
+            let mut json = serde_json::to_vec_pretty(&to_kiro(&def, roster.may_spawn(name))).expect("serialises");
             json.push(b'\n');
             files.push((format!(".kiro/agents/{name}.json"), json));
         }
@@ -220,7 +239,11 @@ mod tests {
             for name in r.agents.keys().map(|n| r.canonical(n)) {
                 let def = parse_agent_md(&definition(&name, &r)).unwrap_or_else(|e| panic!("{roster}/{name}: {e}"));
                 assert_eq!(def.name, name);
-                assert!(!to_kiro(&def).tools.is_empty(), "{name} maps to Kiro tools");
+                let k = to_kiro(&def, r.may_spawn(&name));
+                assert!(!k.tools.is_empty(), "{name} maps to Kiro tools");
+                let cmds = k.tools_settings["shell"]["allowedCommands"].to_string();
+                assert!(cmds.contains("task handoff"), "{name}: {cmds}");
+                assert_eq!(cmds.contains("task spawn"), r.may_spawn(&name), "{name}: {cmds}");
             }
         }
         let r = crate::protocol::roster::Roster::builtin("hub-and-spoke").unwrap();
@@ -235,7 +258,7 @@ mod tests {
             assert!(!def.description.is_empty(), "{name} has a description");
             assert!(!def.tools.is_empty(), "{name} has tools");
             assert!(def.prompt.len() > 200, "{name} has a real prompt");
-            let k = to_kiro(&def);
+            let k = to_kiro(&def, name == "pm");
             assert!(!k.tools.is_empty(), "{name} maps to Kiro tools");
         }
     }

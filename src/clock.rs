@@ -4,7 +4,9 @@
 //! reproducible-builds convention) can pin it: tests get byte-identical
 //! progress.md and deterministic handoff names without faking the system time.
 
-use chrono::{DateTime, Utc};
+use std::time::Duration;
+
+use chrono::{DateTime, Local, Utc};
 
 /// Now, or `SOURCE_DATE_EPOCH` (seconds since the epoch) when set and valid.
 pub fn now() -> DateTime<Utc> {
@@ -13,4 +15,38 @@ pub fn now() -> DateTime<Utc> {
         .and_then(|s| s.trim().parse::<i64>().ok())
         .and_then(|secs| DateTime::from_timestamp(secs, 0))
         .unwrap_or_else(Utc::now)
+}
+
+/// Format an instant in local time, as every human-facing timestamp is.
+pub fn local_time(t: DateTime<Utc>) -> String {
+    t.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S %:z").to_string()
+}
+
+/// Parse a duration like `30m`, `10m`, `90s`, `2h` (task.md's settings).
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit())?);
+    let n: u64 = num.parse().ok()?;
+    let secs = match unit.trim() {
+        "s" | "sec" | "secs" => n,
+        "m" | "min" | "mins" => n * 60,
+        "h" | "hr" | "hours" => n * 3600,
+        _ => return None,
+    };
+    (secs > 0).then(|| Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10m"), Some(Duration::from_secs(600)));
+        assert_eq!(parse_duration("90s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("2h"), Some(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("0m"), None);
+        assert_eq!(parse_duration("m"), None);
+        assert_eq!(parse_duration("5 parsecs"), None);
+    }
 }

@@ -1,4 +1,4 @@
-//! Cron mode (seed 004 §10.1 step 5): one marked crontab line per task that
+//! Cron mode (docs/protocol.md#cron-mode): one marked crontab line per task that
 //! runs `task checkin` on the task's schedule. Installing is idempotent (the
 //! marked line is replaced, never duplicated); removing deletes only it.
 
@@ -21,7 +21,7 @@ pub fn schedule(setting: Option<&str>) -> std::result::Result<String, String> {
     if s.split_whitespace().count() == 5 {
         return Ok(s.to_string());
     }
-    let d = crate::checkin::parse_duration(s)
+    let d = crate::clock::parse_duration(s)
         .ok_or_else(|| format!("checkin: {s:?} is neither a duration like 10m nor a 5-field cron expression"))?;
     let mins = d.as_secs() / 60;
     match mins {
@@ -72,7 +72,7 @@ pub fn remove(existing: &str, marker: &str) -> String {
 
 /// Whether `crontab` is installed.
 pub fn available() -> bool {
-    crate::runtime::which("crontab").is_some()
+    crate::shell::which("crontab").is_some()
 }
 
 fn read() -> Result<String> {
@@ -107,7 +107,7 @@ fn write(table: &str) -> Result<()> {
         .wait_with_output()
         .map_err(|e| Error::io("wait for", "crontab -", e))?;
     if !out.status.success() {
-        return Err(Error::BadInput(format!(
+        return Err(Error::Environment(format!(
             "crontab refused the table: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         )));
@@ -120,6 +120,11 @@ pub fn install(line: &str, marker: &str) -> Result<()> {
     let table = read()?;
     let new = upsert(&table, line, marker);
     if new != table { write(&new) } else { Ok(()) }
+}
+
+/// Whether the task's marked line is in the crontab (false without `crontab`).
+pub fn installed(marker: &str) -> bool {
+    available() && read().is_ok_and(|t| t.lines().any(|l| l.ends_with(marker)))
 }
 
 /// Remove the task's line; `true` when there was one.

@@ -34,6 +34,13 @@ pub struct PatternSpec {
     pub busy: Vec<String>,
     /// A permission or trust dialog waits for a human.
     pub dialog: Vec<String>,
+    /// The agent stopped at a usage or rate limit and will need a nudge once it resets
+    /// (see [`crate::attention`]); the matching line is where the reset time is read from.
+    pub usage_limit: Vec<String>,
+    /// A menu the agent opens over a usage limit (Claude Code's "What do you want to do?"
+    /// with "Stop and wait for limit to reset"); it holds the input, so it is closed with the
+    /// profile's `usage_limit_menu_keys` before the resume message is typed.
+    pub usage_limit_menu: Vec<String>,
     /// How many of the last non-empty screen lines form the input area (default 8).
     pub input_lines: Option<usize>,
 }
@@ -46,6 +53,8 @@ pub struct Patterns {
     paste_marker: Vec<Regex>,
     busy: Vec<Regex>,
     dialog: Vec<Regex>,
+    usage_limit: Vec<Regex>,
+    usage_limit_menu: Vec<Regex>,
     input_lines: usize,
 }
 
@@ -64,6 +73,8 @@ impl PatternSpec {
             paste_marker: compile(&self.paste_marker, "paste_marker")?,
             busy: compile(&self.busy, "busy")?,
             dialog: compile(&self.dialog, "dialog")?,
+            usage_limit: compile(&self.usage_limit, "usage_limit")?,
+            usage_limit_menu: compile(&self.usage_limit_menu, "usage_limit_menu")?,
             input_lines: self.input_lines.unwrap_or(8).max(1),
         })
     }
@@ -88,12 +99,44 @@ fn any(list: &[Regex], text: &str) -> bool {
     list.iter().any(|r| r.is_match(text))
 }
 
+impl Patterns {
+    /// Whether any `busy` pattern matches anywhere on the screen (the agent is working). Pure.
+    pub fn is_busy(&self, screen: &str) -> bool {
+        any(&self.busy, screen)
+    }
+
+    /// Whether the screen shows the menu an agent opens over a usage limit. Pure.
+    pub fn usage_limit_menu(&self, screen: &str) -> bool {
+        any(&self.usage_limit_menu, screen)
+    }
+
+    /// The last line of `screen` that a `usage_limit` pattern matches, with the byte
+    /// offset where that line ends (what comes after it tells whether the limit is still
+    /// the latest thing on screen). Pure.
+    pub fn last_usage_limit<'a>(&self, screen: &'a str) -> Option<(usize, &'a str)> {
+        let mut best: Option<(usize, usize)> = None;
+        for r in &self.usage_limit {
+            if let Some(m) = r.find_iter(screen).last() {
+                let start = screen[..m.start()].rfind('\n').map_or(0, |i| i + 1);
+                let end = screen[m.start()..].find('\n').map_or(screen.len(), |i| m.start() + i);
+                if best.is_none_or(|(s, _)| start > s) {
+                    best = Some((start, end));
+                }
+            }
+        }
+        best.map(|(s, e)| (e, &screen[s..e]))
+    }
+}
+
 /// Judge a captured screen. Pure, so every runtime's screens are unit-tested.
 pub fn assess(screen: &str, p: &Patterns) -> Screen {
     for r in &p.dialog {
         if let Some(m) = r.find(screen) {
-            let line = screen[..m.start()].rsplit('\n').next().unwrap_or("").to_string()
-                + screen[m.start()..].split('\n').next().unwrap_or("");
+            // The line holding the match's first visible character: a pattern starting with
+            // `^\s*` may begin its match on the blank line above (`\s` takes the newline).
+            let start = m.start() + m.as_str().find(|c: char| !c.is_whitespace()).unwrap_or(0);
+            let line = screen[..start].rsplit('\n').next().unwrap_or("").to_string()
+                + screen[start..].split('\n').next().unwrap_or("");
             return Screen::Dialog(line.trim().to_string());
         }
     }
@@ -366,6 +409,8 @@ mod tests {
             paste_marker: vec![r"\[pasted \d+ chars\]".into()],
             busy: vec!["working…".into()],
             dialog: vec!["Do you trust the files".into()],
+            usage_limit: Vec::new(),
+            usage_limit_menu: Vec::new(),
             input_lines: Some(1),
         }
         .compile()

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 
 /// Exit code for success.
 pub const EXIT_OK: i32 = 0;
-/// Exit code for a failure while doing the work (I/O, tmux, a runtime).
+/// Exit code for a failure while doing the work (I/O, tmux, a runtime, the environment,
+/// a remote host, the file watcher, the scheduler).
 pub const EXIT_FAILURE: i32 = 1;
 /// Exit code for bad input: a refused name, a malformed task.md, a bad flag.
 pub const EXIT_BAD_INPUT: i32 = 2;
@@ -16,6 +17,8 @@ pub const EXIT_BAD_INPUT: i32 = 2;
 pub const EXIT_NOT_FOUND: i32 = 3;
 /// Exit code when pm_state.json is corrupt or from a newer version.
 pub const EXIT_STATE: i32 = 4;
+/// Exit code when a message or check-in was not confirmed delivered (it will be retried).
+pub const EXIT_UNDELIVERED: i32 = 5;
 /// Exit code when the protocol refused a spawn or send (a `SPAWN_REJECT_*` code says why).
 pub const EXIT_REFUSED: i32 = 6;
 
@@ -73,6 +76,17 @@ pub enum Error {
     #[error("{0}")]
     NotRunning(String),
 
+    /// Something around the work failed, not its input: a program or folder the machine
+    /// lacks, a daemon that does not answer, the file watcher (inotify), the scheduler
+    /// (crontab). The message says what to fix; exits 1, not 2.
+    #[error("{0}")]
+    Environment(String),
+
+    /// A remote host could not do its part: ssh unreachable, a remote command, an rsync
+    /// or SFTP pull. Exits 1: retrying (or fixing the host) helps, editing the input does not.
+    #[error("{0}")]
+    Remote(String),
+
     /// The hub-and-spoke protocol refused a spawn or send; the message starts with its reason code.
     #[error("{0}")]
     Refused(String),
@@ -103,8 +117,51 @@ impl Error {
             Error::InvalidName { .. } | Error::BadInput(_) | Error::TaskMd { .. } => EXIT_BAD_INPUT,
             Error::TaskNotFound { .. } | Error::NotRunning(_) => EXIT_NOT_FOUND,
             Error::CorruptState { .. } | Error::StateTooNew { .. } => EXIT_STATE,
-            Error::Io { .. } | Error::Tmux { .. } => EXIT_FAILURE,
+            Error::Io { .. } | Error::Tmux { .. } | Error::Environment(_) | Error::Remote(_) => EXIT_FAILURE,
             Error::Refused(_) => EXIT_REFUSED,
         }
+    }
+}
+
+/// An error that carries its own exit code: a delivery that was not confirmed, a refusal
+/// by the spawn gate, or an error the daemon answered with (its code crossed the socket).
+/// Its message is already the final text, so it is not an [`Error`] variant; the CLI
+/// finds it anywhere in an error's chain and exits with its code.
+#[derive(Debug)]
+pub struct Exit {
+    /// The process exit code (one of the `EXIT_*` constants).
+    pub code: i32,
+    /// What to tell the user.
+    pub message: String,
+}
+
+impl Exit {
+    /// An error that exits with `code` and says `message`.
+    pub fn new(code: i32, message: impl Into<String>) -> Self {
+        Exit {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Exit {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_input_is_2_and_a_failed_environment_or_host_is_1() {
+        assert_eq!(Error::BadInput("x".into()).exit_code(), EXIT_BAD_INPUT);
+        assert_eq!(Error::Environment("x".into()).exit_code(), EXIT_FAILURE);
+        assert_eq!(Error::Remote("x".into()).exit_code(), EXIT_FAILURE);
+        assert_eq!(Error::Refused("x".into()).exit_code(), EXIT_REFUSED);
     }
 }

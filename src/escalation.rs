@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use chrono::{DateTime, Utc};
 
 use crate::error::Result;
-use crate::task::{Escalation, Task};
+use crate::task::{Escalation, PmState, Task};
 
 /// The configured notify argv (empty when none).
 pub fn notify_argv() -> Vec<String> {
@@ -48,27 +48,50 @@ pub fn fill_argv(argv: &[String], task: &Task, reason: &str) -> Vec<String> {
         .collect()
 }
 
+/// Rewrite progress.md so "Needs a Human" lists exactly the open escalations.
+pub fn refresh_progress(task: &Task, now: DateTime<Utc>) -> Result<()> {
+    let st = task.state()?;
+    let (names, _) = crate::handoff::list(&task.handoffs())?;
+    let recent = crate::progress::unprocessed(task, &st, &names)?;
+    let open: Vec<String> = st.escalations.iter().map(|e| e.reason.clone()).collect();
+    crate::progress::write_progress(task, &st, &names, &recent, &open, now).map(|_| ())
+}
+
+/// Open an escalation in the state unless the same reason is already open (no I/O).
+/// Returns whether it was new.
+pub fn record(state: &mut PmState, reason: &str, now: DateTime<Utc>) -> bool {
+    if state.escalations.iter().any(|e| e.reason == reason) {
+        return false;
+    }
+    state.escalations.push(Escalation {
+        time: now,
+        reason: reason.to_string(),
+    });
+    true
+}
+
 /// Raise an escalation unless the same reason is already open. Returns whether it was new.
 pub fn raise(task: &Task, reason: &str, now: DateTime<Utc>) -> Result<bool> {
-    {
-        let _l = task.lock_state()?;
-        let mut st = task.state_for_update(now)?;
-        if st.escalations.iter().any(|e| e.reason == reason) {
-            return Ok(false);
-        }
-        st.escalations.push(Escalation {
-            time: now,
-            reason: reason.to_string(),
-        });
-        task.save_state(&st)?;
+    if !task.update_state(now, |st| Ok(record(st, reason, now)))? {
+        return Ok(false);
     }
     crate::events::append(task, "escalation", None, serde_json::json!({"reason": reason}), now)?;
     // progress.md shows it under "Needs a Human" at once, not at the next check-in.
-    let st = task.state()?;
-    let (names, _) = crate::handoff::list(&task.handoffs())?;
-    let recent = crate::scribe::unprocessed(task, &st, &names)?;
-    let open: Vec<String> = st.escalations.iter().map(|e| e.reason.clone()).collect();
-    crate::scribe::write_progress(task, &st, &names, &recent, &open, now)?;
+    refresh_progress(task, now)?;
+    notify(task, reason);
+    Ok(true)
+}
+
+/// Announce an escalation already [`record`]ed in the state, and shown in progress.md by
+/// whoever recorded it: the event, the log, the notify command.
+pub fn announce(task: &Task, reason: &str, now: DateTime<Utc>) -> Result<()> {
+    crate::events::append(task, "escalation", None, serde_json::json!({"reason": reason}), now)?;
+    notify(task, reason);
+    Ok(())
+}
+
+/// Log the escalation and start the notify command (never waited for, never fatal).
+fn notify(task: &Task, reason: &str) {
     tracing::warn!(task = %task.name, reason, "escalated to a human");
     let argv = fill_argv(&notify_argv(), task, reason);
     if let Some((prog, args)) = argv.split_first() {
@@ -88,5 +111,4 @@ pub fn raise(task: &Task, reason: &str, now: DateTime<Utc>) -> Result<bool> {
             Err(e) => tracing::warn!(program = %prog, error = %e, "notify command failed to start"),
         }
     }
-    Ok(true)
 }

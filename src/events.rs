@@ -71,7 +71,7 @@ pub fn read(p: &Path) -> Result<Vec<Event>> {
 
 /// One human line for `task log`.
 pub fn render(e: &Event) -> String {
-    let mut s = format!("{} {:<16}", crate::scribe::local_time(e.time), e.kind);
+    let mut s = format!("{} {:<16}", crate::clock::local_time(e.time), e.kind);
     if let Some(a) = &e.agent {
         s.push_str(&format!(" {a}"));
     }

@@ -11,12 +11,12 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::context::Ctx;
 use crate::error::Error;
 use crate::error::Result;
 use crate::handoff::{self, Loaded};
 use crate::protocol::lane::{self, Decision, Holder, Reason, ReleaseReason, Seen, Timing};
-use crate::session::{Ctx, SpawnMode};
-use crate::task::Task;
+use crate::task::{PmState, Task};
 
 /// A pane not recorded this long after its lane was acquired belongs to a spawn that died half-way.
 const START_GRACE_SECS: i64 = 60;
@@ -43,16 +43,17 @@ fn terminal_since(
         .find(|l| l.mtime_ns >= since_ns && l.handoff.status.is_terminal() && ready(l))
 }
 
-/// What the holder's agent has done since it took the lane.
+/// What the holder's agent has done since it took the lane; `st` is the state the
+/// caller just read (the agent's host, status and last activity come from it).
 pub async fn observe(
     ctx: &Ctx,
     task: &Task,
+    st: &PmState,
     agent: &str,
     h: &Holder,
     ready: &(dyn Fn(&Loaded) -> bool + Sync),
     now: DateTime<Utc>,
 ) -> (Seen, Option<Loaded>) {
-    let st = task.state().unwrap_or_default();
     let a = st.agents.get(agent);
     let terminal = terminal_since(task, agent, h.since, ready);
     let mut seen = Seen {
@@ -91,21 +92,15 @@ pub fn release(
     last: Option<&Loaded>,
     now: DateTime<Utc>,
 ) -> Result<bool> {
-    let released = {
-        let _l = task.lock_state()?;
-        let mut st = task.state_for_update(now)?;
+    let released = task.update_state(now, |st| {
         let Some(l) = st.lanes.get_mut(agent) else {
             return Ok(false);
         };
-        if since.is_some() && l.holder.as_ref().map(|h| h.since) != since {
+        if l.holder.is_none() || (since.is_some() && l.holder.as_ref().map(|h| h.since) != since) {
             return Ok(false);
         }
-        let released = lane::release(l, reason, now);
-        if released {
-            task.save_state(&st)?;
-        }
-        released
-    };
+        Ok(lane::release(l, reason, now))
+    })?;
     if released {
         tracing::info!(task = %task.name, agent, reason = reason.as_str(), "lane released");
         crate::events::append(
@@ -134,84 +129,15 @@ pub struct Settled {
     pub failed: Vec<(String, String)>,
 }
 
-/// Release what is due and start what was waiting. Never fails as a whole: a
-/// problem with one lane is logged and the others are still settled.
-pub async fn settle(ctx: &Ctx, task: &Task, ready: &(dyn Fn(&Loaded) -> bool + Sync), now: DateTime<Utc>) -> Settled {
-    let mut out = Settled::default();
-    let Ok(st) = task.state() else { return out };
-    if st.lanes.is_empty() {
-        return out;
-    }
-    let timing = Timing::from_spec(task.spec().ok().as_ref());
-    for (agent, l) in &st.lanes {
-        let Some(h) = &l.holder else { continue };
-        let (seen, last) = observe(ctx, task, agent, h, ready, now).await;
-        let Some(reason) = lane::release_due(h, &seen, l.queued.is_some(), now, &timing) else {
-            continue;
-        };
-        match release(task, agent, Some(h.since), reason, last.as_ref(), now) {
-            Ok(true) => out.released.push((agent.clone(), reason)),
-            Ok(false) => {}
-            Err(e) => tracing::warn!(task = %task.name, agent, error = %e, "cannot release a lane"),
-        }
-    }
-    let Ok(st) = task.state() else { return out };
-    for (agent, l) in &st.lanes {
-        if l.holder.is_some() || l.queued.is_none() {
-            continue;
-        }
-        match start_queued(ctx, task, agent, now).await {
-            Ok(Some(_)) => out.dequeued.push(agent.clone()),
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(task = %task.name, agent, error = %e, "a queued spawn could not start");
-                let _ = crate::events::append(
-                    task,
-                    "spawn_dequeue_failed",
-                    Some(agent),
-                    serde_json::json!({"error": e.to_string()}),
-                    now,
-                );
-                out.failed.push((agent.clone(), e.to_string()));
-            }
-        }
-    }
-    out
-}
-
-/// Take the queued spawn out of a free lane and start it (SPAWN_DEQUEUED).
-async fn start_queued(
-    ctx: &Ctx,
-    task: &Task,
-    agent: &str,
-    now: DateTime<Utc>,
-) -> Result<Option<crate::session::SpawnReport>> {
-    let q = {
-        let _l = task.lock_state()?;
-        let mut st = task.state_for_update(now)?;
-        let Some(l) = st.lanes.get_mut(agent) else {
-            return Ok(None);
-        };
-        if l.holder.is_some() {
-            return Ok(None);
-        }
-        let Some(q) = l.queued.take() else { return Ok(None) };
-        task.save_state(&st)?;
-        q
-    };
-    let name: crate::names::AgentName = agent.parse()?;
-    let r = crate::session::spawn_with(
-        ctx,
-        task,
-        &name,
-        std::path::Path::new(&q.handoff),
-        q.runtime.as_deref(),
-        crate::session::SpawnMode::Dequeue,
-        now,
-    )
-    .await?;
-    debug_assert!(matches!(r.reason, Reason::SpawnDequeued | Reason::SpawnQueued));
-    Ok(Some(r))
+/// How a spawn treats a busy lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpawnMode {
+    /// Refuse (SPAWN_REJECT_ACTIVE_LANE).
+    Start,
+    /// Hold it in the lane's queue (`--queue`; SPAWN_QUEUED).
+    Queue,
+    /// The supervisor starting a queued spawn whose lane freed (SPAWN_DEQUEUED).
+    Dequeue,
 }
 
 /// What taking a lane for a spawn gave.
@@ -254,24 +180,23 @@ pub async fn take(
     now: DateTime<Utc>,
 ) -> Result<Taken> {
     let timing = Timing::from_spec(task.spec().ok().as_ref());
-    let held = task.state()?.lanes.get(agent).and_then(|l| l.holder.clone());
+    let st = task.state()?;
+    let held = st.lanes.get(agent).and_then(|l| l.holder.clone());
     let mut last_sign = None;
     if let Some(h) = &held {
-        let (seen, last) = observe(ctx, task, agent, h, &|_| true, now).await;
+        let (seen, last) = observe(ctx, task, &st, agent, h, &|_| true, now).await;
         last_sign = seen.last_sign;
         if let Some(r) = lane::release_due(h, &seen, false, now, &timing) {
             release(task, agent, Some(h.since), r, last.as_ref(), now)?;
         }
     }
-    let (decision, waiting_for) = {
-        let _l = task.lock_state()?;
-        let mut st = task.state_for_update(now)?;
+    let (decision, waiting_for) = task.update_state(now, |st| {
         let l = st.lanes.entry(agent.to_string()).or_default();
         let d = lane::decide(l, handoff, mode == SpawnMode::Queue, last_sign, now, &timing);
         let waiting_for = l.holder.as_ref().map(|h| {
             format!(
                 "{agent} started {} with {}",
-                crate::scribe::local_time(h.since),
+                crate::clock::local_time(h.since),
                 h.handoff
             )
         });
@@ -298,9 +223,8 @@ pub async fn take(
                 lane::acquire(l, handoff, now);
             }
         }
-        task.save_state(&st)?;
-        (d, waiting_for)
-    };
+        Ok((d, waiting_for))
+    })?;
     match decision {
         Decision::Reject(r) => {
             let why = match r {
@@ -363,29 +287,27 @@ pub async fn take(
 /// A spawn that took the lane failed before its agent started: give the lane
 /// back and forget the attempt, so a retry is not taken for a duplicate.
 pub fn give_back(task: &Task, agent: &str, handoff: &str, now: DateTime<Utc>) -> Result<()> {
-    let _l = task.lock_state()?;
-    let mut st = task.state_for_update(now)?;
-    if let Some(l) = st.lanes.get_mut(agent) {
-        if l.holder
-            .as_ref()
-            .is_some_and(|h| h.since == now && h.handoff == handoff)
-        {
-            lane::release(l, ReleaseReason::SpawnFailed, now);
-            task.save_state(&st)?;
+    task.update_state(now, |st| {
+        if let Some(l) = st.lanes.get_mut(agent) {
+            if l.holder
+                .as_ref()
+                .is_some_and(|h| h.since == now && h.handoff == handoff)
+            {
+                lane::release(l, ReleaseReason::SpawnFailed, now);
+            }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// Record the started agent's pane in its lane (how pane death is noticed).
 pub fn record_pane(task: &Task, agent: &str, pane: &str, now: DateTime<Utc>) -> Result<()> {
-    let _l = task.lock_state()?;
-    let mut st = task.state_for_update(now)?;
-    if let Some(h) = st.lanes.get_mut(agent).and_then(|l| l.holder.as_mut()) {
-        h.pane = Some(pane.to_string());
-        task.save_state(&st)?;
-    }
-    Ok(())
+    task.update_state(now, |st| {
+        if let Some(h) = st.lanes.get_mut(agent).and_then(|l| l.holder.as_mut()) {
+            h.pane = Some(pane.to_string());
+        }
+        Ok(())
+    })
 }
 
 /// `task stop`: free every lane and drop what was queued (the handoff files stay).
@@ -394,10 +316,10 @@ pub fn release_all(task: &Task, now: DateTime<Utc>) -> Result<Vec<String>> {
     let mut freed = Vec::new();
     for (agent, l) in &st.lanes {
         if l.queued.is_some() {
-            let _l = task.lock_state()?;
-            let mut fresh = task.state_for_update(now)?;
-            if let Some(q) = fresh.lanes.get_mut(agent).and_then(|l| l.queued.take()) {
-                task.save_state(&fresh)?;
+            let dropped = task.update_state(now, |fresh| {
+                Ok(fresh.lanes.get_mut(agent).and_then(|l| l.queued.take()))
+            })?;
+            if let Some(q) = dropped {
                 crate::events::append(
                     task,
                     "spawn_queue_dropped",

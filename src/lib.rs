@@ -7,10 +7,14 @@
 //! DESIGN.md for the module map.
 
 pub mod agents;
+pub(crate) mod app;
+pub mod attend;
+pub mod attention;
 pub mod bundle;
 pub mod checkin;
 pub mod cli;
 pub mod clock;
+pub mod context;
 pub mod cron;
 pub mod daemon;
 pub mod delivery;
@@ -23,13 +27,19 @@ pub mod handoff;
 pub mod lanes;
 pub mod logging;
 pub mod names;
+pub mod paths;
+pub mod permissions;
 pub mod preamble;
+pub mod progress;
 pub mod protocol;
 pub mod remote;
 pub mod runtime;
+pub mod schedule;
 pub mod scribe;
 pub mod service;
 pub mod session;
+pub mod settle;
+pub mod shell;
 pub mod status;
 pub mod task;
 pub mod tmux;

@@ -1,17 +1,17 @@
-//! Rendering the texts the supervisor sends: spawn preambles (seed 004 §6.1,
-//! §6.2), the PM's preamble, and check-in messages. The words live in
+//! Rendering the texts the supervisor sends: spawn preambles, local and remote
+//! (docs/protocol.md#spawn-preamble), the PM's preamble, and check-in messages. The words live in
 //! templates/; this module only fills `{placeholders}` (`{{` and `}}` stand
 //! for literal braces).
 
-/// Spoke preamble (seed 004 §6.1).
+/// Spoke preamble (docs/protocol.md#spawn-preamble).
 pub const AGENT_TEMPLATE: &str = include_str!("../templates/preamble-agent.md");
-/// The remote addition (seed 004 §6.2).
+/// The remote addition (docs/protocol.md#spawn-preamble).
 pub const REMOTE_TEMPLATE: &str = include_str!("../templates/preamble-remote.md");
 /// The PM's preamble.
 pub const PM_TEMPLATE: &str = include_str!("../templates/preamble-pm.md");
-/// The scope-boundary block of a spoke preamble (seed 001 Scope Guardrails).
+/// The scope-boundary block of a spoke preamble (docs/protocol.md#spawn-preamble).
 pub const SCOPE_TEMPLATE: &str = include_str!("../templates/preamble-scope.md");
-/// The structured-result rule for agents whose roster requires gates (seed 003).
+/// The structured-result rule for agents whose roster requires gates (docs/protocol.md#structured-results).
 pub const GATES_TEMPLATE: &str = include_str!("../templates/preamble-gates.md");
 /// The check-in message.
 pub const CHECKIN_TEMPLATE: &str = include_str!("../templates/checkin.md");

@@ -3,7 +3,7 @@
 //!
 //! Nothing user-supplied reaches a remote shell unquoted: ssh joins its
 //! arguments into one string for the remote shell, so every word goes through
-//! [`shell_join`]; rsync gets `--secluded-args` (`-s`) so remote paths are not
+//! [`crate::shell::shell_join`]; rsync gets `--secluded-args` (`-s`) so remote paths are not
 //! split either. Host specs were validated when task.md was parsed (no leading
 //! `-`, no shell metacharacters), and `--` precedes every user path.
 
@@ -17,6 +17,7 @@ use tokio::process::Command;
 use tokio::sync::Mutex;
 
 use crate::error::{Error, Result};
+use crate::shell::shell_join;
 use crate::task::RemoteSpec;
 use crate::tmux::{Socket, Tmux};
 
@@ -28,19 +29,6 @@ const SERVER_ALIVE: Duration = Duration::from_secs(15);
 const IDLE_PERSIST: Duration = Duration::from_secs(10);
 /// The tmux socket name used on remote hosts (`AO_REMOTE_TMUX_SOCKET` overrides: a name or a path).
 const REMOTE_SOCKET_NAME: &str = "agent-orchestrator";
-
-/// Quote words for a POSIX shell and join them, for ssh's remote command line.
-pub fn shell_join<S: AsRef<str>>(words: &[S]) -> String {
-    words
-        .iter()
-        .map(|w| {
-            shlex::try_quote(w.as_ref())
-                .map(|q| q.into_owned())
-                .unwrap_or_else(|_| "''".into())
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
 
 /// A connected host: the spec it was reached by and its master connection.
 #[derive(Clone)]
@@ -84,7 +72,7 @@ impl Host {
         let k = key(spec);
         if let Some((n, next)) = backoff().lock().expect("not poisoned").get(&k).copied() {
             if std::time::Instant::now() < next {
-                return Err(Error::BadInput(format!(
+                return Err(Error::Remote(format!(
                     "{} is unreachable ({n} failed attempts); retrying after a pause",
                     spec.destination()
                 )));
@@ -117,7 +105,7 @@ impl Host {
             }
             pool.remove(&key(spec));
         }
-        let dir = crate::daemon::runtime_dir().join("ssh");
+        let dir = crate::paths::runtime_dir().join("ssh");
         crate::fsutil::create_dir_all(&dir)?;
         {
             use std::os::unix::fs::PermissionsExt;
@@ -141,7 +129,7 @@ impl Host {
             b.config_file(f);
         }
         let session = b.connect(&spec.host).await.map_err(|e| {
-            Error::BadInput(format!(
+            Error::Remote(format!(
                 "cannot reach {} over ssh: {e}; check that `ssh {}` works without a password prompt (keys or ssh-agent), then retry — nothing was started",
                 spec.destination(),
                 spec.destination()
@@ -213,7 +201,7 @@ impl Host {
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
-            Err(Error::BadInput(format!(
+            Err(Error::Remote(format!(
                 "{what} on {} failed: {}",
                 self.spec.destination(),
                 String::from_utf8_lossy(&out.stderr).trim()
@@ -288,7 +276,7 @@ impl Host {
         };
         let _turn = gate.lock().await;
         let forced = std::env::var("AO_PULL_WITH").is_ok_and(|v| v == "sftp");
-        if forced || crate::runtime::which("rsync").is_none() || !self.has_program("rsync").await {
+        if forced || crate::shell::which("rsync").is_none() || !self.has_program("rsync").await {
             return self.pull_sftp(remote_task_dir, local_task_dir).await;
         }
         let partial = local_task_dir.join(".pull-partial");
@@ -321,11 +309,11 @@ impl Host {
             .kill_on_drop(true)
             .output()
             .await
-            .map_err(|e| Error::BadInput(format!("cannot run rsync ({e}); install it (apt-get install rsync)")))?;
+            .map_err(|e| Error::Environment(format!("cannot run rsync ({e}); install it (apt-get install rsync)")))?;
         tracing::debug!(status = ?out.status, stderr = %String::from_utf8_lossy(&out.stderr).trim(), "rsync pull");
         // 23/24: some files vanished or could not be read mid-transfer; the next pull retries.
         if !out.status.success() && !matches!(out.status.code(), Some(23 | 24)) {
-            return Err(Error::BadInput(format!(
+            return Err(Error::Remote(format!(
                 "pulling {}:{remote_task_dir} failed: {}",
                 self.spec.destination(),
                 String::from_utf8_lossy(&out.stderr).trim()
@@ -344,7 +332,7 @@ impl Host {
         use futures_util::StreamExt;
         use openssh_sftp_client::{Sftp, SftpOptions};
         let fail = |what: &str, e: &dyn std::fmt::Display| {
-            Error::BadInput(format!("SFTP {what} on {} failed: {e}", self.spec.destination()))
+            Error::Remote(format!("SFTP {what} on {} failed: {e}", self.spec.destination()))
         };
         let sftp = Sftp::from_clonable_session(self.session.clone(), SftpOptions::default())
             .await

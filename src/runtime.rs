@@ -8,7 +8,10 @@
 //!
 //! Placeholders, each replaced inside one argv element: `{agent}`, `{task}`,
 //! `{session}`, `{session_id}`, `{prompt}` (the first prompt, as one argument),
-//! `{prompt_file}` (the saved preamble), `{task_bin}` (this `task` binary).
+//! `{prompt_file}` (the saved preamble), `{task_bin}` (this `task` binary),
+//! `{task_dir}` (the task folder, which an agent must be able to write in),
+//! `{permission_mode}` (the profile's `permission_mode`, or task.md's) and
+//! `{settings}` (the agent's own allow rules as Claude Code settings JSON).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -56,6 +59,14 @@ pub struct Profile {
     /// Enter presses that submit a pasted message (default 1).
     #[serde(default = "default_enters")]
     pub submit_enters: u32,
+    /// tmux keys that close the menu `patterns.usage_limit_menu` describes (Claude Code:
+    /// `Escape`, its cancel), pressed only while that menu is on screen.
+    #[serde(default)]
+    pub usage_limit_menu_keys: Vec<String>,
+    /// The permission mode agents start in (`{permission_mode}`; Claude Code's
+    /// `--permission-mode`). task.md's `permission_mode:` overrides it.
+    #[serde(default)]
+    pub permission_mode: Option<String>,
     /// Screen patterns.
     #[serde(default)]
     pub patterns: PatternSpec,
@@ -97,6 +108,9 @@ pub struct Vars<'a> {
     pub prompt: &'a str,
     pub prompt_file: &'a Path,
     pub task_bin: &'a Path,
+    pub task_dir: &'a str,
+    pub permission_mode: &'a str,
+    pub settings: &'a str,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -135,6 +149,18 @@ pub fn names() -> Vec<String> {
         }
     }
     v
+}
+
+/// A built-in runtime as shipped, ignoring the user's config (for tests of the shipped patterns).
+pub fn resolve_builtin(name: &str) -> Option<Runtime> {
+    let (_, text) = BUILTIN.iter().find(|(n, _)| *n == name)?;
+    let profile: Profile = toml::from_str(text).expect("built-in runtime profiles parse");
+    let patterns = profile.patterns.compile().expect("built-in patterns compile");
+    Some(Runtime {
+        name: name.to_string(),
+        profile,
+        patterns,
+    })
 }
 
 /// Resolve a runtime by name: the user's config wins over a built-in of the same name.
@@ -177,26 +203,10 @@ fn substitute(template: &str, v: &Vars<'_>, prompt: &str) -> String {
         .replace("{session}", v.session)
         .replace("{prompt_file}", &v.prompt_file.to_string_lossy())
         .replace("{task_bin}", &v.task_bin.to_string_lossy())
+        .replace("{task_dir}", v.task_dir)
+        .replace("{permission_mode}", v.permission_mode)
+        .replace("{settings}", v.settings)
         .replace("{prompt}", prompt)
-}
-
-/// Find a program on PATH (or check an explicit path).
-pub fn which(program: &str) -> Option<PathBuf> {
-    if program.contains('/') {
-        let p = PathBuf::from(program);
-        return is_executable(&p).then_some(p);
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(program))
-        .find(|p| is_executable(p))
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
 }
 
 impl Runtime {
@@ -219,7 +229,7 @@ impl Runtime {
     }
 
     fn check_program(&self, program: &str) -> Result<()> {
-        if which(program).is_none() {
+        if crate::shell::which(program).is_none() {
             let how = if self.profile.install.is_empty() {
                 String::new()
             } else {
@@ -233,6 +243,35 @@ impl Runtime {
             )));
         }
         Ok(())
+    }
+
+    /// The permission mode agents of `task` start in: task.md's `permission_mode:`, else
+    /// the profile's, else Claude Code's own `default`. Checked before anything starts.
+    pub fn permission_mode(&self, spec: &crate::task::TaskSpec) -> Result<String> {
+        let mode = spec
+            .setting("permission_mode")
+            .map(str::to_string)
+            .or_else(|| self.profile.permission_mode.clone())
+            .unwrap_or_else(|| "default".into());
+        if self.uses_permission_mode() {
+            crate::permissions::check_mode(&mode).map_err(|e| {
+                Error::BadInput(format!(
+                    "runtime '{}': {e} (permission_mode: in task.md or the runtime profile)",
+                    self.name
+                ))
+            })?;
+        }
+        Ok(mode)
+    }
+
+    /// Whether this runtime's command line carries a permission mode at all.
+    pub fn uses_permission_mode(&self) -> bool {
+        let all = self
+            .profile
+            .argv
+            .iter()
+            .chain(self.profile.resume_argv.iter().flatten());
+        all.into_iter().any(|a| a.contains("{permission_mode}"))
     }
 
     /// Build the argv; errors before anything starts when the program is missing.
@@ -280,7 +319,9 @@ mod tests {
                 ready_timeout_secs: 1,
                 submit_enters: 1,
                 clear_keys: Vec::new(),
+                usage_limit_menu_keys: Vec::new(),
                 resume_argv: None,
+                permission_mode: None,
                 patterns: PatternSpec::default(),
             },
             patterns: PatternSpec::default().compile().unwrap(),
@@ -293,6 +334,9 @@ mod tests {
             prompt: "a;$(x)",
             prompt_file: Path::new("/p/pre amble.md"),
             task_bin: Path::new("/bin/task"),
+            task_dir: "/p/tasks/t",
+            permission_mode: "default",
+            settings: "{}",
         };
         assert_eq!(rt.argv(&v).unwrap(), vec!["/bin/sh", "--agent=dev", "a;$(x)"]);
         let long = "y".repeat(11);

@@ -1,4 +1,4 @@
-//! The built-in scribe: progress.md from handoffs and artifacts (seed 004 §8).
+//! The built-in scribe: progress.md from handoffs and artifacts (docs/protocol.md#progress-and-lineage).
 //!
 //! Rendering is a pure function of its input, so the same files and clock
 //! give a byte-identical progress.md; gathering the input is the only I/O.
@@ -7,10 +7,9 @@ use std::fmt::Write as _;
 
 use chrono::{DateTime, Local, TimeZone, Utc};
 
-use crate::error::Result;
-use crate::fsutil;
-use crate::handoff::{self, HandoffName, Loaded, Status};
-use crate::task::{self, Artifact, Phase, PmState, Task};
+use crate::clock::local_time;
+use crate::handoff::{self, Loaded, Status};
+use crate::task::state::{LineageEntry, Phase, PmState};
 
 /// Everything progress.md is made from.
 #[derive(Debug, Clone)]
@@ -33,14 +32,9 @@ pub struct Input<'a> {
     pub escalations: &'a [String],
 }
 
-/// Format an instant in local time, as every human-facing timestamp is.
-pub fn local_time(t: DateTime<Utc>) -> String {
-    t.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S %:z").to_string()
-}
-
-/// The handoff chain in the style of seed 004 Appendix B, one line per handoff:
+/// The handoff chain in the style of docs/protocol.md#progress-and-lineage, one line per handoff:
 /// `09:30 - explore-20251127-093000.md  explore → pm: COMPLETE (next: plan)`. Pure.
-pub fn render_lineage(entries: &[crate::task::LineageEntry]) -> String {
+pub fn render_lineage(entries: &[LineageEntry]) -> String {
     let width = entries.iter().map(|e| e.file.len()).max().unwrap_or(0);
     let mut out = String::new();
     for e in entries {
@@ -61,6 +55,15 @@ pub fn render_lineage(entries: &[crate::task::LineageEntry]) -> String {
         ));
     }
     out
+}
+
+/// One file under `artifacts/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Artifact {
+    /// Path relative to the task folder, e.g. `artifacts/code/x.py`.
+    pub path: String,
+    /// mtime in ns.
+    pub mtime_ns: i64,
 }
 
 /// Format an mtime (ns) in local time, minute precision.
@@ -191,55 +194,6 @@ pub fn render_empty(task: &str, state: &PmState, now: DateTime<Utc>) -> String {
         artifacts: &[],
         escalations: &[],
     })
-}
-
-/// The latest readable handoff of each agent, in timeline order. Reads one file per agent
-/// (falling back to an older one when the newest breaks the file rules).
-pub fn latest_by_agent(dir: &std::path::Path, names: &[HandoffName]) -> Result<Vec<Loaded>> {
-    let mut done: Vec<&str> = Vec::new();
-    let mut out = Vec::new();
-    for n in names.iter().rev() {
-        if done.contains(&n.agent.as_str()) {
-            continue;
-        }
-        if let Ok(l) = handoff::load(dir, n)? {
-            done.push(&n.agent);
-            out.push(l);
-        }
-    }
-    out.reverse();
-    Ok(out)
-}
-
-/// Handoffs not yet in the ledger (read-only: the ledger is not updated).
-pub fn unprocessed(task: &Task, state: &PmState, names: &[HandoffName]) -> Result<Vec<Loaded>> {
-    let (cands, _) = state.ledger.scan(&task.handoffs(), names)?;
-    Ok(cands.into_iter().map(|c| c.loaded).collect())
-}
-
-/// Regenerate progress.md with `recent` as the activity since the last check-in; returns the text.
-pub fn write_progress(
-    task: &Task,
-    state: &PmState,
-    names: &[HandoffName],
-    recent: &[Loaded],
-    escalations: &[String],
-    now: DateTime<Utc>,
-) -> Result<String> {
-    let latest = latest_by_agent(&task.handoffs(), names)?;
-    let artifacts = task::list_artifacts(task)?;
-    let text = render(&Input {
-        task: task.name.as_str(),
-        now,
-        last_checkin: state.last_checkin,
-        phase: state.phase,
-        recent,
-        latest: &latest,
-        artifacts: &artifacts,
-        escalations,
-    });
-    fsutil::atomic_write(&task.progress_path(), text.as_bytes())?;
-    Ok(text)
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ pub const UNIT: &str = "agent-orchestrator.service";
 pub fn unit_path() -> Result<PathBuf> {
     dirs::config_dir()
         .map(|d| d.join("systemd").join("user").join(UNIT))
-        .ok_or_else(|| Error::BadInput("cannot find the config folder ($XDG_CONFIG_HOME or ~/.config)".into()))
+        .ok_or_else(|| Error::Environment("cannot find the config folder ($XDG_CONFIG_HOME or ~/.config)".into()))
 }
 
 /// Render the unit for this binary.

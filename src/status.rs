@@ -10,7 +10,6 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::handoff::{self, Status};
-use crate::scribe;
 use crate::task::{self, Phase, Task};
 
 /// The `--json` schema version of status and list output.
@@ -47,6 +46,9 @@ pub struct AgentRow {
     pub waiting_for_human: bool,
     /// A remote agent's host has not answered since then (`null` when reachable or local).
     pub unreachable_since: Option<DateTime<Utc>>,
+    /// The agent needs a human or is paused by a usage limit, as the supervisor last saw it
+    /// (`null` when neither); see docs/json.md.
+    pub attention: Option<crate::attention::Attention>,
 }
 
 /// A blocker from an agent's latest handoff.
@@ -148,7 +150,7 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
         }
     };
     let (names, skipped) = handoff::list(&task.handoffs())?;
-    let latest = scribe::latest_by_agent(&task.handoffs(), &names)?;
+    let latest = crate::progress::latest_by_agent(&task.handoffs(), &names)?;
     let unprocessed = names
         .iter()
         .filter(|n| state.ledger.get(&n.file_name()).is_none())
@@ -201,6 +203,7 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
             idle_secs: None,
             waiting_for_human: false,
             unreachable_since: st.and_then(|s| s.unreachable_since),
+            attention: st.and_then(|s| s.attention.clone()),
             name,
         });
     }
@@ -261,7 +264,7 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
 }
 
 fn opt_time(t: Option<DateTime<Utc>>) -> String {
-    t.map(scribe::local_time).unwrap_or_else(|| "-".into())
+    t.map(crate::clock::local_time).unwrap_or_else(|| "-".into())
 }
 
 fn table() -> Table {
@@ -314,6 +317,13 @@ pub fn render(s: &TaskStatus) -> String {
                 (Some(p), Some(code)) => format!("{p} ({code})"),
                 (Some(p), None) if a.exit_signal.is_some() => format!("{p} (signal {})", a.exit_signal.unwrap_or(0)),
                 (Some(p), None) if a.waiting_for_human => format!("{p}, needs human"),
+                (Some(p), None)
+                    if a.attention
+                        .as_ref()
+                        .is_some_and(|x| x.kind == crate::attention::Kind::Paused) =>
+                {
+                    format!("{p}, paused")
+                }
                 (Some(p), None) => p.clone(),
                 (None, _) => "-".into(),
             };
@@ -378,12 +388,55 @@ pub fn render(s: &TaskStatus) -> String {
                     .unwrap_or_else(|| "-".into()),
                 l.released
                     .as_ref()
-                    .map(|r| format!("{} ({})", r.reason.as_str(), scribe::local_time(r.at)))
+                    .map(|r| format!("{} ({})", r.reason.as_str(), crate::clock::local_time(r.at)))
                     .unwrap_or_else(|| "-".into()),
             ]);
         }
         out.push_str(&trim_lines(&t.to_string()));
         out.push('\n');
+    }
+    let waiting: Vec<&AgentRow> = s
+        .agents
+        .iter()
+        .filter(|a| a.attention.is_some() || a.waiting_for_human)
+        .collect();
+    if !waiting.is_empty() {
+        out.push_str("\nAttention:\n");
+        for a in waiting {
+            let line = match &a.attention {
+                Some(at) => {
+                    use crate::attention::Kind;
+                    let mut l = match at.kind {
+                        Kind::NeedsHuman => format!(
+                            "needs a human since {}: {} \"{}\"{}",
+                            crate::clock::local_time(at.since),
+                            at.reason,
+                            at.line,
+                            match at.escalated_at {
+                                Some(t) => format!(" (human called {})", crate::clock::local_time(t)),
+                                None => " (a human is called if it stays)".into(),
+                            }
+                        ),
+                        Kind::Paused => format!(
+                            "paused until {}{}: \"{}\"",
+                            at.resets_at.map(crate::clock::local_time).unwrap_or_else(|| "?".into()),
+                            if at.reset_parsed {
+                                ""
+                            } else {
+                                " (reset not shown; default wait)"
+                            },
+                            at.line
+                        ),
+                    };
+                    if let Some(r) = at.resumed_at {
+                        l.push_str(&format!(", resumed {}", crate::clock::local_time(r)));
+                    }
+                    l
+                }
+                None => "shows a dialog (not yet seen by the supervisor)".into(),
+            };
+            out.push_str(&format!("  {}  {line}\n", a.name));
+        }
     }
     out.push('\n');
     if s.blockers.is_empty() {
@@ -398,7 +451,7 @@ pub fn render(s: &TaskStatus) -> String {
         out.push_str(&format!(
             "NEEDS A HUMAN: {} (since {})\n",
             e.reason,
-            scribe::local_time(e.time)
+            crate::clock::local_time(e.time)
         ));
     }
     for p in &s.problems {

@@ -205,7 +205,7 @@ impl Tmux {
                 words.extend(local.get_args().map(|a| a.to_string_lossy().into_owned()));
                 words.extend(args.iter().map(|a| a.to_string()));
                 let mut c = Command::new(&ssh[0]);
-                c.args(&ssh[1..]).arg(crate::remote::shell_join(&words));
+                c.args(&ssh[1..]).arg(crate::shell::shell_join(&words));
                 c
             }
         };
@@ -218,7 +218,11 @@ impl Tmux {
 
     /// Run one tmux invocation; stdout on success, an error naming `what` otherwise.
     pub async fn run(&self, what: &str, args: &[&str]) -> Result<String> {
-        let out = self.command(args).output().await.map_err(|e| tmux_missing(what, e))?;
+        self.run_command(what, self.command(args)).await
+    }
+
+    async fn run_command(&self, what: &str, mut c: Command) -> Result<String> {
+        let out = c.output().await.map_err(|e| tmux_missing(what, e))?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
@@ -248,7 +252,7 @@ impl Tmux {
             Some(ssh) => {
                 let mut c = Command::new(&ssh[0]);
                 c.args(&ssh[1..])
-                    .arg(crate::remote::shell_join(&["test", "-d", &spec.cwd.to_string_lossy()]))
+                    .arg(crate::shell::shell_join(&["test", "-d", &spec.cwd.to_string_lossy()]))
                     .stdin(Stdio::null())
                     .kill_on_drop(true);
                 c.status().await.map(|s| s.success()).unwrap_or(false)
@@ -303,7 +307,14 @@ impl Tmux {
             args.push(extra.into());
         }
         let argv: Vec<&str> = args.iter().map(|a| a.as_ref()).collect();
-        let out = self.run("start session", &argv).await?;
+        let mut c = self.command(&argv);
+        if self.via.is_none() {
+            // tmux gives a new pane the PATH of the client that asked for it, over `-e PATH=…`.
+            if let Some((_, path)) = spec.env.iter().find(|(k, _)| k == "PATH") {
+                c.env("PATH", path);
+            }
+        }
+        let out = self.run_command("start session", c).await?;
         let pane = out.lines().next().unwrap_or("").trim().to_string();
         if !pane.starts_with('%') {
             return Err(Error::Tmux {
@@ -435,7 +446,7 @@ impl Tmux {
 
 fn tmux_missing(what: &str, e: std::io::Error) -> Error {
     if e.kind() == std::io::ErrorKind::NotFound {
-        Error::BadInput(format!(
+        Error::Environment(format!(
             "cannot {what}: tmux is not installed (apt-get install tmux, or your system's package)"
         ))
     } else {

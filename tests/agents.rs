@@ -6,10 +6,6 @@ mod common;
 use common::*;
 use serde_json::Value;
 
-fn pane_of(w: &World, task: &str, agent: &str) -> String {
-    w.state(task)["agents"][agent]["pane"].as_str().unwrap().to_string()
-}
-
 fn environ(w: &World, pane: &str) -> String {
     let o = w.tmux(&["display-message", "-p", "-t", pane, "#{pane_pid}"]);
     let pid = String::from_utf8_lossy(&o.stdout).trim().to_string();
@@ -31,7 +27,7 @@ fn start_spawn_and_refuse_a_second_start() {
     ]))))
     .unwrap();
     assert_eq!(v["started"]["session"], "aot-t1-pm");
-    let pane = pane_of(&w, "t1", "pm");
+    let pane = w.pane("t1", "pm");
     assert_eq!(v["started"]["pane"], pane.as_str());
     let env = environ(&w, &pane);
     for kv in ["TASK_NAME=t1", "TASK_AGENT=pm", "TASK_ROLE=hub"] {
@@ -41,9 +37,7 @@ fn start_spawn_and_refuse_a_second_start() {
         env.lines()
             .any(|l| l == format!("TASK_DIR={}", w.project.join("tasks/t1").display()))
     );
-    wait_for("the PM prompt", 20, || {
-        w.capture(&pane).contains("demo> ").then_some(())
-    });
+    w.wait_demo_prompt(&pane);
     let pre = std::fs::read_to_string(v["started"]["preamble"].as_str().unwrap()).unwrap();
     assert!(
         pre.contains("# Agent: pm") && pre.contains("task spawn t1 <agent> --handoff")
@@ -66,21 +60,11 @@ fn start_spawn_and_refuse_a_second_start() {
     );
 
     // Spawn an agent with a PM handoff.
-    let h = ok(&run_with_stdin(
-        w.task().args([
-            "handoff",
-            "t1",
-            "--from",
-            "pm",
-            "--target",
-            "explore",
-            "--status",
-            "IN_PROGRESS",
-            "--body-file",
-            "-",
-        ]),
-        b"## Instructions\nMap the modules; quote \"this\" and $(keep) it.\n",
-    ));
+    let h = w
+        .handoff("t1", "pm", "IN_PROGRESS")
+        .target("explore")
+        .body("## Instructions\nMap the modules; quote \"this\" and $(keep) it.\n")
+        .write();
     let v: Value = serde_json::from_str(&ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
         "spawn",
         "t1",
@@ -145,26 +129,7 @@ fn missing_runtime_binary_fails_before_any_session() {
 #[test]
 fn hostile_messages_arrive_literally_exactly_once() {
     let w = World::new();
-    ok(&run(w.task().args(["new", "t1"])));
-    let h = ok(&run(w.task().args([
-        "handoff",
-        "t1",
-        "--from",
-        "pm",
-        "--target",
-        "echo",
-        "--status",
-        "IN_PROGRESS",
-    ])));
-    ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
-        "spawn",
-        "t1",
-        "echo",
-        "--handoff",
-        h.trim(),
-        "--runtime",
-        "demo",
-    ])));
+    w.new_task_with_idle_demo("t1", "echo");
     let unicode: String = "日本語テキスト — ünïcödé ✓ ".repeat(700);
     let messages: Vec<String> = vec![
         "plain".into(),
@@ -212,11 +177,9 @@ fn checkin_lists_exactly_the_new_handoffs_and_retries_undelivered() {
         "--no-cron",
     ])));
     for (agent, status) in [("explore", "COMPLETE"), ("dev", "NEEDS_REVIEW")] {
-        ok(&run_with_stdin(
-            w.task()
-                .args(["handoff", "t1", "--from", agent, "--status", status, "--body-file", "-"]),
-            format!("## Completed Work\n{agent} work done.\n").as_bytes(),
-        ));
+        w.handoff("t1", agent, status)
+            .body(format!("## Completed Work\n{agent} work done.\n"))
+            .write();
     }
     let v: Value = serde_json::from_str(&ok(&run(w.task().args(["checkin", "t1", "--json"])))).unwrap();
     assert_eq!(v["recorded"], true);
@@ -243,9 +206,7 @@ fn checkin_lists_exactly_the_new_handoffs_and_retries_undelivered() {
 
     // PM gone: the check-in fails, the new handoff stays new.
     ok(&run(w.task().args(["stop", "t1"])));
-    ok(&run(w
-        .task()
-        .args(["handoff", "t1", "--from", "review", "--status", "COMPLETE"])));
+    w.handoff("t1", "review", "COMPLETE").write();
     let o = run(w.task().args(["checkin", "t1"]));
     assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
     assert!(stderr(&o).contains("not delivered"), "{}", stderr(&o));
@@ -312,10 +273,8 @@ fn dead_agents_show_their_exit_status() {
         "demo",
         "--no-cron",
     ])));
-    let pane = pane_of(&w, "t1", "pm");
-    wait_for("the PM prompt", 20, || {
-        w.capture(&pane).contains("demo> ").then_some(())
-    });
+    let pane = w.pane("t1", "pm");
+    w.wait_demo_prompt(&pane);
     let o = w.tmux(&["display-message", "-p", "-t", &pane, "#{pane_pid}"]);
     let pid: i32 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
     unsafe {
@@ -374,7 +333,7 @@ fn cron_line_installed_once_and_removed_on_stop() {
     // Without crontab on PATH (only tmux), the line is printed for the user and nothing is installed.
     let only_tmux = w.dir.path().join("only-tmux");
     std::fs::create_dir_all(&only_tmux).unwrap();
-    let tmux_bin = agent_orchestrator::runtime::which("tmux").expect("tmux on PATH");
+    let tmux_bin = agent_orchestrator::shell::which("tmux").expect("tmux on PATH");
     std::os::unix::fs::symlink(tmux_bin, only_tmux.join("tmux")).unwrap();
     let before = std::fs::read_to_string(w.crontab_file()).unwrap();
     let o = run(w.task().env("PATH", &only_tmux).env("AO_DEMO_IDLE", "1").args([
@@ -451,28 +410,8 @@ fn the_demo_task_runs_to_complete() {
 #[test]
 fn text_left_in_the_input_by_an_interrupted_delivery_is_cleared_not_merged() {
     let w = World::new();
-    ok(&run(w.task().args(["new", "t1"])));
-    let h = ok(&run(w.task().args([
-        "handoff",
-        "t1",
-        "--from",
-        "pm",
-        "--target",
-        "echo",
-        "--status",
-        "IN_PROGRESS",
-    ])));
-    ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
-        "spawn",
-        "t1",
-        "echo",
-        "--handoff",
-        h.trim(),
-        "--runtime",
-        "demo",
-    ])));
-    let pane = w.state("t1")["agents"]["echo"]["pane"].as_str().unwrap().to_string();
-    wait_for("the prompt", 20, || w.capture(&pane).contains("demo> ").then_some(()));
+    let pane = w.new_task_with_idle_demo("t1", "echo");
+    w.wait_demo_prompt(&pane);
     // A paste whose Enter never came (the supervisor was killed in between).
     let o = w.tmux(&["send-keys", "-t", &pane, "-l", "stale half-delivered check-in"]);
     assert!(o.status.success());
@@ -493,18 +432,8 @@ fn text_left_in_the_input_by_an_interrupted_delivery_is_cleared_not_merged() {
 #[test]
 fn the_spawn_gate_refuses_spokes_and_lets_hubs_and_humans_through() {
     let w = World::new();
-    ok(&run(w.task().args(["new", "t1"])));
-    let h = ok(&run(w.task().args([
-        "handoff",
-        "t1",
-        "--from",
-        "pm",
-        "--target",
-        "dev",
-        "--status",
-        "IN_PROGRESS",
-    ])));
-    let h = h.trim().to_string();
+    w.new_task("t1", "");
+    let h = w.handoff("t1", "pm", "IN_PROGRESS").target("dev").write();
     // A human (no TASK_* in the environment) may spawn.
     let v: Value = serde_json::from_str(&ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
         "spawn",
@@ -518,7 +447,7 @@ fn the_spawn_gate_refuses_spokes_and_lets_hubs_and_humans_through() {
     ]))))
     .unwrap();
     assert_eq!(v["reason"], "SPAWN_OK");
-    let dev_pane = pane_of(&w, "t1", "dev");
+    let dev_pane = w.pane("t1", "dev");
 
     let spawn_test = |c: &mut std::process::Command| {
         run(c
@@ -556,29 +485,19 @@ fn the_spawn_gate_refuses_spokes_and_lets_hubs_and_humans_through() {
 #[test]
 fn prepare_renders_the_spawn_and_starts_nothing() {
     let w = World::new();
-    ok(&run(w.task().args(["new", "t1"])));
-    let h = ok(&run_with_stdin(
-        w.task().args([
-            "handoff",
-            "t1",
-            "--from",
-            "pm",
-            "--target",
-            "dev",
-            "--status",
-            "IN_PROGRESS",
-            "--body-file",
-            "-",
-        ]),
-        b"## Instructions\nFix the writer pool; keep 'quotes' and $(this) literal.\n",
-    ));
+    w.new_task("t1", "");
+    let h = w
+        .handoff("t1", "pm", "IN_PROGRESS")
+        .target("dev")
+        .body("## Instructions\nFix the writer pool; keep 'quotes' and $(this) literal.\n")
+        .write();
     let before = snapshot(&w.project);
     let out = ok(&run(w.task().args([
         "spawn",
         "t1",
         "dev",
         "--handoff",
-        h.trim(),
+        &h,
         "--runtime",
         "demo",
         "--prepare",
@@ -598,7 +517,7 @@ fn prepare_renders_the_spawn_and_starts_nothing() {
         "t1",
         "dev",
         "--handoff",
-        h.trim(),
+        &h,
         "--runtime",
         "demo",
         "--prepare",
@@ -609,4 +528,80 @@ fn prepare_renders_the_spawn_and_starts_nothing() {
     assert_eq!(v["session"], "aot-t1-dev");
     assert!(w.sessions().is_empty(), "nothing started: {:?}", w.sessions());
     assert_eq!(snapshot(&w.project), before, "nothing written");
+}
+
+/// The permission mode and the agent's own allow rules reach its command line; an unknown
+/// mode is refused before anything starts; bypassing every prompt is warned about.
+#[test]
+fn permission_mode_and_allow_rules_reach_the_agent_and_bad_modes_start_nothing() {
+    let w = World::new();
+    let cfg = w.dir.path().join("config/agent-orchestrator");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(
+        cfg.join("config.toml"),
+        r#"[runtimes.echo]
+argv = ["/bin/sh", "-c", "printf 'mode=%s settings=%s dir=%s\n' \"$0\" \"$1\" \"$2\"; exec cat", "{permission_mode}", "{settings}", "{task_dir}"]
+permission_mode = "acceptEdits"
+[runtimes.echo.patterns]
+ready = ['^mode=']
+"#,
+    )
+    .unwrap();
+    ok(&run(w.task().args(["new", "t1"])));
+    let md = w.project.join("tasks/t1/task.md");
+    let original = std::fs::read_to_string(&md).unwrap();
+    std::fs::write(&md, format!("{original}\n## Agent Config\npermission_mode: yolo\n")).unwrap();
+    let o = run(w
+        .task()
+        .args(["start", "t1", "--runtime", "echo", "--no-daemon", "--no-cron"]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unknown permission_mode \"yolo\""),
+        "{}",
+        stderr(&o)
+    );
+    assert!(w.sessions().is_empty(), "{:?}", w.sessions());
+
+    std::fs::write(
+        &md,
+        format!("{original}\n## Agent Config\npermission_mode: bypassPermissions\n"),
+    )
+    .unwrap();
+    let o = run(w
+        .task()
+        .args(["start", "t1", "--runtime", "echo", "--no-daemon", "--no-cron"]));
+    ok(&o);
+    assert!(
+        stderr(&o).contains("warning: permission_mode is bypassPermissions"),
+        "{}",
+        stderr(&o)
+    );
+    let pane = w.pane("t1", "pm");
+    let screen = wait_for("the command line on screen", 10, || {
+        let s = w.capture(&pane);
+        s.contains("mode=").then_some(s)
+    });
+    assert!(screen.contains("mode=bypassPermissions"), "{screen}");
+    assert!(
+        screen.contains("Bash(task spawn:*)") && screen.contains("Bash(task handoff:*)"),
+        "the PM may spawn: {screen}"
+    );
+    assert!(screen.contains("/tasks/t1"), "{screen}");
+    // task.md without the key: the profile's mode.
+    ok(&run(w.task().args(["stop", "t1"])));
+    std::fs::write(&md, &original).unwrap();
+    ok(&run(w.task().args([
+        "start",
+        "t1",
+        "--runtime",
+        "echo",
+        "--no-daemon",
+        "--no-cron",
+    ])));
+    let pane = w.pane("t1", "pm");
+    let screen = wait_for("the command line on screen", 10, || {
+        let s = w.capture(&pane);
+        s.contains("mode=").then_some(s)
+    });
+    assert!(screen.contains("mode=acceptEdits"), "{screen}");
 }

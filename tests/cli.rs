@@ -442,3 +442,132 @@ fn help_teaches_names_and_exit_codes() {
     let o = run(task(d.path()).args(["frobnicate"]));
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// Each verb's line in `task --help` is its own: clap falls back to the doc of a
+/// flattened struct when a verb has none, which once gave `setup-agents` the
+/// `--project` text and `start` the setup-agents text.
+#[test]
+fn help_lists_each_verb_with_its_own_description() {
+    let d = tempfile::tempdir().unwrap();
+    let out = ok(&run(task(d.path()).args(["--help"])));
+    let commands: Vec<(String, String)> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let (verb, desc) = l.split_once(char::is_whitespace)?;
+            Some((verb.to_string(), desc.trim().to_string()))
+        })
+        .collect();
+    let expected = [
+        ("new", "Create tasks/<name>/"),
+        ("handoff", "Write a well-formed handoff"),
+        ("status", "Show a task's phase"),
+        ("list", "List the project's tasks"),
+        ("progress", "Regenerate progress.md"),
+        ("start", "Start the task's PM in tmux"),
+        ("spawn", "Start an agent in its own tmux session"),
+        ("send", "Type a message into a running agent"),
+        ("checkin", "One check-in"),
+        ("watch", "Run check-ins in the foreground"),
+        ("stop", "End the task's agent sessions"),
+        ("attach", "Attach your terminal to an agent's tmux session"),
+        ("daemon", "Run the supervisor daemon in the foreground"),
+        ("shutdown", "Stop the running daemon cleanly"),
+        ("service", "Install, remove or inspect the systemd user unit"),
+        ("log", "Show a task's event log"),
+        ("setup-agents", "Write the default agent definitions"),
+        ("help", "Print this message"),
+    ];
+    let verbs: Vec<&str> = commands.iter().map(|(v, _)| v.as_str()).collect();
+    let want: Vec<&str> = expected.iter().map(|(v, _)| *v).collect();
+    assert_eq!(
+        {
+            let mut v = verbs.clone();
+            v.sort();
+            v
+        },
+        {
+            let mut w = want.clone();
+            w.sort();
+            w
+        },
+        "{out}"
+    );
+    for (verb, start) in expected {
+        let desc = &commands.iter().find(|(v, _)| v == verb).unwrap().1;
+        assert!(desc.starts_with(start), "`{verb}` is described as {desc:?}\n{out}");
+    }
+    let mut descs: Vec<&str> = commands.iter().map(|(_, d)| d.as_str()).collect();
+    descs.sort();
+    descs.dedup();
+    assert_eq!(descs.len(), commands.len(), "two verbs share a description:\n{out}");
+    assert!(!out.contains("shared by most verbs"), "{out}");
+}
+
+#[test]
+fn setup_agents_merges_the_allow_rules_and_refuses_a_malformed_settings_file() {
+    let d = tempfile::tempdir().unwrap();
+    let settings = d.path().join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(
+        &settings,
+        r#"{"model": "opus", "permissions": {"allow": ["Bash(cargo test:*)", "Bash(task status:*)"], "deny": ["Read(.env)"]}}"#,
+    )
+    .unwrap();
+    let out = ok(&run(task(d.path()).args(["setup-agents", "--runtime", "claude"])));
+    assert!(
+        out.contains("allowed in .claude/settings.json: Bash(task handoff:*), Bash(task log:*), Bash(task progress:*)"),
+        "{out}"
+    );
+    let v: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    assert_eq!(v["model"], "opus");
+    assert_eq!(v["permissions"]["deny"][0], "Read(.env)");
+    let allow: Vec<&str> = v["permissions"]["allow"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(allow[0], "Bash(cargo test:*)");
+    assert_eq!(allow.len(), 5, "{allow:?}");
+    assert!(
+        !allow.iter().any(|a| a.contains("spawn")),
+        "only the rules every agent needs"
+    );
+    // Again: nothing to add, nothing rewritten.
+    let v: Value = serde_json::from_str(&ok(&run(task(d.path()).args(["setup-agents", "--json"])))).unwrap();
+    assert_eq!(v["permissions_added"].as_array().unwrap().len(), 0);
+    // Kiro's agents trust the same commands; the PM's also spawn and send.
+    let k: Value = serde_json::from_slice(&std::fs::read(d.path().join(".kiro/agents/pm.json")).unwrap()).unwrap();
+    let cmds = k["toolsSettings"]["shell"]["allowedCommands"].to_string();
+    assert!(
+        cmds.contains("^task handoff( .*)?$") && cmds.contains("^task spawn( .*)?$"),
+        "{cmds}"
+    );
+    let k: Value = serde_json::from_slice(&std::fs::read(d.path().join(".kiro/agents/dev.json")).unwrap()).unwrap();
+    assert!(
+        !k["toolsSettings"]["shell"]["allowedCommands"]
+            .to_string()
+            .contains("spawn")
+    );
+    assert!(k["allowedTools"].to_string().contains("write"));
+
+    // A malformed file is refused, named, and left byte for byte.
+    let e = tempfile::tempdir().unwrap();
+    let bad = e.path().join(".claude/settings.json");
+    std::fs::create_dir_all(bad.parent().unwrap()).unwrap();
+    std::fs::write(&bad, b"{\"permissions\": {\"allow\": [\"Bash(ls)\",]}").unwrap();
+    let before = snapshot(e.path());
+    let o = run(task(e.path()).args(["setup-agents", "--runtime", "claude"]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("settings.json cannot be merged: it is not valid JSON")
+            && stderr(&o).contains("not changed"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(snapshot(e.path()), before, "nothing written, no agent file either");
+}

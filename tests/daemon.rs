@@ -12,11 +12,7 @@ use common::*;
 use serde_json::Value;
 
 fn start_idle_pm(w: &World, task: &str, extra_md: &str) {
-    ok(&run(w.task().args(["new", task])));
-    if !extra_md.is_empty() {
-        let p = w.project.join("tasks").join(task).join("task.md");
-        std::fs::write(&p, format!("# Task: {task}\n\n## Agent Config\n{extra_md}\n")).unwrap();
-    }
+    w.new_task(task, extra_md);
     let out = ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
         "start",
         task,
@@ -24,20 +20,13 @@ fn start_idle_pm(w: &World, task: &str, extra_md: &str) {
         "demo",
     ])));
     assert!(out.contains("Supervisor:") || out.contains("daemon"), "{out}");
-    let pane = w.state(task)["agents"]["pm"]["pane"].as_str().unwrap().to_string();
-    wait_for("the PM prompt", 20, || {
-        w.capture(&pane).contains("demo> ").then_some(())
-    });
+    w.wait_demo_prompt(&w.pane(task, "pm"));
 }
 
 fn handoff(w: &World, task: &str, agent: &str, status: &str) -> String {
-    ok(&run_with_stdin(
-        w.task()
-            .args(["handoff", task, "--from", agent, "--status", status, "--body-file", "-"]),
-        format!("## Completed Work\n{agent} finished.\n").as_bytes(),
-    ))
-    .trim()
-    .to_string()
+    w.handoff(task, agent, status)
+        .body(format!("## Completed Work\n{agent} finished.\n"))
+        .write()
 }
 
 fn raw_request(w: &World, bytes: &[u8]) -> Value {
@@ -67,12 +56,16 @@ fn a_handoff_wakes_the_pm_and_a_burst_is_one_checkin() {
         inbox[0]
     );
 
-    // Ten handoffs within ~100 ms become one check-in listing all ten.
+    // Ten handoffs landing within a few ms become one check-in listing all ten. They are
+    // written (with their fsyncs) aside and renamed in, so a loaded machine cannot stretch
+    // the burst past the debounce.
     let task = agent_orchestrator::task::Task::new(&w.project, "t1".parse().unwrap()).unwrap();
     let from: agent_orchestrator::names::AgentName = "test".parse().unwrap();
+    let aside = task.dir().join("scratchpad/burst");
+    std::fs::create_dir_all(&aside).unwrap();
     for _ in 0..10 {
         agent_orchestrator::handoff::write(
-            &task.handoffs(),
+            &aside,
             &agent_orchestrator::handoff::NewHandoff {
                 from: &from,
                 status: agent_orchestrator::handoff::Status::Complete,
@@ -83,6 +76,10 @@ fn a_handoff_wakes_the_pm_and_a_burst_is_one_checkin() {
             },
         )
         .unwrap();
+    }
+    for e in std::fs::read_dir(&aside).unwrap() {
+        let e = e.unwrap();
+        std::fs::rename(e.path(), task.handoffs().join(e.file_name())).unwrap();
     }
     let inbox = wait_for("the burst check-in", 10, || {
         let i = w.inbox("t1", "pm");
@@ -107,11 +104,214 @@ fn a_handoff_wakes_the_pm_and_a_burst_is_one_checkin() {
     assert_eq!(kinds.iter().filter(|k| *k == "checkin").count(), 2, "{kinds:?}");
     assert!(kinds.contains(&"spawn".to_string()));
 
-    // The PM's own COMPLETE is checked in at once too: that is what records the phase.
+    // The PM's own COMPLETE is checked in at once too: that is what records the phase. Here
+    // PLANNING → COMPLETE is not a move of the state machine, so the PM is told so.
     handoff(&w, "t1", "pm", "COMPLETE");
-    wait_for("the check-in after the PM's COMPLETE", 10, || {
-        (w.inbox("t1", "pm").len() == 3).then_some(())
+    let inbox = wait_for("the check-in after the PM's COMPLETE", 10, || {
+        let i = w.inbox("t1", "pm");
+        (i.len() == 3).then_some(i)
     });
+    assert!(inbox[2].contains("PLANNING → COMPLETE"), "{}", inbox[2]);
+}
+
+/// The events of a task, parsed.
+/// The `Agents:` line of a check-in message.
+fn agents_line(msg: &str) -> &str {
+    msg.lines().find(|l| l.starts_with("Agents:")).unwrap_or("")
+}
+
+#[test]
+fn checkins_list_agents_as_their_handoffs_say_and_nothing_is_sent_after_the_pms_complete() {
+    let w = World::new();
+    ok(&run(w.task().args(["new", "t1"])));
+    ok(&run(w.task().args(["start", "t1", "--runtime", "demo"])));
+    wait_for("the demo task to finish", 120, || {
+        w.events("t1")
+            .into_iter()
+            .find(|e| {
+                e["kind"] == "checkin_skipped" && e["data"]["why"].as_str().is_some_and(|w| w.contains("COMPLETE"))
+            })
+            .map(|_| ())
+    });
+    let st = w.state("t1");
+    assert_eq!(st["phase"], "COMPLETE");
+    let inbox = w.inbox("t1", "pm");
+    // One check-in per spoke handoff (explore, plan, dev, review, dev, review); none after the PM's COMPLETE.
+    assert_eq!(inbox.len(), 6, "{inbox:#?}");
+    assert!(
+        inbox
+            .iter()
+            .all(|m| !m.contains("Decide the next step") || !m.contains("phase COMPLETE")),
+        "{inbox:#?}"
+    );
+    let reporting = |agent: &str, n: usize| -> &str {
+        inbox
+            .iter()
+            .filter(|m| m.contains(&format!("- {agent}-")))
+            .nth(n)
+            .unwrap_or_else(|| panic!("no check-in #{n} reporting {agent}: {inbox:#?}"))
+    };
+    let m = reporting("explore", 0);
+    assert!(
+        agents_line(m).contains("explore done") && !agents_line(m).contains("explore running"),
+        "{m}"
+    );
+    assert!(agents_line(reporting("plan", 0)).contains("plan done"));
+    assert!(agents_line(reporting("dev", 0)).contains("dev needs review"));
+    let approved = reporting("review", 1);
+    assert!(
+        agents_line(approved).contains("review done") && agents_line(approved).contains("dev needs review"),
+        "{approved}"
+    );
+    for (agent, status) in [
+        ("explore", "done"),
+        ("plan", "done"),
+        ("dev", "needs_review"),
+        ("review", "done"),
+        ("pm", "running"),
+    ] {
+        assert_eq!(st["agents"][agent]["status"], status, "{agent}: {}", st["agents"]);
+    }
+    // The last handoff was checked in (ledger, lineage) though it was not sent.
+    let last_pm = st["lineage"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        (last_pm["from"].as_str(), last_pm["status"].as_str()),
+        (Some("pm"), Some("COMPLETE"))
+    );
+    assert_eq!(st["ledger"].as_object().unwrap().len(), 13);
+    let log = ok(&run(w.task().args(["log", "t1"])));
+    assert!(
+        log.contains("checkin_skipped") && log.contains("the PM declared the task COMPLETE"),
+        "{log}"
+    );
+    let status: Value = serde_json::from_str(&ok(&run(w.task().args(["status", "t1", "--json"])))).unwrap();
+    assert_eq!(status["task"]["handoffs_unprocessed"], 0);
+
+    // Scheduled check-ins of a finished task, even with quiet check-ins off, send nothing...
+    std::fs::write(
+        w.project.join("tasks/t1/task.md"),
+        "# Task: t1\n\n## Agent Config\ncheckin: 1s\nquiet_checkins: false\n",
+    )
+    .unwrap();
+    wait_for("a scheduled check-in of the finished task", 30, || {
+        w.events("t1")
+            .into_iter()
+            .find(|e| e["kind"] == "checkin_skipped" && e["data"]["trigger"] == "schedule")
+            .map(|_| ())
+    });
+    assert_eq!(w.inbox("t1", "pm").len(), 6);
+    // ...until an agent reports after the PM's COMPLETE: that is news.
+    handoff(&w, "t1", "test", "COMPLETE");
+    let late = wait_for("the late handoff's check-in", 15, || {
+        w.inbox("t1", "pm").get(6).cloned()
+    });
+    assert!(late.contains("- test-") && late.contains("phase COMPLETE"), "{late}");
+    assert!(agents_line(&late).contains("test done"), "{late}");
+    ok(&run(w.task().args(["stop", "t1"])));
+}
+
+/// Scheduled check-ins (kind checkin or checkin_skipped, trigger schedule): their times.
+fn scheduled(w: &World, task: &str) -> Vec<chrono::DateTime<chrono::Utc>> {
+    w.events(task)
+        .into_iter()
+        .filter(|e| e["data"]["trigger"] == "schedule")
+        .map(|e| serde_json::from_value(e["time"].clone()).unwrap())
+        .collect()
+}
+
+fn next_checkin(w: &World, task: &str) -> chrono::DateTime<chrono::Utc> {
+    serde_json::from_value(w.state(task)["next_checkin"].clone()).expect("next_checkin is saved")
+}
+
+/// Kill this world's daemon (SIGKILL) and start another; returns it once it answers.
+fn restart_daemon(w: &World, old: Option<std::process::Child>) -> std::process::Child {
+    let pid = w.daemon_pid().expect("a daemon runs");
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    if let Some(mut c) = old {
+        let _ = c.wait();
+    }
+    wait_for("the daemon to die", 10, || w.daemon_pid().is_none().then_some(()));
+    let child = w
+        .task()
+        .args(["daemon"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the new daemon", 10, || w.daemon_pid());
+    child
+}
+
+#[test]
+fn the_schedule_survives_daemon_restarts() {
+    let w = World::new();
+    let t0 = chrono::Utc::now();
+    start_idle_pm(&w, "t1", "checkin: 3s");
+    let every = chrono::Duration::seconds(3);
+    let first = next_checkin(&w, "t1");
+    assert!(first > t0 && first <= chrono::Utc::now() + every, "{first}");
+    let v: Value = serde_json::from_str(&ok(&run(w.task().args(["status", "t1", "--json"])))).unwrap();
+    assert_eq!(v["task"]["next_checkin"], w.state("t1")["next_checkin"]);
+    let human = ok(&run(w.task().args(["status", "t1"])));
+    let line = human.lines().find(|l| l.starts_with("Next check-in:")).unwrap();
+    assert!(!line.ends_with('-'), "{human}");
+
+    // Restarted every 2 s, the daemon still checks in every 3 s: from the saved time, not its start.
+    let mut child = None;
+    let window = std::time::Instant::now();
+    while window.elapsed() < Duration::from_secs(10) {
+        child = Some(restart_daemon(&w, child.take()));
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    let times = scheduled(&w, "t1");
+    assert!(times.len() >= 3, "scheduled check-ins in 10 s of restarts: {times:?}");
+    let slack = chrono::Duration::milliseconds(1500);
+    assert!(
+        times[0] - first < slack,
+        "the first ran at its saved time {first}: {times:?}"
+    );
+    for pair in times.windows(2) {
+        assert!(
+            pair[1] - pair[0] < every + slack,
+            "a check-in was pushed back: {times:?}"
+        );
+        assert!(pair[1] - pair[0] > every - slack, "a check-in was doubled: {times:?}");
+    }
+
+    // One missed while no daemon ran runs at once when one is back, and the next follows it.
+    let pid = w.daemon_pid().unwrap();
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    if let Some(mut c) = child.take() {
+        let _ = c.wait();
+    }
+    wait_for("the daemon to die", 10, || w.daemon_pid().is_none().then_some(()));
+    let missed = next_checkin(&w, "t1");
+    let before = scheduled(&w, "t1").len();
+    wait_for("the saved time to pass", 10, || {
+        (chrono::Utc::now() > missed + chrono::Duration::seconds(1)).then_some(())
+    });
+    let back = chrono::Utc::now();
+    let mut c = w
+        .task()
+        .args(["daemon"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let ran = wait_for("the missed check-in", 10, || scheduled(&w, "t1").get(before).copied());
+    assert!(
+        ran - back < slack,
+        "missed check-in ran {} after the restart",
+        ran - back
+    );
+    let next = next_checkin(&w, "t1");
+    assert!(next - ran >= every - chrono::Duration::milliseconds(50) && next - ran < every + slack);
+    let _ = run(w.task().args(["shutdown"]));
+    let _ = c.wait();
 }
 
 #[test]
@@ -167,7 +367,7 @@ fn socket_permissions_single_instance_and_bad_requests() {
 fn kill_9_loses_and_repeats_nothing_and_keeps_the_panes() {
     let w = World::new();
     start_idle_pm(&w, "t1", "");
-    let pane = w.state("t1")["agents"]["pm"]["pane"].as_str().unwrap().to_string();
+    let pane = w.pane("t1", "pm");
     let mut written = Vec::new();
     let mut child: Option<std::process::Child> = None;
     for round in 0..20 {
@@ -195,14 +395,16 @@ fn kill_9_loses_and_repeats_nothing_and_keeps_the_panes() {
                 .spawn()
                 .unwrap(),
         );
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while w.daemon_pid().is_none() {
-            if Instant::now() > deadline {
+        wait_until(
+            &format!("round {round}: the restarted daemon to answer"),
+            Duration::from_secs(10),
+            Duration::from_millis(20),
+            || w.daemon_pid(),
+            || {
                 let log = std::fs::read_to_string(w.dir.path().join(format!("daemon-{round}.log"))).unwrap_or_default();
-                panic!("round {round}: the restarted daemon does not answer; its log:\n{log}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+                format!("its log:\n{log}")
+            },
+        );
         written.push(handoff(&w, "t1", "test", "COMPLETE"));
     }
     let names: Vec<String> = written
@@ -215,22 +417,20 @@ fn kill_9_loses_and_repeats_nothing_and_keeps_the_panes() {
                 .into_owned()
         })
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let st = loop {
-        let st = w.state("t1");
-        if names.iter().all(|n| st["ledger"].get(n).is_some()) {
-            break st;
-        }
-        if Instant::now() > deadline {
+    let st = wait_until(
+        "every handoff in the ledger",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || {
+            let st = w.state("t1");
+            names.iter().all(|n| st["ledger"].get(n).is_some()).then_some(st)
+        },
+        || {
             let events = std::fs::read_to_string(w.project.join("tasks/t1/events.jsonl")).unwrap_or_default();
             let tail: Vec<&str> = events.lines().rev().take(8).collect();
-            panic!(
-                "not every handoff reached the ledger; last events: {tail:#?}\nPM screen:\n{}",
-                w.capture(&pane)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+            format!("last events: {tail:#?}\nPM screen:\n{}", w.capture(&pane))
+        },
+    );
     let lineage: Vec<&str> = st["lineage"]
         .as_array()
         .unwrap()
@@ -279,10 +479,8 @@ fn a_dead_agent_becomes_a_signal_to_the_pm() {
         "--handoff",
         &h,
     ])));
-    let dpane = w.state("t1")["agents"]["dev"]["pane"].as_str().unwrap().to_string();
-    wait_for("dev's prompt", 20, || {
-        w.capture(&dpane).contains("demo> ").then_some(())
-    });
+    let dpane = w.pane("t1", "dev");
+    w.wait_demo_prompt(&dpane);
     let o = w.tmux(&["display-message", "-p", "-t", &dpane, "#{pane_pid}"]);
     let pid: i32 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
     unsafe {
@@ -304,10 +502,8 @@ fn a_dead_pm_is_restarted_with_backoff_then_the_task_is_blocked_and_a_human_noti
     std::fs::write(cfg.join("config.toml"), "notify = [\"touch\", \"{dir}/NOTIFIED\"]\n").unwrap();
     start_idle_pm(&w, "t1", "");
     let kill_pm = |w: &World| {
-        let pane = w.state("t1")["agents"]["pm"]["pane"].as_str().unwrap().to_string();
-        wait_for("the PM prompt", 20, || {
-            w.capture(&pane).contains("demo> ").then_some(())
-        });
+        let pane = w.pane("t1", "pm");
+        w.wait_demo_prompt(&pane);
         let o = w.tmux(&["display-message", "-p", "-t", &pane, "#{pane_pid}"]);
         let pid: i32 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
         unsafe {
@@ -330,7 +526,7 @@ fn a_dead_pm_is_restarted_with_backoff_then_the_task_is_blocked_and_a_human_noti
         restarts[2] - restarts[1] >= chrono::Duration::milliseconds(1900),
         "backoff grows: {restarts:?}"
     );
-    let new_pane = w.state("t1")["agents"]["pm"]["pane"].as_str().unwrap().to_string();
+    let new_pane = w.pane("t1", "pm");
     assert!(!panes.contains(&new_pane), "a fresh pane each time");
     kill_pm(&w);
     wait_for("the task to be BLOCKED", 30, || {
@@ -389,7 +585,7 @@ fn the_systemd_unit_installs_and_verifies() {
 fn killing_the_daemons_whole_process_group_never_kills_an_agent() {
     let w = World::new();
     start_idle_pm(&w, "t1", "");
-    let pane = w.state("t1")["agents"]["pm"]["pane"].as_str().unwrap().to_string();
+    let pane = w.pane("t1", "pm");
     let pid = w.daemon_pid().unwrap();
     let pgid = unsafe { libc::getpgid(pid) };
     assert!(pgid > 0);
@@ -560,7 +756,7 @@ fn spawn_send_and_stop_go_through_the_daemon_and_work_without_one() {
     .unwrap();
     assert_eq!(v["session"], "aot-t1-dev");
     let pane = v["pane"].as_str().unwrap().to_string();
-    wait_for("dev's prompt", 20, || w.capture(&pane).contains("demo> ").then_some(()));
+    w.wait_demo_prompt(&pane);
     let v: Value = serde_json::from_str(&ok(&run(w.task().args([
         "send",
         "t1",
@@ -600,4 +796,98 @@ fn spawn_send_and_stop_go_through_the_daemon_and_work_without_one() {
     .unwrap();
     assert_eq!(v["session"], "aot-t1-dev");
     assert!(w.daemon_pid().is_none(), "spawn must not start a daemon");
+}
+
+#[test]
+fn next_checkin_follows_the_mode_and_a_bad_schedule_is_reported_at_start() {
+    let w = World::new();
+    // Cron mode: the crontab line's schedule (*/10, in the tests' UTC), and `task checkin` keeps it.
+    ok(&run(w.task().args(["new", "cron1"])));
+    let v: Value = serde_json::from_str(&ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
+        "start",
+        "--no-daemon",
+        "cron1",
+        "--runtime",
+        "demo",
+        "--json",
+    ]))))
+    .unwrap();
+    let next: chrono::DateTime<chrono::Utc> = serde_json::from_value(v["next_checkin"].clone()).unwrap();
+    assert_eq!(next.timestamp() % 600, 0, "{next}");
+    assert_eq!(w.state("cron1")["next_checkin"], v["next_checkin"]);
+    // Without the crontab line nothing schedules it, and status says so.
+    ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
+        "start",
+        "--no-daemon",
+        "--no-cron",
+        "cron2",
+        "--runtime",
+        "demo",
+    ])));
+    assert!(w.state("cron2")["next_checkin"].is_null());
+    let human = ok(&run(w.task().args(["status", "cron2"])));
+    assert!(human.contains("Next check-in: -"), "{human}");
+
+    // Under the daemon, a checkin: that does not parse is reported, not silently dropped.
+    ok(&run(w.task().args(["new", "bad"])));
+    std::fs::write(
+        w.project.join("tasks/bad/task.md"),
+        "# Task: bad\n\n## Agent Config\ncheckin: soon\n",
+    )
+    .unwrap();
+    let o = run(w
+        .task()
+        .env("AO_DEMO_IDLE", "1")
+        .args(["start", "bad", "--runtime", "demo"]));
+    ok(&o);
+    assert!(
+        stderr(&o).contains("checkin: \"soon\"") && stderr(&o).contains("scheduled check-ins are off"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(w.state("bad")["next_checkin"].is_null());
+    let _ = run(w.task().args(["shutdown"]));
+}
+
+#[test]
+fn the_daemons_answers_keep_the_clis_output_refusals_and_exit_codes() {
+    let w = World::new();
+    start_idle_pm(&w, "t1", "");
+    let h1 = handoff(&w, "t1", "pm", "IN_PROGRESS");
+    std::thread::sleep(Duration::from_millis(1100));
+    let h2 = handoff(&w, "t1", "pm", "IN_PROGRESS");
+    let v: Value = serde_json::from_str(&ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
+        "spawn",
+        "t1",
+        "dev",
+        "--handoff",
+        &h1,
+        "--json",
+    ]))))
+    .unwrap();
+    assert_eq!(v["reason"], "SPAWN_OK", "{v}");
+
+    // A refusal by the daemon's lanes: exit 6, its reason in --json, its words on stderr.
+    let o = run(w.task().args(["spawn", "t1", "dev", "--handoff", &h2, "--json"]));
+    assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["reason"], "SPAWN_REJECT_ACTIVE_LANE", "{v}");
+    assert_eq!(v["agent"], "dev", "{v}");
+    assert!(
+        v["error"].as_str().unwrap().starts_with("SPAWN_REJECT_ACTIVE_LANE: "),
+        "{v}"
+    );
+    assert!(
+        stderr(&o).contains("error: SPAWN_REJECT_ACTIVE_LANE: dev's lane is busy"),
+        "{}",
+        stderr(&o)
+    );
+
+    // A check-in run by the daemon's actor: its report as --json, one line otherwise.
+    let v: Value = serde_json::from_str(&ok(&run(w.task().args(["checkin", "t1", "--json"])))).unwrap();
+    assert_eq!(v["task"], "t1", "{v}");
+    assert!(v["new_handoffs"].is_array(), "{v}");
+    let out = ok(&run(w.task().args(["checkin", "t1"])));
+    assert!(out.contains("t1: check-in by the daemon: "), "{out}");
+    let _ = run(w.task().args(["shutdown"]));
 }

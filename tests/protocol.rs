@@ -9,42 +9,16 @@ use common::*;
 use serde_json::Value;
 
 fn pm_handoff(w: &World, task: &str, target: &str, body: &str) -> String {
-    ok(&run_with_stdin(
-        w.task().args([
-            "handoff",
-            task,
-            "--from",
-            "pm",
-            "--target",
-            target,
-            "--status",
-            "IN_PROGRESS",
-            "--body-file",
-            "-",
-        ]),
-        body.as_bytes(),
-    ))
-    .trim()
-    .to_string()
+    w.handoff(task, "pm", "IN_PROGRESS").target(target).body(body).write()
 }
 
 fn agent_handoff(w: &World, task: &str, agent: &str, status: &str, body: &str) -> String {
-    ok(&run_with_stdin(
-        w.task()
-            .args(["handoff", task, "--from", agent, "--status", status, "--body-file", "-"]),
-        body.as_bytes(),
-    ))
-    .trim()
-    .to_string()
+    w.handoff(task, agent, status).body(body).write()
 }
 
 /// A task with an idle demo PM and no daemon: check-ins happen when the test says.
 fn idle_task(w: &World, task: &str, config: &str) {
-    ok(&run(w.task().args(["new", task])));
-    if !config.is_empty() {
-        let p = w.project.join("tasks").join(task).join("task.md");
-        std::fs::write(&p, format!("# Task: {task}\n\n## Agent Config\n{config}\n")).unwrap();
-    }
+    w.new_task(task, config);
     ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
         "start",
         "--no-daemon",
@@ -158,9 +132,7 @@ fn a_busy_lane_refuses_dedupes_queues_and_the_queue_starts_when_the_lane_frees()
     let log = events(&w, "t1");
     assert!(log.contains("\"terminal_handoff\""), "{log}");
     let second_pane = l["holder"]["pane"].as_str().unwrap().to_string();
-    wait_for("the dequeued dev's prompt", 20, || {
-        w.capture(&second_pane).contains("demo> ").then_some(())
-    });
+    w.wait_demo_prompt(&second_pane);
 
     // Release by pane death: the next spawn finds the pane gone and succeeds.
     w.tmux(&["kill-session", "-t", "aot-t1-dev"]);
@@ -311,34 +283,13 @@ fn roster_routing_results_and_limit_flags_reach_the_pm() {
     assert_eq!(v["roster"], "hub-and-spoke");
 
     // Handoffs the check-in must flag.
-    ok(&run_with_stdin(
-        w.task().args([
-            "handoff",
-            "t1",
-            "--from",
-            "executor",
-            "--status",
-            "COMPLETE",
-            "--next",
-            "archivist",
-            "--body-file",
-            "-",
-        ]),
-        b"Cycle Result: FAIL\n\n## Completed Work\nhalf\n\n## Next Action\nawait_operator\n",
-    ));
-    ok(&run_with_stdin(
-        w.task().args([
-            "handoff",
-            "t1",
-            "--from",
-            "worker",
-            "--status",
-            "BLOCKED",
-            "--body-file",
-            "-",
-        ]),
-        b"## Blockers\nran out of steps\n\nbudget_exceeded: true\nscope_escalation: true\n",
-    ));
+    w.handoff("t1", "executor", "COMPLETE")
+        .next("archivist")
+        .body("Cycle Result: FAIL\n\n## Completed Work\nhalf\n\n## Next Action\nawait_operator\n")
+        .write();
+    w.handoff("t1", "worker", "BLOCKED")
+        .body("## Blockers\nran out of steps\n\nbudget_exceeded: true\nscope_escalation: true\n")
+        .write();
     let o = run(w.task().args(["checkin", "t1", "--json"]));
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let kinds: Vec<&str> = r["signals"]
@@ -356,7 +307,7 @@ fn roster_routing_results_and_limit_flags_reach_the_pm() {
     ] {
         assert!(kinds.contains(&k), "{k} missing: {r}");
     }
-    let pm_pane = w.state("t1")["agents"]["pm"]["pane"].as_str().unwrap().to_string();
+    let pm_pane = w.pane("t1", "pm");
     wait_for("the check-in in the PM's inbox", 20, || {
         let inbox = w.inbox("t1", "pm");
         let msg = inbox.iter().find(|m| m.contains("archivist"))?.clone();
@@ -604,4 +555,94 @@ fn a_lane_left_by_a_spawn_that_died_half_way_is_released() {
     let (code, v) = spawn(&w, "t1", "dev", &h, &[]);
     assert_eq!((code, v["reason"].as_str()), (0, Some("SPAWN_OK")), "{v}");
     assert!(events(&w, "t1").contains("\"pane_died\""));
+}
+
+/// `task spawn --queue` promises a start when the lane frees, so something must be there
+/// to start it: a task `task start` put under the daemon gets its daemon back; a task in
+/// cron mode is told its crontab line does it; one with neither is told what to run.
+#[test]
+fn a_queued_spawn_without_a_supervisor_starts_the_daemon_or_says_who_will_start_it() {
+    // Under the daemon, which was stopped since.
+    let w = World::new();
+    ok(&run(w.task().args(["new", "t1"])));
+    ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
+        "start",
+        "t1",
+        "--runtime",
+        "demo",
+    ])));
+    let h1 = pm_handoff(&w, "t1", "dev", "## Instructions\nfirst\n");
+    let h2 = pm_handoff(&w, "t1", "dev", "## Instructions\nsecond\n");
+    let (code, v) = spawn(&w, "t1", "dev", &h1, &[]);
+    assert_eq!(code, 0, "{v}");
+    ok(&run(w.task().args(["shutdown"])));
+    assert!(w.daemon_pid().is_none());
+    let out = ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
+        "spawn",
+        "t1",
+        "dev",
+        "--handoff",
+        &h2,
+        "--runtime",
+        "demo",
+        "--queue",
+    ])));
+    assert!(
+        out.contains("SPAWN_QUEUED") && out.contains("starts as soon as the lane frees"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Supervisor: started the supervisor daemon in the background"),
+        "{out}"
+    );
+    assert!(w.daemon_pid().is_some(), "the daemon runs again");
+    agent_handoff(&w, "t1", "dev", "NEEDS_REVIEW", "## Completed Work\ndone\n");
+    wait_for("the restarted daemon to start the queued dev", 30, || {
+        let l = lane(&w, "t1", "dev");
+        (l["last_reason"] == "SPAWN_DEQUEUED" && l["holder"]["handoff"].as_str()?.ends_with(&h2)).then_some(())
+    });
+    ok(&run(w.task().args(["stop", "t1"])));
+
+    // Cron mode: the crontab line's check-ins start it; no daemon is started.
+    let w = World::new();
+    ok(&run(w.task().args(["new", "t2"])));
+    ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
+        "start",
+        "--no-daemon",
+        "t2",
+        "--runtime",
+        "demo",
+    ])));
+    let h1 = pm_handoff(&w, "t2", "dev", "## Instructions\nfirst\n");
+    let h2 = pm_handoff(&w, "t2", "dev", "## Instructions\nsecond\n");
+    assert_eq!(spawn(&w, "t2", "dev", &h1, &[]).0, 0);
+    let (code, v) = spawn(&w, "t2", "dev", &h2, &["--queue"]);
+    assert_eq!((code, v["reason"].as_str()), (0, Some("SPAWN_QUEUED")), "{v}");
+    let when = v["starts_when"].as_str().unwrap();
+    assert!(
+        when.contains("crontab line runs `task checkin` on `*/10 * * * *`") && when.contains("task checkin t2"),
+        "{when}"
+    );
+    assert!(v["supervisor"].is_null(), "{v}");
+    assert!(w.daemon_pid().is_none(), "cron mode stays without a daemon");
+
+    // Neither daemon nor crontab line: the user is told exactly what to run.
+    idle_task(&w, "t3", "");
+    let h1 = pm_handoff(&w, "t3", "dev", "## Instructions\nfirst\n");
+    let h2 = pm_handoff(&w, "t3", "dev", "## Instructions\nsecond\n");
+    assert_eq!(spawn(&w, "t3", "dev", &h1, &[]).0, 0);
+    let (code, v) = spawn(&w, "t3", "dev", &h2, &["--queue"]);
+    assert_eq!(code, 0, "{v}");
+    let when = v["starts_when"].as_str().unwrap();
+    assert!(
+        when.contains("nothing checks task 't3' in by itself")
+            && when.contains("`task checkin t3`")
+            && when.contains("`task start t3`"),
+        "{when}"
+    );
+    assert!(w.daemon_pid().is_none());
+    // And what it says works: the check-in starts the queued spawn once the lane frees.
+    agent_handoff(&w, "t3", "dev", "COMPLETE", "## Completed Work\ndone\n");
+    checkin(&w, "t3");
+    assert_eq!(lane(&w, "t3", "dev")["last_reason"], "SPAWN_DEQUEUED");
 }

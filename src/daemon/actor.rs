@@ -1,5 +1,10 @@
 //! One actor per supervised task: the only code in the daemon that runs the
 //! task's check-ins, so two never overlap and no state is shared.
+//!
+//! The actor also keeps the task's schedule. It sleeps until the `next_checkin`
+//! saved in pm_state.json, never a timer counted from its own start: a daemon
+//! restarted every few minutes still checks in on time, and a check-in missed
+//! while it was down runs as soon as it is back.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -11,6 +16,7 @@ use crate::checkin::{self, Signal, SignalKind, Trigger};
 use crate::clock;
 use crate::delivery::Outcome;
 use crate::handoff;
+use crate::schedule::{self, Schedule};
 use crate::task::Task;
 use crate::tmux::Tmux;
 
@@ -109,8 +115,6 @@ pub enum Msg {
     Hint,
     /// The named handoff was closed after writing or renamed into place.
     Final(String),
-    /// The schedule fired.
-    Schedule,
     /// Check in now and send back the report as JSON.
     CheckinNow(oneshot::Sender<std::result::Result<serde_json::Value, String>>),
 }
@@ -150,6 +154,44 @@ fn terminal_pending(task: &Task, finals: &Finals) -> bool {
     }
 }
 
+/// The task's schedule from task.md `checkin:` (read each time, so an edit applies
+/// without a restart). A bad one turns scheduled check-ins off for the task;
+/// handoffs still wake the PM.
+fn schedule_of(task: &Task) -> std::result::Result<Schedule, String> {
+    let setting = task.spec().ok().and_then(|s| s.setting("checkin").map(str::to_string));
+    Schedule::parse(setting.as_deref())
+}
+
+/// When the next scheduled check-in is due, from what pm_state.json saved
+/// (see [`Schedule::resume`]); `None` when the task has no usable schedule,
+/// which is logged once per distinct problem (`warned`), not at every look.
+fn next_due(
+    task: &Task,
+    now: chrono::DateTime<chrono::Utc>,
+    warned: &mut Option<String>,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    let sched = match schedule_of(task) {
+        Ok(s) => {
+            *warned = None;
+            s
+        }
+        Err(e) => {
+            if warned.as_deref() != Some(e.as_str()) {
+                tracing::warn!(task = %task.name, error = %e, "bad check-in schedule; scheduled check-ins are off for this task");
+                *warned = Some(e);
+            }
+            return None;
+        }
+    };
+    let st = task.state().ok()?;
+    sched.resume(st.next_checkin, st.last_checkin, now)
+}
+
+/// The tokio instant for a wall-clock time (now when it is past).
+fn instant_at(due: chrono::DateTime<chrono::Utc>) -> Instant {
+    Instant::now() + schedule::until(due, clock::now())
+}
+
 async fn checkin(
     task: &Task,
     tmux: &Tmux,
@@ -158,7 +200,18 @@ async fn checkin(
     extra: Vec<Signal>,
 ) -> Option<checkin::CheckinReport> {
     let now = now_ns();
-    match checkin::run_with(task, tmux, clock::now(), trigger, extra, &|l| finals.ready(l, now)).await {
+    let sched = schedule_of(task).ok();
+    match checkin::run_with(
+        task,
+        tmux,
+        clock::now(),
+        trigger,
+        extra,
+        &|l| finals.ready(l, now),
+        sched.as_ref(),
+    )
+    .await
+    {
         Ok(r) => {
             tracing::info!(
                 task = %task.name,
@@ -166,6 +219,7 @@ async fn checkin(
                 new = r.new_handoffs.len(),
                 outcome = ?r.delivery.as_ref().map(|d| d.outcome),
                 skipped = r.skipped,
+                next = ?r.next_checkin,
                 "check-in"
             );
             Some(r)
@@ -177,7 +231,31 @@ async fn checkin(
     }
 }
 
-/// Agents recorded as running whose pane is dead or gone; marks them dead in the state.
+/// Change the task's pm_state.json ([`Task::update_state`]). A failure is logged (error
+/// level) with the task and `what` was being saved, and returned as `false` so the caller
+/// can retry.
+fn update_state(task: &Task, what: &'static str, f: impl FnOnce(&mut crate::task::PmState)) -> bool {
+    match task.update_state(clock::now(), |st| {
+        f(st);
+        Ok(())
+    }) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::error!(task = %task.name, what, error = %e, "cannot save pm_state.json");
+            false
+        }
+    }
+}
+
+/// Append to the task's events.jsonl; a failure is logged, never fatal (the log is a record).
+fn event(task: &Task, kind: &str, agent: Option<&str>, data: serde_json::Value, now: chrono::DateTime<chrono::Utc>) {
+    if let Err(e) = crate::events::append(task, kind, agent, data, now) {
+        tracing::warn!(task = %task.name, kind, error = %e, "cannot append to events.jsonl");
+    }
+}
+
+/// Agents recorded as running whose pane is dead or gone; marks them dead in the state
+/// (retried at every look until it is saved), reports each death once.
 /// The PM's death is returned as `pm_dead` rather than as a signal (there is no one to tell).
 async fn deaths(task: &Task, tmux: &Tmux, reported: &mut BTreeSet<String>, pm_dead: &mut bool) -> Vec<Signal> {
     let Ok(st) = task.state() else { return Vec::new() };
@@ -204,17 +282,18 @@ async fn deaths(task: &Task, tmux: &Tmux, reported: &mut BTreeSet<String>, pm_de
             ),
             _ => (false, String::new()),
         };
-        if dead && reported.insert(format!("{name}@{pane}")) {
-            let now = clock::now();
-            if let Ok(_l) = task.lock_state() {
-                if let Ok(mut fresh) = task.state_for_update(now) {
-                    if let Some(x) = fresh.agents.get_mut(name) {
-                        x.status = "dead".into();
-                    }
-                    let _ = task.save_state(&fresh);
-                }
+        if !dead {
+            continue;
+        }
+        // Still "running" in the state: marked dead now, or at the next look if this save fails.
+        update_state(task, "an agent's death", |fresh| {
+            if let Some(x) = fresh.agents.get_mut(name) {
+                x.status = "dead".into();
             }
-            let _ = crate::events::append(
+        });
+        if reported.insert(format!("{name}@{pane}")) {
+            let now = clock::now();
+            event(
                 task,
                 "agent_died",
                 Some(name),
@@ -237,19 +316,17 @@ async fn deaths(task: &Task, tmux: &Tmux, reported: &mut BTreeSet<String>, pm_de
     out
 }
 
-/// Restart the dead PM, or give up and escalate; returns when to look again.
+/// Restart the dead PM, or give up and escalate; returns when to look again (also after
+/// a state save failed, so it is retried rather than lost).
 async fn handle_pm_death(task: &Task, tmux: &Tmux) -> Option<Instant> {
     let now = clock::now();
     let restarts = task.state().map(|s| s.pm_restarts).unwrap_or_default();
     match restart_decision(&restarts, now) {
         Restart::After(d) => Some(Instant::now() + d),
         Restart::GiveUp => {
-            if let Ok(_l) = task.lock_state() {
-                if let Ok(mut st) = task.state_for_update(now) {
-                    st.phase = crate::task::Phase::Blocked;
-                    let _ = task.save_state(&st);
-                }
-            }
+            let saved = update_state(task, "the BLOCKED phase after repeated PM deaths", |st| {
+                st.phase = crate::task::Phase::Blocked;
+            });
             let reason = format!(
                 "the PM died {} times within {} minutes and is not restarted again; look with `task attach {}` and start it with `task start {}`",
                 restarts.len(),
@@ -257,8 +334,12 @@ async fn handle_pm_death(task: &Task, tmux: &Tmux) -> Option<Instant> {
                 task.name,
                 task.name
             );
-            let _ = crate::escalation::raise(task, &reason, now);
-            None
+            // Raised once per reason, so a retry after a failed save calls no one twice.
+            if let Err(e) = crate::escalation::raise(task, &reason, now) {
+                tracing::error!(task = %task.name, error = %e, "cannot call a human about the dead PM");
+                return Some(Instant::now() + LIVENESS_EVERY);
+            }
+            (!saved).then(|| Instant::now() + LIVENESS_EVERY)
         }
         Restart::Now => {
             let ctx = match crate::session::Ctx::from_env() {
@@ -271,15 +352,13 @@ async fn handle_pm_death(task: &Task, tmux: &Tmux) -> Option<Instant> {
                     return None;
                 }
             };
-            if let Ok(_l) = task.lock_state() {
-                if let Ok(mut st) = task.state_for_update(now) {
-                    st.pm_restarts.push(now);
-                    let _ = task.save_state(&st);
-                }
+            // An unrecorded restart would escape the backoff and the limit: retry instead.
+            if !update_state(task, "a PM restart", |st| st.pm_restarts.push(now)) {
+                return Some(Instant::now() + LIVENESS_EVERY);
             }
             match crate::session::restart_pm(&ctx, task, now).await {
                 Ok(s) => {
-                    let _ = crate::events::append(
+                    event(
                         task,
                         "pm_restart",
                         Some("pm"),
@@ -289,7 +368,7 @@ async fn handle_pm_death(task: &Task, tmux: &Tmux) -> Option<Instant> {
                     tracing::warn!(task = %task.name, pane = %s.pane, "restarted the PM");
                 }
                 Err(e) => {
-                    let _ = crate::events::append(
+                    event(
                         task,
                         "pm_restart_failed",
                         Some("pm"),
@@ -307,6 +386,15 @@ async fn handle_pm_death(task: &Task, tmux: &Tmux) -> Option<Instant> {
 
 async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
     let mut due: Option<Instant> = Some(Instant::now());
+    // The schedule resumes from the saved time, which is saved again if it had to be computed.
+    let mut warned = None;
+    let mut next_at = next_due(&task, clock::now(), &mut warned);
+    if task.state().is_ok_and(|st| st.next_checkin != next_at) {
+        if let Err(e) = checkin::save_next_checkin(&task, next_at, clock::now()) {
+            tracing::warn!(task = %task.name, error = %e, "cannot save the next check-in time");
+        }
+    }
+    tracing::info!(task = %task.name, next = ?next_at, "check-in schedule");
     let mut liveness = tokio::time::interval(LIVENESS_EVERY);
     liveness.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut reported = BTreeSet::new();
@@ -331,15 +419,22 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                         due = Some(Instant::now() + DEBOUNCE);
                     }
                 }
-                Some(Msg::Schedule) => {
-                    checkin(&task, &tmux, &finals, Trigger::Schedule, Vec::new()).await;
-                }
                 Some(Msg::CheckinNow(reply)) => {
                     let now = now_ns();
-                    let r = checkin::run_with(&task, &tmux, clock::now(), Trigger::Manual, Vec::new(), &|l| finals.ready(l, now)).await;
+                    let sched = schedule_of(&task).ok();
+                    let r = checkin::run_with(&task, &tmux, clock::now(), Trigger::Manual, Vec::new(), &|l| finals.ready(l, now), sched.as_ref()).await;
                     let _ = reply.send(r.map(|r| serde_json::to_value(r).unwrap_or_default()).map_err(|e| e.to_string()));
+                    next_at = next_due(&task, clock::now(), &mut warned);
                 }
             },
+            _ = tokio::time::sleep_until(next_at.map_or_else(Instant::now, instant_at)), if next_at.is_some() => {
+                checkin(&task, &tmux, &finals, Trigger::Schedule, Vec::new()).await;
+                // A check-in that stood down (another was running) or failed saved no new
+                // time: look again shortly rather than fire in a loop.
+                let now = clock::now();
+                next_at = next_due(&task, now, &mut warned)
+                    .map(|t| t.max(now + chrono::Duration::from_std(RETRY_AFTER).expect("fits")));
+            }
             _ = tokio::time::sleep_until(sleep_until), if due.is_some() => {
                 due = None;
                 if terminal_pending(&task, &finals) {
@@ -349,6 +444,7 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                             due = Some(Instant::now() + RETRY_AFTER);
                         }
                     }
+                    next_at = next_due(&task, clock::now(), &mut warned);
                 }
             }
             _ = pulls.tick() => {
@@ -367,8 +463,14 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                 if !sigs.is_empty() {
                     checkin(&task, &tmux, &finals, Trigger::Death, sigs).await;
                 }
+                // Pick up a time saved by someone else (`task start`) or a changed task.md.
+                next_at = next_due(&task, clock::now(), &mut warned);
                 if pm_dead {
                     pm_retry = handle_pm_death(&task, &tmux).await;
+                }
+                // Dialogs and usage limits: the PM hears of a called human or a paused spoke at once.
+                if checkin::tend_attention(&task, &tmux, clock::now()).await.worth_a_checkin() {
+                    checkin(&task, &tmux, &finals, Trigger::Attention, Vec::new()).await;
                 }
             }
             _ = tokio::time::sleep_until(pm_retry.unwrap_or_else(Instant::now)), if pm_retry.is_some() => {

@@ -30,7 +30,7 @@ pub fn request(req: &Request) -> Result<Option<Response>> {
         .read_line(&mut resp)
         .map_err(|e| Error::io("read from", &path, e))?;
     let env: Envelope<Response> = serde_json::from_str(&resp).map_err(|e| {
-        Error::BadInput(format!(
+        Error::Environment(format!(
             "the daemon answered something unreadable ({e}); restart it with `task shutdown` then `task daemon`"
         ))
     })?;
@@ -72,7 +72,7 @@ pub fn spawn_background() -> Result<std::path::PathBuf> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    Err(Error::BadInput(format!(
+    Err(Error::Environment(format!(
         "the background daemon did not answer within 10 s; see {}",
         log_path.display()
     )))

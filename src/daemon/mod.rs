@@ -8,7 +8,9 @@
 //!   a close-after-write or a rename into place counts: a file with neither is
 //!   read once it has not changed for 2 s, never half-written;
 //! - a reconcile scan every 5 s regardless (network filesystems give no events);
-//! - the task's schedule, run by tokio-cron-scheduler (`checkin:` in task.md);
+//! - the task's schedule (`checkin:` in task.md), kept by the actor as the
+//!   `next_checkin` saved in pm_state.json, so a restart neither delays nor
+//!   doubles a scheduled check-in;
 //! - a liveness poll of the task's panes (dead agents become signals).
 //!
 //! A new terminal handoff is checked in within a debounce of 150 ms, so a burst
@@ -25,28 +27,26 @@ pub mod protocol;
 mod registry;
 mod server;
 mod verbs;
+mod watcher;
 
 use std::path::PathBuf;
 
 pub use server::run;
 
-/// The daemon's runtime folder (socket and lock).
-pub fn runtime_dir() -> PathBuf {
-    match std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
-        Some(d) => PathBuf::from(d).join("agent-orchestrator"),
-        // SAFETY: getuid never fails.
-        None => PathBuf::from(format!("/tmp/agent-orchestrator-{}", unsafe { libc::getuid() })),
-    }
+/// Whether `task start` put the task under the daemon (it is in the registry a
+/// daemon loads when it starts), whether or not a daemon runs now.
+pub fn registered(s: &protocol::Supervised) -> bool {
+    registry::load().contains(s)
 }
 
 /// The control socket.
 pub fn socket_path() -> PathBuf {
-    runtime_dir().join("daemon.sock")
+    crate::paths::runtime_dir().join("daemon.sock")
 }
 
 /// The single-instance lock.
 pub fn lock_path() -> PathBuf {
-    runtime_dir().join("daemon.lock")
+    crate::paths::runtime_dir().join("daemon.lock")
 }
 
 /// Where the registry of supervised tasks lives (`$XDG_STATE_HOME/agent-orchestrator/`).

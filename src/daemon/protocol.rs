@@ -5,6 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::Error;
+use crate::protocol::lane::Reason;
+
 /// Protocol version; a request with another version gets an error response.
 pub const PROTOCOL_VERSION: u32 = 1;
 
@@ -21,13 +24,13 @@ pub enum Request {
     Register { project: String, task: String },
     /// Stop supervising a task (after `task stop`).
     Unregister { project: String, task: String },
-    /// Run a check-in now and answer with its report.
+    /// Run a check-in now; answered with [`Response::Checkin`].
     Checkin { project: String, task: String },
-    /// The supervised tasks.
+    /// The supervised tasks; answered with [`Response::Tasks`].
     Tasks,
     /// Stop the daemon cleanly (agents keep running).
     Shutdown,
-    /// Start an agent (`task spawn`); answered with [`Response::Done`] holding what was started.
+    /// Start an agent (`task spawn`); answered with [`Response::Spawned`] (or [`Response::Refused`]).
     Spawn {
         /// Project folder.
         project: String,
@@ -45,7 +48,7 @@ pub enum Request {
         /// The tmux server and session prefix the CLI was asked to use ([`crate::session::Ctx::id`]).
         tmux: String,
     },
-    /// Type a message into an agent (`task send`); answered with the delivery report.
+    /// Type a message into an agent (`task send`); answered with [`Response::Sent`].
     Send {
         /// Project folder.
         project: String,
@@ -58,7 +61,7 @@ pub enum Request {
         /// As for `Spawn`.
         tmux: String,
     },
-    /// End a task's sessions and stop supervising it (`task stop`).
+    /// End a task's sessions and stop supervising it (`task stop`); answered with [`Response::Stopped`].
     Stop {
         /// Project folder.
         project: String,
@@ -88,20 +91,57 @@ pub struct Supervised {
     pub task: String,
 }
 
-/// A response from the daemon.
+/// A refusal by the hub-and-spoke protocol, its reason code a value. The daemon answers
+/// one as [`Response::Refused`]; the client turns it back into this error, which the CLI
+/// exits [`crate::error::EXIT_REFUSED`] with and `task spawn --json` prints the reason of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct Refusal {
+    /// Why (`SPAWN_REJECT_*`).
+    pub reason: Reason,
+    /// What to tell the user; starts with the reason code.
+    pub message: String,
+}
+
+impl Refusal {
+    /// The refusal a library error stands for. The lanes refuse with an
+    /// [`Error::Refused`] whose message starts with its code: this is the one place
+    /// that code is read back, on whichever side ran the spawn.
+    pub fn of(e: &Error) -> Option<Refusal> {
+        match e {
+            Error::Refused(message) => Reason::from_message(message).map(|reason| Refusal {
+                reason,
+                message: message.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// A response from the daemon: one variant per verb's report, a refusal with its reason,
+/// or an error with the exit code the CLI should use.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Response {
-    /// Alive.
+    /// Alive ([`Request::Ping`]).
     Pong { pid: u32, version: String },
-    /// Done.
+    /// Done, nothing to report ([`Request::Register`], [`Request::Unregister`], [`Request::Shutdown`]).
     Ok,
-    /// The tasks supervised.
+    /// The tasks supervised ([`Request::Tasks`]).
     Tasks { tasks: Vec<Supervised> },
-    /// A check-in report (as `task checkin --json` prints it).
+    /// A check-in's report, as `task checkin --json` prints it ([`Request::Checkin`]).
     Checkin { report: serde_json::Value },
-    /// A verb's result, as its `--json` prints it.
-    Done { report: serde_json::Value },
+    /// What a spawn did, as `task spawn --json` prints it ([`Request::Spawn`]).
+    Spawned { report: serde_json::Value },
+    /// The delivery report of a message ([`Request::Send`]).
+    Sent { report: crate::delivery::Report },
+    /// The sessions a stop ended ([`Request::Stop`]).
+    Stopped { stopped: crate::session::Stopped },
+    /// The protocol refused the request (exit 6); `reason` says why.
+    Refused {
+        #[serde(flatten)]
+        refusal: Refusal,
+    },
     /// The request failed; the daemon keeps serving. `code` is the exit code the CLI should use.
     Error {
         message: String,
@@ -115,11 +155,15 @@ fn default_code() -> i32 {
 }
 
 impl Response {
-    /// An error answer carrying the library error's exit code.
-    pub fn error(e: &crate::error::Error) -> Response {
-        Response::Error {
-            message: e.to_string(),
-            code: e.exit_code(),
+    /// The answer to a failed request: a refusal with its reason, or an error carrying the
+    /// library error's exit code.
+    pub fn error(e: &Error) -> Response {
+        match Refusal::of(e) {
+            Some(refusal) => Response::Refused { refusal },
+            None => Response::Error {
+                message: e.to_string(),
+                code: e.exit_code(),
+            },
         }
     }
 
@@ -129,5 +173,84 @@ impl Response {
             message: message.into(),
             code: crate::error::EXIT_FAILURE,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(r: &Response) -> serde_json::Value {
+        let line = serde_json::to_string(&Envelope {
+            v: PROTOCOL_VERSION,
+            body: r.clone(),
+        })
+        .unwrap();
+        let back: Envelope<Response> = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            serde_json::to_string(&Envelope {
+                v: PROTOCOL_VERSION,
+                body: back.body
+            })
+            .unwrap(),
+            line
+        );
+        serde_json::from_str(&line).unwrap()
+    }
+
+    #[test]
+    fn a_raw_ping_is_answered_with_a_pid() {
+        let req: Envelope<Request> = serde_json::from_str(r#"{"v":1,"cmd":"ping"}"#).unwrap();
+        assert_eq!(req.body, Request::Ping);
+        let v = round_trip(&Response::Pong {
+            pid: 42,
+            version: "0".into(),
+        });
+        assert_eq!((v["kind"].as_str(), v["pid"].as_u64()), (Some("pong"), Some(42)));
+    }
+
+    #[test]
+    fn a_refusal_crosses_the_socket_with_its_reason_as_a_value() {
+        let e = Error::Refused("SPAWN_REJECT_ACTIVE_LANE: dev's lane is busy".into());
+        let r = Response::error(&e);
+        let v = round_trip(&r);
+        assert_eq!(v["kind"], "refused");
+        assert_eq!(v["reason"], "SPAWN_REJECT_ACTIVE_LANE");
+        match r {
+            Response::Refused { refusal } => {
+                assert_eq!(refusal.reason, Reason::SpawnRejectActiveLane);
+                assert_eq!(refusal.to_string(), e.to_string(), "the words are unchanged");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Anything else keeps its exit code.
+        let v = round_trip(&Response::error(&Error::BadInput("no".into())));
+        assert_eq!((v["kind"].as_str(), v["code"].as_i64()), (Some("error"), Some(2)));
+        let v = round_trip(&Response::error(&Error::Remote("host down".into())));
+        assert_eq!(v["code"], 1);
+    }
+
+    #[test]
+    fn each_verb_has_its_report() {
+        let v = round_trip(&Response::Stopped {
+            stopped: crate::session::Stopped {
+                ended: vec!["ao-t1-pm".into()],
+                ..Default::default()
+            },
+        });
+        assert_eq!(v["kind"], "stopped");
+        assert_eq!(v["stopped"]["ended"][0], "ao-t1-pm");
+        let v = round_trip(&Response::Sent {
+            report: crate::delivery::Report {
+                outcome: crate::delivery::Outcome::Delivered,
+                reason: "submitted".into(),
+                enters: 1,
+                bytes: 5,
+            },
+        });
+        assert_eq!(
+            (v["kind"].as_str(), v["report"]["outcome"].as_str()),
+            (Some("sent"), Some("delivered"))
+        );
     }
 }

@@ -1,16 +1,15 @@
-//! The daemon process: lock, socket, watcher, schedules, and the supervisor
-//! loop that owns the set of actors (connections talk to it by message).
+//! The daemon process: lock, socket, and the supervisor loop that owns the set of
+//! actors (connections and the file watcher talk to it by message). Each actor keeps
+//! its own task's check-in schedule, from the time saved in pm_state.json.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use notify::{RecursiveMode, Watcher};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
-use tokio_cron_scheduler::{Job, JobScheduler};
 
 use crate::error::{Error, Result};
 use crate::names::TaskName;
@@ -20,33 +19,21 @@ use crate::tmux::Tmux;
 use super::actor::{self, Msg};
 use super::protocol::{Envelope, MAX_REQUEST, PROTOCOL_VERSION, Request, Response, Supervised};
 use super::registry;
+use super::watcher::{Seen, Watcher};
 
 /// Reconcile scan interval (events are only hints; network filesystems give none).
 const RECONCILE_EVERY: Duration = Duration::from_secs(5);
 
 enum Control {
     Request(Request, oneshot::Sender<Response>),
-    /// A file in a watched handoffs/ folder was closed after writing or renamed into place.
-    Final(PathBuf, String),
-    HintAll,
+    /// What the file watcher saw.
+    Seen(Seen),
 }
 
 struct Entry {
     handle: actor::Handle,
     join: tokio::task::JoinHandle<()>,
-    job: Option<uuid::Uuid>,
     handoffs: PathBuf,
-}
-
-/// Only a close after writing or a rename into place says a file is complete;
-/// creation and each write are not worth a look (the reconcile scan covers the rest).
-fn is_final(kind: &notify::EventKind) -> bool {
-    use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
-    matches!(
-        kind,
-        notify::EventKind::Access(AccessKind::Close(AccessMode::Write))
-            | notify::EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both | RenameMode::Any))
-    )
 }
 
 fn key(s: &Supervised) -> String {
@@ -60,33 +47,119 @@ fn task_of(s: &Supervised) -> Result<Task> {
     Ok(t)
 }
 
-/// The schedule job for a task: `checkin: Nm/Nh` as a repeated job, a cron expression as a cron job.
-fn schedule_job(task: &Task, tx: mpsc::Sender<Msg>) -> Option<Job> {
-    let setting = task.spec().ok().and_then(|s| s.setting("checkin").map(str::to_string));
-    let send = move |tx: mpsc::Sender<Msg>| {
-        Box::pin(async move {
-            let _ = tx.send(Msg::Schedule).await;
-        }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
-    };
-    let job = match setting.as_deref() {
-        Some(s) if s.split_whitespace().count() == 5 => {
-            let tx = tx.clone();
-            Job::new_async(format!("0 {s}").as_str(), move |_, _| send(tx.clone()))
+/// The registry of supervised tasks: one actor per task, its handoffs/ watched, the
+/// list saved so a restarted daemon picks every task up again.
+struct Supervisor {
+    entries: BTreeMap<String, Entry>,
+    registered: Vec<Supervised>,
+    watcher: Watcher,
+    tmux: Tmux,
+}
+
+impl Supervisor {
+    /// Supervise `s` (already supervised: nothing to do).
+    fn add(&mut self, s: &Supervised) -> Result<()> {
+        if self.entries.contains_key(&key(s)) {
+            return Ok(());
         }
-        other => {
-            let every = other
-                .and_then(crate::checkin::parse_duration)
-                .unwrap_or(Duration::from_secs(600));
-            let tx = tx.clone();
-            Job::new_repeated_async(every, move |_, _| send(tx.clone()))
+        let t = task_of(s)?;
+        let handoffs = t.handoffs();
+        if let Err(e) = self.watcher.watch(&handoffs) {
+            tracing::warn!(task = %s.task, error = %e, "the reconcile scan still covers this folder");
         }
-    };
-    match job {
-        Ok(j) => Some(j),
-        Err(e) => {
-            tracing::warn!(task = %task.name, error = ?e, "bad check-in schedule; scheduled check-ins are off for this task");
-            None
+        let (handle, join) = actor::spawn(t, self.tmux.clone());
+        self.entries.insert(key(s), Entry { handle, join, handoffs });
+        Ok(())
+    }
+
+    /// Stop supervising `s`: its actor ends, its folder is no longer watched.
+    fn remove(&mut self, s: &Supervised) {
+        if let Some(e) = self.entries.remove(&key(s)) {
+            self.watcher.unwatch(&e.handoffs);
+            e.join.abort();
         }
+        self.registered.retain(|x| x != s);
+    }
+
+    /// Tell every actor to look again.
+    fn hint_all(&self) {
+        for e in self.entries.values() {
+            let _ = e.handle.tx.try_send(Msg::Hint);
+        }
+    }
+
+    /// Tell the task watching `dir` that `file` is complete.
+    fn final_in(&self, dir: &Path, file: &str) {
+        for e in self.entries.values().filter(|e| e.handoffs == dir) {
+            let _ = e.handle.tx.try_send(Msg::Final(file.to_string()));
+        }
+    }
+
+    fn save(&self) -> Result<()> {
+        registry::save(&self.registered)
+    }
+
+    /// Register `s` and save the list.
+    fn register(&mut self, s: Supervised) -> Response {
+        if let Err(e) = self.add(&s) {
+            return Response::error(&e);
+        }
+        if !self.registered.contains(&s) {
+            self.registered.push(s);
+        }
+        match self.save() {
+            Ok(()) => Response::Ok,
+            Err(e) => Response::error(&e),
+        }
+    }
+
+    /// Unregister `s` and save the list.
+    fn unregister(&mut self, s: &Supervised) -> Response {
+        self.remove(s);
+        match self.save() {
+            Ok(()) => Response::Ok,
+            Err(e) => Response::error(&e),
+        }
+    }
+
+    /// Ask the task's actor for a check-in now; the answer comes from a separate task so
+    /// the supervisor loop keeps serving.
+    async fn checkin(&self, s: &Supervised, reply: oneshot::Sender<Response>) {
+        let Some(e) = self.entries.get(&key(s)) else {
+            let _ = reply.send(Response::failure(format!(
+                "task '{}' is not supervised by the daemon",
+                s.task
+            )));
+            return;
+        };
+        let (tx, rx) = oneshot::channel();
+        let _ = e.handle.tx.send(Msg::CheckinNow(tx)).await;
+        tokio::spawn(async move {
+            let resp = match rx.await {
+                Ok(Ok(report)) => Response::Checkin { report },
+                Ok(Err(message)) => Response::failure(message),
+                Err(_) => Response::failure("the task's actor stopped"),
+            };
+            let _ = reply.send(resp);
+        });
+    }
+
+    /// Run a verb (spawn, send, stop) apart from the supervisor loop: a spawn or a send can
+    /// wait seconds for an agent's input area, and the PM being checked in may be the
+    /// caller (its check-in must not wait on its own spawn). A stop ends supervision first.
+    fn verb(&mut self, req: Request, reply: oneshot::Sender<Response>) {
+        if let Request::Stop { project, task, .. } = &req {
+            self.remove(&Supervised {
+                project: project.clone(),
+                task: task.clone(),
+            });
+            if let Err(e) = self.save() {
+                tracing::warn!(error = %e, "cannot save the registry");
+            }
+        }
+        tokio::spawn(async move {
+            let _ = reply.send(super::verbs::run(req).await);
+        });
     }
 }
 
@@ -139,7 +212,7 @@ fn prepare_dir(dir: &Path) -> Result<()> {
 
 /// Run the daemon in the foreground until `task shutdown`, SIGTERM or SIGINT.
 pub async fn run() -> Result<()> {
-    let dir = super::runtime_dir();
+    let dir = crate::paths::runtime_dir();
     prepare_dir(&dir)?;
     // A predecessor killed a moment ago may still hold the lock while it exits: retry briefly.
     let deadline = std::time::Instant::now() + Duration::from_secs(3);
@@ -148,7 +221,7 @@ pub async fn run() -> Result<()> {
             break l;
         }
         if super::client::running() || std::time::Instant::now() >= deadline {
-            return Err(Error::BadInput(format!(
+            return Err(Error::Environment(format!(
                 "a daemon is already running for this user (socket {}); stop it with `task shutdown`",
                 super::socket_path().display()
             )));
@@ -158,7 +231,7 @@ pub async fn run() -> Result<()> {
     let sock = super::socket_path();
     if sock.exists() {
         if std::os::unix::net::UnixStream::connect(&sock).is_ok() {
-            return Err(Error::BadInput(format!(
+            return Err(Error::Environment(format!(
                 "{} answers but its lock is free; refusing to replace it",
                 sock.display()
             )));
@@ -175,88 +248,27 @@ pub async fn run() -> Result<()> {
 
     // The watcher first, so nothing lands between the startup scan and the watch.
     let wtx = ctl_tx.clone();
-    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
-        Ok(ev) if ev.need_rescan() => {
-            let _ = wtx.try_send(Control::HintAll);
-        }
-        Ok(ev) if is_final(&ev.kind) => {
-            for p in ev.paths {
-                let name = p.file_name().and_then(|n| n.to_str()).map(str::to_string);
-                if let (Some(name), Some(parent)) = (name, p.parent()) {
-                    if !name.starts_with('.') && name.ends_with(".md") {
-                        let _ = wtx.try_send(Control::Final(parent.to_path_buf(), name));
-                    }
-                }
-            }
-        }
-        Ok(_) => {}
-        Err(e) => {
-            tracing::warn!(error = %e, "file watcher error; relying on the reconcile scan");
-            let _ = wtx.try_send(Control::HintAll);
-        }
-    })
-    .map_err(|e| {
-        Error::BadInput(format!(
-            "cannot start the file watcher: {e} (raise fs.inotify.max_user_instances?)"
-        ))
+    let watcher = Watcher::start(move |seen| {
+        let _ = wtx.try_send(Control::Seen(seen));
     })?;
-
-    let sched = JobScheduler::new()
-        .await
-        .map_err(|e| Error::BadInput(format!("cannot start the scheduler: {e:?}")))?;
-    sched
-        .start()
-        .await
-        .map_err(|e| Error::BadInput(format!("cannot start the scheduler: {e:?}")))?;
-
-    let mut entries: BTreeMap<String, Entry> = BTreeMap::new();
-    let mut registered = registry::load();
-
-    let add = |s: &Supervised,
-               entries: &mut BTreeMap<String, Entry>,
-               watcher: &mut notify::RecommendedWatcher|
-     -> Result<()> {
-        if entries.contains_key(&key(s)) {
-            return Ok(());
-        }
-        let t = task_of(s)?;
-        let handoffs = t.handoffs();
-        if let Err(e) = watcher.watch(&handoffs, RecursiveMode::NonRecursive) {
-            tracing::warn!(dir = %handoffs.display(), error = %e, "cannot watch; the reconcile scan still covers it");
-        }
-        let (handle, join) = actor::spawn(t, tmux.clone());
-        entries.insert(
-            key(s),
-            Entry {
-                handle,
-                join,
-                job: None,
-                handoffs,
-            },
-        );
-        Ok(())
+    let mut sup = Supervisor {
+        entries: BTreeMap::new(),
+        registered: Vec::new(),
+        watcher,
+        tmux,
     };
-    registered.retain(|s| match add(s, &mut entries, &mut watcher) {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::warn!(project = %s.project, task = %s.task, error = %e, "dropping a registered task that cannot be supervised");
-            false
-        }
-    });
-    for (k, e) in entries.iter_mut() {
-        if let Ok(s) = registered
-            .iter()
-            .find(|s| key(s) == *k)
-            .ok_or(())
-            .and_then(|s| task_of(s).map_err(|_| ()))
-        {
-            if let Some(job) = schedule_job(&s, e.handle.tx.clone()) {
-                e.job = sched.add(job).await.ok();
+    for s in registry::load() {
+        match sup.add(&s) {
+            Ok(()) => sup.registered.push(s),
+            Err(e) => {
+                tracing::warn!(project = %s.project, task = %s.task, error = %e, "dropping a registered task that cannot be supervised");
             }
         }
     }
-    let _ = registry::save(&registered);
-    tracing::info!(pid = std::process::id(), tasks = entries.len(), socket = %sock.display(), "daemon ready");
+    if let Err(e) = sup.save() {
+        tracing::warn!(error = %e, "cannot save the registry");
+    }
+    tracing::info!(pid = std::process::id(), tasks = sup.entries.len(), socket = %sock.display(), "daemon ready");
 
     let accept_tx = ctl_tx.clone();
     tokio::spawn(async move {
@@ -280,128 +292,42 @@ pub async fn run() -> Result<()> {
         tokio::select! {
             _ = term.recv() => break,
             _ = tokio::signal::ctrl_c() => break,
-            _ = reconcile.tick() => {
-                for e in entries.values() {
-                    let _ = e.handle.tx.try_send(Msg::Hint);
-                }
-            }
+            _ = reconcile.tick() => sup.hint_all(),
             c = ctl_rx.recv() => match c {
                 None => break,
-                Some(Control::HintAll) => {
-                    for e in entries.values() {
-                        let _ = e.handle.tx.try_send(Msg::Hint);
+                Some(Control::Seen(Seen::Rescan)) => sup.hint_all(),
+                Some(Control::Seen(Seen::Final(dir, name))) => sup.final_in(&dir, &name),
+                Some(Control::Request(req, reply)) => match req {
+                    Request::Ping => {
+                        let _ = reply.send(Response::Pong { pid: std::process::id(), version: env!("CARGO_PKG_VERSION").into() });
                     }
-                }
-                Some(Control::Final(dir, name)) => {
-                    for e in entries.values().filter(|e| e.handoffs == dir) {
-                        let _ = e.handle.tx.try_send(Msg::Final(name.clone()));
+                    Request::Tasks => {
+                        let _ = reply.send(Response::Tasks { tasks: sup.registered.clone() });
                     }
-                }
-                Some(Control::Request(req, reply)) => {
-                    let resp = match req {
-                        Request::Ping => Response::Pong { pid: std::process::id(), version: env!("CARGO_PKG_VERSION").into() },
-                        Request::Tasks => Response::Tasks { tasks: registered.clone() },
-                        Request::Register { project, task } => {
-                            let s = Supervised { project, task };
-                            match add(&s, &mut entries, &mut watcher) {
-                                Ok(()) => {
-                                    if let (Some(e), Ok(t)) = (entries.get_mut(&key(&s)), task_of(&s)) {
-                                        if e.job.is_none() {
-                                            if let Some(job) = schedule_job(&t, e.handle.tx.clone()) {
-                                                e.job = sched.add(job).await.ok();
-                                            }
-                                        }
-                                    }
-                                    if !registered.contains(&s) {
-                                        registered.push(s);
-                                    }
-                                    match registry::save(&registered) {
-                                        Ok(()) => Response::Ok,
-                                        Err(e) => Response::error(&e),
-                                    }
-                                }
-                                Err(e) => Response::error(&e),
-                            }
-                        }
-                        Request::Unregister { project, task } => {
-                            let s = Supervised { project, task };
-                            if let Some(e) = entries.remove(&key(&s)) {
-                                if let Some(j) = e.job {
-                                    let _ = sched.remove(&j).await;
-                                }
-                                let _ = watcher.unwatch(&e.handoffs);
-                                e.join.abort();
-                            }
-                            registered.retain(|x| x != &s);
-                            match registry::save(&registered) {
-                                Ok(()) => Response::Ok,
-                                Err(e) => Response::error(&e),
-                            }
-                        }
-                        Request::Checkin { project, task } => {
-                            let s = Supervised { project, task };
-                            match entries.get(&key(&s)) {
-                                None => Response::failure(format!("task '{}' is not supervised by the daemon", s.task)),
-                                Some(e) => {
-                                    let (tx, rx) = oneshot::channel();
-                                    let _ = e.handle.tx.send(Msg::CheckinNow(tx)).await;
-                                    // Answer from a separate task so the supervisor loop keeps serving.
-                                    tokio::spawn(async move {
-                                        let resp = match rx.await {
-                                            Ok(Ok(report)) => Response::Checkin { report },
-                                            Ok(Err(message)) => Response::failure(message),
-                                            Err(_) => Response::failure("the task's actor stopped"),
-                                        };
-                                        let _ = reply.send(resp);
-                                    });
-                                    continue;
-                                }
-                            }
-                        }
-                        Request::Spawn { .. } | Request::Send { .. } | Request::Stop { .. } => {
-                            // Run apart from the supervisor loop: a spawn or a send can wait
-                            // seconds for an agent's input area, and the PM being checked in
-                            // may be the caller (its check-in must not wait on its own spawn).
-                            let stop_of = match &req {
-                                Request::Stop { project, task, .. } => Some(Supervised { project: project.clone(), task: task.clone() }),
-                                _ => None,
-                            };
-                            if let Some(s) = &stop_of {
-                                if let Some(e) = entries.remove(&key(s)) {
-                                    if let Some(j) = e.job {
-                                        let _ = sched.remove(&j).await;
-                                    }
-                                    let _ = watcher.unwatch(&e.handoffs);
-                                    e.join.abort();
-                                }
-                                registered.retain(|x| x != s);
-                                if let Err(e) = registry::save(&registered) {
-                                    tracing::warn!(error = %e, "cannot save the registry");
-                                }
-                            }
-                            tokio::spawn(async move {
-                                let _ = reply.send(super::verbs::run(req).await);
-                            });
-                            continue;
-                        }
-                        Request::Shutdown => {
-                            let _ = reply.send(Response::Ok);
-                            // Let the connection task write the answer before the runtime ends.
-                            tokio::time::sleep(Duration::from_millis(100)).await;
-                            break;
-                        }
-                    };
-                    let _ = reply.send(resp);
-                }
+                    Request::Register { project, task } => {
+                        let _ = reply.send(sup.register(Supervised { project, task }));
+                    }
+                    Request::Unregister { project, task } => {
+                        let _ = reply.send(sup.unregister(&Supervised { project, task }));
+                    }
+                    Request::Checkin { project, task } => sup.checkin(&Supervised { project, task }, reply).await,
+                    req @ (Request::Spawn { .. } | Request::Send { .. } | Request::Stop { .. }) => sup.verb(req, reply),
+                    Request::Shutdown => {
+                        let _ = reply.send(Response::Ok);
+                        // Let the connection task write the answer before the runtime ends.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        break;
+                    }
+                },
             }
         }
     }
     tracing::info!("daemon stopping; agents keep running");
     let _ = std::fs::remove_file(&sock);
-    for e in entries.values() {
+    for e in sup.entries.values() {
         e.join.abort();
     }
-    drop(watcher);
+    drop(sup);
     // Aborted actors may still hold a master briefly; give them a moment, then end them all.
     tokio::time::sleep(Duration::from_millis(50)).await;
     crate::remote::close_all().await;

@@ -12,12 +12,9 @@ use crate::task::Task;
 
 use super::protocol::{Request, Response};
 
-/// Run one verb request and answer it.
+/// Run one verb request and answer it: its report, a refusal with its reason, or an error.
 pub async fn run(req: Request) -> Response {
-    match verb(req).await {
-        Ok(report) => Response::Done { report },
-        Err(e) => Response::error(&e),
-    }
+    verb(req).await.unwrap_or_else(|e| Response::error(&e))
 }
 
 fn task(project: &str, task: &str) -> Result<Task> {
@@ -39,7 +36,7 @@ fn ctx(wanted: &str) -> Result<Ctx> {
     Ok(ctx)
 }
 
-async fn verb(req: Request) -> Result<serde_json::Value> {
+async fn verb(req: Request) -> Result<Response> {
     match req {
         Request::Spawn {
             project,
@@ -67,7 +64,7 @@ async fn verb(req: Request) -> Result<serde_json::Value> {
                 clock::now(),
             )
             .await?;
-            Ok(json(&started))
+            Ok(Response::Spawned { report: json(&started) })
         }
         Request::Send {
             project,
@@ -78,7 +75,8 @@ async fn verb(req: Request) -> Result<serde_json::Value> {
         } => {
             let (ctx, t) = (ctx(&tmux)?, task(&project, &name)?);
             let agent: AgentName = agent.parse()?;
-            Ok(json(&crate::session::send(&ctx, &t, agent.as_str(), &text).await?))
+            let report = crate::session::send(&ctx, &t, agent.as_str(), &text).await?;
+            Ok(Response::Sent { report })
         }
         Request::Stop {
             project,
@@ -86,13 +84,15 @@ async fn verb(req: Request) -> Result<serde_json::Value> {
             tmux,
         } => {
             let (ctx, t) = (ctx(&tmux)?, task(&project, &name)?);
-            Ok(json(&crate::session::stop(&ctx, &t, clock::now()).await?))
+            let stopped = crate::session::stop(&ctx, &t, clock::now()).await?;
+            Ok(Response::Stopped { stopped })
         }
-        other => Err(Error::BadInput(format!("not a verb request: {other:?}"))),
+        other => Err(Error::Environment(format!("not a verb request: {other:?}"))),
     }
 }
 
-/// A report as its `--json` prints it.
+/// A report as its `--json` prints it (spawn's report is written, not read back, so it
+/// crosses the socket as that JSON).
 fn json(v: &impl serde::Serialize) -> serde_json::Value {
     serde_json::to_value(v).unwrap_or_default()
 }

@@ -1,9 +1,12 @@
-//! Handoff files: names, fault-tolerant parsing, atomic writing, and the
-//! ledger that decides which handoffs are new.
+//! Handoff files: names, what a handoff says (model.rs, with text.rs's helpers),
+//! fault-tolerant parsing, atomic writing, and the ledger that decides which
+//! handoffs are new.
 
 mod ledger;
+mod model;
 mod name;
 mod parse;
+mod text;
 mod write;
 
 #[cfg(test)]
@@ -12,8 +15,10 @@ mod tests;
 use std::path::Path;
 
 pub use ledger::{Candidate, Ledger, LedgerEntry, Seen};
+pub use model::{Gate, GateResult, Handoff, Sections, Status};
 pub use name::HandoffName;
-pub use parse::{Gate, GateResult, Handoff, Sections, Status, decode, is_none_text, one_line, parse, parse_bytes};
+pub use parse::{parse, parse_bytes};
+pub use text::{decode, is_none_text, one_line};
 pub use write::{NewHandoff, render, write};
 
 use crate::error::{Error, Result};

@@ -191,17 +191,17 @@ impl Default for Timing {
 
 impl Timing {
     /// From task.md settings; bad values fall back to the defaults (with the reason logged).
-    pub fn from_spec(spec: Option<&crate::task::TaskSpec>) -> Timing {
+    pub fn from_spec(spec: Option<&crate::task::taskmd::TaskSpec>) -> Timing {
         let mut t = Timing::default();
         let get = |k: &str| spec.and_then(|s| s.setting(k));
         if let Some(v) = get("lane_stale") {
-            match crate::checkin::parse_duration(v) {
+            match crate::clock::parse_duration(v) {
                 Some(d) => t.stale = d,
                 None => tracing::warn!(value = v, "lane_stale is not a duration like 10m; using 10m"),
             }
         }
         if let Some(v) = get("spawn_debounce") {
-            match crate::checkin::parse_duration(v) {
+            match crate::clock::parse_duration(v) {
                 Some(d) => t.debounce = d,
                 None => tracing::warn!(value = v, "spawn_debounce is not a duration like 10s; using 10s"),
             }

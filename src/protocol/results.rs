@@ -1,6 +1,6 @@
-//! What a spoke's handoff means for the hub beyond its status: seed 003's
-//! structured result (`Cycle Result:`, `## Gates Honored`, `## Next Action`),
-//! seed 001's limit flags, and whether its recommendation follows the roster's
+//! What a spoke's handoff means for the hub beyond its status: its structured result
+//! (`Cycle Result:`, `## Gates Honored`, `## Next Action`), its limit flags
+//! (docs/protocol.md#structured-results), and whether its recommendation follows the roster's
 //! handoff table. Pure: the check-in turns findings into signals.
 //!
 //! Seed 003's rules, as applied: a FAIL gate, or a result that says FAIL or
@@ -157,7 +157,10 @@ mod tests {
             "# Handoff: executor\n**Status:** COMPLETE\n",
         );
         assert_eq!(assess(&bare, &r), vec![Finding::MissingGates]);
-        assert!(!Finding::MissingGates.blocks(), "a warning, per seed 003");
+        assert!(
+            !Finding::MissingGates.blocks(),
+            "a warning, per docs/protocol.md#structured-results"
+        );
         let researcher = loaded(
             "researcher-20251127-110000.md",
             "# Handoff: researcher\n**Status:** COMPLETE\n",

@@ -2,8 +2,8 @@
 //! an instruction to each puts the task in, and the handoff table that says
 //! whom each spoke may recommend next.
 //!
-//! The roster is data, not code, so a team can bring its own: seed 004's roster
-//! is the default, seed 001's is built in as `hub-and-spoke`, and any other is a
+//! The roster is data, not code, so a team can bring its own (docs/protocol.md#roles-and-rosters):
+//! `default` and `hub-and-spoke` are built in, and any other is a
 //! TOML file in `$XDG_CONFIG_HOME/agent-orchestrator/rosters/<name>.toml` (same
 //! shape as `templates/rosters/*.toml`). task.md chooses with `roster: <name>`.
 //! The supervisor's PM session always plays the roster's primary hub, so
@@ -61,10 +61,10 @@ pub struct Member {
     /// Whom it may recommend next (the hub and "none" are always allowed).
     #[serde(default)]
     pub next: Vec<String>,
-    /// A handoff without `## Gates Honored` is flagged (seed 003).
+    /// A handoff without `## Gates Honored` is flagged (docs/protocol.md#structured-results).
     #[serde(default)]
     pub requires_gates: bool,
-    /// A spoke that may nevertheless spawn (seed 001's Revisionist exception).
+    /// A spoke that may nevertheless spawn (the Revisionist exception; docs/protocol.md#roles-and-rosters).
     #[serde(default)]
     pub may_spawn: bool,
 }
@@ -318,7 +318,7 @@ mod tests {
         ] {
             assert_eq!(s.role_of(sp), Role::Spoke, "{sp}");
         }
-        assert!(s.may_spawn("Revisionist"), "seed 001's exception");
+        assert!(s.may_spawn("Revisionist"), "the Revisionist exception");
         assert!(!s.may_spawn("worker"));
         assert_eq!(s.canonical("Coordinator"), "pm");
     }

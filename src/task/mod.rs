@@ -13,7 +13,7 @@ use crate::names::TaskName;
 pub use state::{AgentState, Escalation, LineageEntry, Phase, PmState};
 pub use taskmd::{CwdSpec, RemoteSpec, TaskSpec};
 
-/// The artifact kinds of seed 004 §5.1, created under `artifacts/`.
+/// The artifact kinds (docs/protocol.md#task-folder), created under `artifacts/`.
 pub const ARTIFACT_KINDS: [&str; 5] = ["analysis", "design", "code", "tests", "reviews"];
 
 /// The template copied into a new task's task.md; `{task}` is replaced by the name.
@@ -93,6 +93,25 @@ impl Task {
     /// Save the state atomically.
     pub fn save_state(&self, st: &PmState) -> Result<()> {
         state::save(&self.state_path(), st)
+    }
+
+    /// One read-modify-write of pm_state.json: take the state lock, read the state to
+    /// change it ([`Task::state_for_update`]), run `f` on it, and save it atomically when
+    /// `f` changed it; the lock is released on return. An error from `f` saves nothing
+    /// (the file is left as it was) and is returned, as is an error saving.
+    pub fn update_state<T>(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+        f: impl FnOnce(&mut PmState) -> Result<T>,
+    ) -> Result<T> {
+        let _l = self.lock_state()?;
+        let mut st = self.state_for_update(now)?;
+        let before = st.clone();
+        let out = f(&mut st)?;
+        if st != before {
+            self.save_state(&st)?;
+        }
+        Ok(out)
     }
 
     /// Whether the folder exists with a task.md.
@@ -247,17 +266,8 @@ pub fn list_tasks(project: &Path) -> Result<Vec<Task>> {
     Ok(out)
 }
 
-/// One file under `artifacts/`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Artifact {
-    /// Path relative to the task folder, e.g. `artifacts/code/x.py`.
-    pub path: String,
-    /// mtime in ns.
-    pub mtime_ns: i64,
-}
-
 /// Every regular, non-dot file under `artifacts/`, sorted by path. Symlinks are not followed.
-pub fn list_artifacts(task: &Task) -> Result<Vec<Artifact>> {
+pub fn list_artifacts(task: &Task) -> Result<Vec<crate::scribe::Artifact>> {
     let mut out = Vec::new();
     let root = task.dir();
     let mut stack = vec![task.artifacts()];
@@ -280,7 +290,7 @@ pub fn list_artifacts(task: &Task) -> Result<Vec<Artifact>> {
             } else if ft.is_file() {
                 let meta = entry.metadata().map_err(|e| Error::io("inspect", &path, e))?;
                 let rel = path.strip_prefix(&root).unwrap_or(&path);
-                out.push(Artifact {
+                out.push(crate::scribe::Artifact {
                     path: rel.to_string_lossy().into_owned(),
                     mtime_ns: fsutil::mtime_ns(&meta),
                 });
@@ -289,4 +299,77 @@ pub fn list_artifacts(task: &Task) -> Result<Vec<Artifact>> {
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task() -> (tempfile::TempDir, Task) {
+        let d = tempfile::tempdir().unwrap();
+        let t = Task::new(d.path(), "t1".parse().unwrap()).unwrap();
+        std::fs::create_dir_all(t.dir()).unwrap();
+        (d, t)
+    }
+
+    #[test]
+    fn update_state_saves_what_the_closure_changed_and_returns_its_value() {
+        let (_d, t) = task();
+        let now: chrono::DateTime<chrono::Utc> = "2026-11-23T09:00:00Z".parse().unwrap();
+        let got = t
+            .update_state(now, |st| {
+                st.phase = Phase::Developing;
+                st.next_checkin = Some(now);
+                Ok(42)
+            })
+            .unwrap();
+        assert_eq!(got, 42);
+        let st = t.state().unwrap();
+        assert_eq!(st.phase, Phase::Developing);
+        assert_eq!(st.next_checkin, Some(now));
+        // Nothing changed: the value still comes back, the file is not rewritten.
+        let before = std::fs::read(t.state_path()).unwrap();
+        let seen = t.update_state(now, |st| Ok(st.phase)).unwrap();
+        assert_eq!(seen, Phase::Developing);
+        assert_eq!(std::fs::read(t.state_path()).unwrap(), before);
+    }
+
+    #[test]
+    fn update_state_leaves_the_file_unchanged_when_the_closure_fails() {
+        let (_d, t) = task();
+        let now: chrono::DateTime<chrono::Utc> = "2026-11-23T09:00:00Z".parse().unwrap();
+        t.update_state(now, |st| {
+            st.phase = Phase::Exploring;
+            Ok(())
+        })
+        .unwrap();
+        let before = std::fs::read(t.state_path()).unwrap();
+        let r: Result<()> = t.update_state(now, |st| {
+            st.phase = Phase::Complete;
+            st.last_checkin = Some(now);
+            Err(Error::BadInput("no".into()))
+        });
+        assert!(matches!(r, Err(Error::BadInput(_))));
+        assert_eq!(std::fs::read(t.state_path()).unwrap(), before);
+        // The lock was released: the next update goes through.
+        t.update_state(now, |st| {
+            st.phase = Phase::Developing;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(t.state().unwrap().phase, Phase::Developing);
+    }
+
+    #[test]
+    fn update_state_returns_a_save_error() {
+        let (_d, t) = task();
+        let now: chrono::DateTime<chrono::Utc> = "2026-11-23T09:00:00Z".parse().unwrap();
+        // A folder appears where the file goes (root ignores permissions): the rename fails.
+        let r = t.update_state(now, |st| {
+            st.phase = Phase::Developing;
+            std::fs::create_dir_all(t.state_path().join("in-the-way")).unwrap();
+            Ok(())
+        });
+        assert!(r.is_err(), "a save that cannot happen is an error, not silence");
+    }
 }

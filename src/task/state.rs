@@ -20,7 +20,7 @@ use crate::handoff::{Ledger, Status};
 /// The schema version this build writes.
 pub const STATE_VERSION: u32 = 2;
 
-/// The task phase (seed 004 §7.2).
+/// The task phase (docs/protocol.md#phases).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Phase {
@@ -74,7 +74,7 @@ impl Phase {
         matches!(self, Phase::Exploring | Phase::Developing | Phase::Testing)
     }
 
-    /// The transitions of the seed 004 §7.2 diagram, plus what real runs need:
+    /// The transitions of the phase machine (docs/protocol.md#the-phase-machine), plus what real runs need:
     /// moves between the three work phases (explore → develop, as in its
     /// Appendix B), any unfinished phase → BLOCKED, and BLOCKED → a work phase
     /// or PLANNING once unblocked. COMPLETE is terminal. Staying put is allowed.
@@ -141,6 +141,15 @@ pub struct AgentState {
     /// For a remote agent: since when its host cannot be reached (cleared by the next good pull).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unreachable_since: Option<DateTime<Utc>>,
+    /// The current episode of needing a human or being paused by a usage limit
+    /// ([`crate::attention`]); kept here so a restarted supervisor neither calls a
+    /// human twice for one dialog nor forgets a pause.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<crate::attention::Attention>,
+    /// When it was last sent the resume message after a usage limit (any episode): a limit
+    /// that comes straight back is not nudged again at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_resume: Option<DateTime<Utc>>,
     /// Fields added by newer builds, kept on rewrite.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
@@ -150,7 +159,7 @@ fn local() -> String {
     "local".into()
 }
 
-/// One edge of the handoff chain (seed 001 lineage).
+/// One edge of the handoff chain (docs/protocol.md#progress-and-lineage).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LineageEntry {
     /// The handoff file.
@@ -169,7 +178,7 @@ pub struct LineageEntry {
     pub time: DateTime<Utc>,
 }
 
-/// Something that needs a human (seed 004 §7.1: 3+ rejections, a PM that cannot be restarted, BLOCKED).
+/// Something that needs a human (docs/protocol.md#signals: 3+ rejections, a PM that cannot be restarted, BLOCKED).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Escalation {
     /// When it was raised.
@@ -218,6 +227,14 @@ pub struct PmState {
     /// Fields added by newer minor builds, kept on rewrite.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
+}
+
+impl PmState {
+    /// Close the escalation of an agent's ended attention episode (no I/O).
+    pub fn close_attention_escalation(&mut self, agent: &str, a: &crate::attention::Attention) {
+        let prefix = crate::attention::escalation_prefix(agent, a.kind);
+        self.escalations.retain(|e| !e.reason.starts_with(&prefix));
+    }
 }
 
 impl Default for PmState {

@@ -3,7 +3,13 @@
 
 #![allow(dead_code)]
 
+pub mod claude;
+mod flow;
+pub mod model;
 pub mod sshd;
+mod wait;
+
+pub use wait::{wait_for, wait_until};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -284,19 +290,5 @@ impl Drop for World {
                 libc::kill(pid, libc::SIGKILL);
             }
         }
-    }
-}
-
-/// Poll `f` until it returns Some or the deadline passes.
-pub fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        if std::time::Instant::now() > deadline {
-            panic!("timed out after {secs}s waiting for {what}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }

@@ -1,20 +1,13 @@
 //! A real sshd on 127.0.0.1 with throwaway host and client keys, for remote
-//! tests and the remote benchmark (included by path from src/bin/ao-bench.rs).
+//! tests and the remote benchmark (included by path from src/bin/ao-bench/remote.rs).
 
 #![allow(dead_code)]
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
-fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> Option<()>) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while f().is_none() {
-        assert!(Instant::now() < deadline, "timed out after {secs}s waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use super::wait_for;
 
 /// A private sshd, killed by PID on drop.
 pub struct Sshd {

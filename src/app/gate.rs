@@ -1,0 +1,39 @@
+//! The spawn gate as a use case: the protocol's decision plus what it leaves behind.
+//!
+//! `protocol::gate` decides (a spoke may neither start nor message agents; a hub or a
+//! human may); this module records a refusal where people look for it — the lane's last
+//! outcome in pm_state.json (`task status`) and a `spawn_refused` event — and turns it
+//! into the refusal exit code.
+
+use crate::clock;
+use crate::error::{EXIT_REFUSED, Exit};
+use crate::protocol::{gate, roster::Roster};
+use crate::session::Ctx;
+use crate::task::Task;
+
+/// Let the caller (found from the environment) `verb` ("spawn" or "send") `agent`, or
+/// refuse with the gate's advice, recorded, exiting [`EXIT_REFUSED`].
+pub(crate) fn check(t: &Task, ctx: &Ctx, agent: &str, verb: &str) -> anyhow::Result<()> {
+    let st = t.state()?;
+    let caller = gate::Caller::from_env(&ctx.tmux.socket().path());
+    let roster = Roster::for_task(t)?;
+    let (reason, advice) = gate::decide(&caller, &st, &roster, verb);
+    let Some(advice) = advice else { return Ok(()) };
+    if verb == "spawn" {
+        // `task status` shows the last outcome per lane, refusals included.
+        let now = clock::now();
+        t.update_state(now, |st| {
+            st.lanes.entry(agent.to_string()).or_default().last_reason = Some(reason);
+            Ok(())
+        })?;
+    }
+    // The event log is a record, not the refusal: failing to append must not hide it.
+    let _ = crate::events::append(
+        t,
+        "spawn_refused",
+        Some(agent),
+        serde_json::json!({"reason": reason, "verb": verb, "caller": caller.agent}),
+        clock::now(),
+    );
+    Err(Exit::new(EXIT_REFUSED, advice).into())
+}

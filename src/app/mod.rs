@@ -1,0 +1,38 @@
+//! The application layer: one small module per use case (start, spawn, send, stop,
+//! check-in, watch, …), written once and called by the CLI (and, as it moves over,
+//! the daemon).
+//!
+//! A use case takes typed arguments, calls the library (task folder, session, check-in,
+//! daemon client) and returns what happened; it never parses arguments and never
+//! prints, so the CLI stays "parse → call → render" and a second front end cannot
+//! drift from it. Warnings that must reach the user while the work goes on are passed
+//! to a `warn` callback, in the order they arise.
+
+pub(crate) mod attach;
+pub(crate) mod checkin;
+pub(crate) mod daemon;
+pub(crate) mod dispatch;
+pub(crate) mod gate;
+pub(crate) mod handoff;
+pub(crate) mod progress;
+pub(crate) mod send;
+pub(crate) mod spawn;
+pub(crate) mod start;
+pub(crate) mod status;
+pub(crate) mod stop;
+pub(crate) mod watch;
+
+use std::path::Path;
+
+use crate::names::TaskName;
+use crate::task::{self, Task};
+
+/// The existing task `name`, in `project` or wherever it is found from there (see
+/// [`task::find_project`]); every verb that works on a task starts here, so "no such
+/// task" reads the same everywhere.
+pub(crate) fn locate(project: Option<&Path>, name: &TaskName) -> crate::Result<Task> {
+    let p = task::find_project(project, name)?;
+    let t = Task::new(&p, name.clone())?;
+    t.require()?;
+    Ok(t)
+}

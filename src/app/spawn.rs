@@ -1,0 +1,116 @@
+//! Spawn an agent (or only render what a spawn would use), and say who will start a
+//! queued spawn.
+
+use std::path::Path;
+
+use crate::clock;
+use crate::daemon::{
+    client,
+    protocol::{Request, Response},
+};
+use crate::names::AgentName;
+use crate::session::{self, Ctx, Prepared, SpawnMode};
+use crate::task::Task;
+
+use super::dispatch::{daemon_or_here, supervised};
+
+/// Spawn `agent` with the PM's `handoff`: the gate first, then the spawn in the daemon
+/// when one runs, else here. The report is what `task spawn --json` prints (the same
+/// shape from either side, so it stays a JSON value).
+pub(crate) async fn spawn(
+    t: &Task,
+    ctx: &Ctx,
+    agent: &AgentName,
+    handoff: &Path,
+    runtime: Option<&str>,
+    queue: bool,
+) -> anyhow::Result<serde_json::Value> {
+    super::gate::check(t, ctx, agent.as_str(), "spawn")?;
+    let handoff = session::find_handoff(t, handoff)?;
+    let s = supervised(t);
+    let req = Request::Spawn {
+        project: s.project,
+        task: s.task,
+        agent: agent.to_string(),
+        handoff: handoff.display().to_string(),
+        runtime: runtime.map(str::to_string),
+        queue,
+        tmux: ctx.id(),
+    };
+    let mode = if queue { SpawnMode::Queue } else { SpawnMode::Start };
+    daemon_or_here(&req, "reading the daemon's spawn report", async {
+        let started = session::spawn_with(ctx, t, agent, &handoff, runtime, mode, clock::now()).await?;
+        Ok(serde_json::to_value(started)?)
+    })
+    .await
+}
+
+/// Everything a spawn would use, rendered and started nowhere; the gate still applies,
+/// so a spoke cannot learn what it may not do.
+pub(crate) async fn prepare(
+    t: &Task,
+    ctx: &Ctx,
+    agent: &AgentName,
+    handoff: &Path,
+    runtime: Option<&str>,
+) -> anyhow::Result<Prepared> {
+    super::gate::check(t, ctx, agent.as_str(), "spawn")?;
+    Ok(session::prepare(ctx, t, agent, handoff, runtime, clock::now()).await?)
+}
+
+/// Who will start a queued spawn, said to the user.
+pub(crate) struct QueueNote {
+    /// When it starts: "starts as soon as the lane frees", or what must run first.
+    pub when: String,
+    /// Set when this command started the daemon for it (what was started, and its log).
+    pub started_daemon: Option<String>,
+}
+
+/// A queued spawn starts only when someone settles the lanes: the daemon (its
+/// tick), or a check-in (cron's `task checkin`, `task watch`). Make sure one will,
+/// or say exactly what the user must run: a task `task start` put under the
+/// daemon gets its daemon back (as `task start` starts it); a task in cron mode
+/// is left to its crontab line, or to the user when it has none.
+pub(crate) fn who_starts_the_queue(t: &Task) -> anyhow::Result<QueueNote> {
+    let s = supervised(t);
+    let name = &t.name;
+    let supervised_now = matches!(
+        client::request(&Request::Tasks)?,
+        Some(Response::Tasks { tasks }) if tasks.contains(&s)
+    );
+    if supervised_now {
+        return Ok(QueueNote {
+            when: "starts as soon as the lane frees".into(),
+            started_daemon: None,
+        });
+    }
+    if crate::daemon::registered(&s) && !client::running() {
+        let log = client::spawn_background()?;
+        return Ok(QueueNote {
+            when: "starts as soon as the lane frees".into(),
+            started_daemon: Some(format!(
+                "started the supervisor daemon in the background to supervise task '{name}' (log: {})",
+                log.display()
+            )),
+        });
+    }
+    let marker = crate::cron::marker(&t.project, name.as_str());
+    let when = if crate::cron::installed(&marker) {
+        let sched = t
+            .spec()
+            .ok()
+            .and_then(|sp| crate::cron::schedule(sp.setting("checkin")).ok())
+            .unwrap_or_else(|| "its schedule".into());
+        format!(
+            "starts at the first check-in after the lane frees: task '{name}' runs without the daemon, and its crontab line runs `task checkin` on `{sched}`; run `task checkin {name}` to check in now"
+        )
+    } else {
+        format!(
+            "starts at the first check-in after the lane frees, and nothing checks task '{name}' in by itself (no daemon supervises it and it has no crontab line): run `task checkin {name}` or `task watch {name}`, or `task start {name}` to put it under the daemon"
+        )
+    };
+    Ok(QueueNote {
+        when,
+        started_daemon: None,
+    })
+}

@@ -1,0 +1,141 @@
+//! Start a task: its PM in tmux, its first scheduled check-in saved, and the task handed
+//! to whoever checks it in — the daemon (started when none runs), or cron.
+
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+
+use crate::clock;
+use crate::daemon::{
+    client,
+    protocol::{Request, Response},
+};
+use crate::error::Error;
+use crate::names::TaskName;
+use crate::schedule::Schedule;
+use crate::session::{self, Ctx};
+use crate::task::{self, Task};
+
+use super::dispatch::supervised;
+
+/// Who checks a started task in.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Mode {
+    /// Cron mode: no daemon; check-ins come from a crontab line (or `task watch`).
+    pub no_daemon: bool,
+    /// In cron mode, install no crontab line either.
+    pub no_cron: bool,
+}
+
+/// What `task start` did.
+pub(crate) struct Started {
+    /// The PM's session, pane, runtime and preamble.
+    pub started: session::Started,
+    /// When the first scheduled check-in is due (`None`: no usable schedule).
+    pub next_checkin: Option<DateTime<Utc>>,
+    /// Set when this start launched the daemon: what was started, and its log.
+    pub daemon_note: Option<String>,
+    /// In cron mode, the crontab line for the task (installed or to add by hand).
+    pub cron_line: Option<String>,
+    /// In cron mode, whether the line was installed ("installed") or what to do with it.
+    pub cron_note: Option<String>,
+    /// The tmux flags (`-L name` or `-S path`) that reach the agents' server.
+    pub tmux_flags: String,
+}
+
+/// Start the PM of task `name` (creating the task if needed) and schedule its check-ins.
+/// Warnings (agents that bypass permission prompts, an unusable schedule) go to `warn`
+/// as they arise.
+pub(crate) async fn start(
+    name: &TaskName,
+    project: Option<&Path>,
+    runtime: Option<&str>,
+    mode: Mode,
+    warn: &mut dyn FnMut(String),
+) -> anyhow::Result<Started> {
+    let Mode { no_daemon, no_cron } = mode;
+    let project = task::find_project(project, name)?;
+    if !project.is_dir() {
+        return Err(Error::BadInput(format!("project folder {} does not exist", project.display())).into());
+    }
+    let t = Task::new(&project, name.clone())?;
+    let ctx = Ctx::from_env()?;
+    let started = session::start(&ctx, &t, runtime, clock::now()).await?;
+    if let Some(w) = session::permission_warning(&t, &started.runtime) {
+        warn(w);
+    }
+    // The first scheduled check-in, saved before the daemon (or cron) takes the task, so
+    // the schedule runs from this start and survives any restart of the daemon.
+    let setting = t.spec().ok().and_then(|s| s.setting("checkin").map(str::to_string));
+    let sched = match (no_daemon, no_cron) {
+        (false, _) => Schedule::parse(setting.as_deref()),
+        (true, false) if crate::cron::available() => Schedule::crontab(setting.as_deref()),
+        // `--no-cron`, or no crontab: nothing here schedules check-ins (`task watch`, or
+        // the line the user adds by hand, may).
+        (true, _) => Err(String::new()),
+    };
+    let now = clock::now();
+    let next_checkin = sched.as_ref().ok().and_then(|s| s.next_after(now));
+    if let (false, Err(e)) = (no_daemon, &sched) {
+        warn(format!(
+            "{e} in {}; scheduled check-ins are off until it is fixed (handoffs still wake the PM)",
+            t.task_md().display()
+        ));
+    }
+    crate::checkin::save_next_checkin(&t, next_checkin, now)?;
+    let mut cron_line = None;
+    let mut cron_note = None;
+    let mut daemon_note = None;
+    if !no_daemon {
+        daemon_note = register(&t)?;
+    } else if !no_cron {
+        let spec = t.spec()?;
+        let sched = crate::cron::schedule(spec.setting("checkin")).map_err(Error::BadInput)?;
+        let line = crate::cron::line(
+            &sched,
+            &ctx.task_bin,
+            &t.project,
+            name.as_str(),
+            &t.dir().join(".checkin.log"),
+        );
+        if crate::cron::available() {
+            crate::cron::install(&line, &crate::cron::marker(&t.project, name.as_str()))?;
+            cron_note = Some("installed".to_string());
+        } else {
+            cron_note = Some("crontab is not installed; add this line with `crontab -e`".to_string());
+        }
+        cron_line = Some(line);
+    }
+    Ok(Started {
+        started,
+        next_checkin,
+        daemon_note,
+        cron_line,
+        cron_note,
+        tmux_flags: ctx.tmux.socket().flags(),
+    })
+}
+
+/// Put the task under the daemon, starting one in the background when none runs (then
+/// say so, with its log).
+fn register(t: &Task) -> anyhow::Result<Option<String>> {
+    let mut note = None;
+    if !client::running() {
+        let log = client::spawn_background()?;
+        note = Some(format!(
+            "started the supervisor daemon in the background (log: {})",
+            log.display()
+        ));
+    }
+    let s = supervised(t);
+    match client::request(&Request::Register {
+        project: s.project,
+        task: s.task,
+    })? {
+        Some(Response::Ok) => Ok(note),
+        Some(Response::Error { message, .. }) => {
+            Err(Error::BadInput(format!("the daemon refused the task: {message}")).into())
+        }
+        other => Err(Error::BadInput(format!("unexpected answer from the daemon: {other:?}")).into()),
+    }
+}

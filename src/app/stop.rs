@@ -1,0 +1,37 @@
+//! Stop a task: end its sessions (through the daemon when one runs) and remove its
+//! crontab line; every file is kept.
+
+use crate::clock;
+use crate::daemon::protocol::Request;
+use crate::session::{self, Ctx, Stopped};
+use crate::task::Task;
+
+use super::dispatch::{daemon_or_here, supervised};
+
+/// What `task stop` did.
+pub(crate) struct Stop {
+    /// The sessions ended, already gone, or unreachable.
+    pub stopped: Stopped,
+    /// Whether the task's crontab line was there and is now removed.
+    pub cron_removed: bool,
+}
+
+/// End every session of the task and take it off cron.
+pub(crate) async fn stop(t: &Task, ctx: &Ctx) -> anyhow::Result<Stop> {
+    let s = supervised(t);
+    let req = Request::Stop {
+        project: s.project,
+        task: s.task,
+        tmux: ctx.id(),
+    };
+    let stopped = daemon_or_here(&req, "reading the daemon's report", async {
+        Ok(session::stop(ctx, t, clock::now()).await?)
+    })
+    .await?;
+    let cron_removed = if crate::cron::available() {
+        crate::cron::uninstall(&crate::cron::marker(&t.project, t.name.as_str()))?
+    } else {
+        false
+    };
+    Ok(Stop { stopped, cron_removed })
+}

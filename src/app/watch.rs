@@ -1,0 +1,65 @@
+//! `task watch`: check-ins in the foreground, for people who want neither the daemon nor
+//! cron — at once when a handoff lands, and on the task's interval.
+
+use std::time::{Duration, Instant};
+
+use crate::checkin::{CheckinReport, Trigger};
+use crate::clock;
+use crate::delivery::Outcome;
+use crate::handoff;
+use crate::schedule::Schedule;
+use crate::session::Ctx;
+use crate::task::{Phase, Task};
+
+/// How a watch ended (other than by an error).
+pub(crate) enum End {
+    /// The task reached COMPLETE or BLOCKED.
+    Finished(Phase),
+    /// `timeout` seconds passed first; the task's phase then.
+    GaveUp(Phase),
+}
+
+/// The interval between scheduled check-ins: task.md's `checkin:` as a duration, else 10 min.
+pub(crate) fn interval(t: &Task) -> Duration {
+    t.spec()
+        .ok()
+        .and_then(|s| s.setting("checkin").and_then(crate::clock::parse_duration))
+        .unwrap_or(Duration::from_secs(600))
+}
+
+/// Look for new handoffs every `poll`, check in when one is there or `every` has passed,
+/// and hand each check-in's report to `on_checkin`; end when the task is finished, or
+/// after `timeout` seconds (0: never).
+pub(crate) async fn watch(
+    t: &Task,
+    ctx: &Ctx,
+    every: Duration,
+    poll: Duration,
+    timeout: u64,
+    mut on_checkin: impl FnMut(&CheckinReport),
+) -> anyhow::Result<End> {
+    let started = Instant::now();
+    let mut last_checkin = Instant::now();
+    loop {
+        let st = t.state()?;
+        if matches!(st.phase, Phase::Complete | Phase::Blocked) {
+            return Ok(End::Finished(st.phase));
+        }
+        let (names, _) = handoff::list(&t.handoffs())?;
+        let (cands, _) = st.ledger.scan(&t.handoffs(), &names)?;
+        let due = last_checkin.elapsed() >= every;
+        if !cands.is_empty() || due {
+            let sched = Schedule::Every(every);
+            let r = crate::checkin::run(t, &ctx.tmux, clock::now(), Trigger::Manual, Vec::new(), Some(&sched)).await?;
+            on_checkin(&r);
+            last_checkin = Instant::now();
+            if r.delivery.as_ref().is_some_and(|d| d.outcome != Outcome::Delivered) {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        }
+        if timeout > 0 && started.elapsed().as_secs() >= timeout {
+            return Ok(End::GaveUp(st.phase));
+        }
+        tokio::time::sleep(poll).await;
+    }
+}

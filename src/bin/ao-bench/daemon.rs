@@ -1,0 +1,237 @@
+//! `ao-bench daemon`: handoff written → check-in confirmed in the PM pane, beside
+//! `inotifywait` + `tmux send-keys`; then an idle daemon with N tasks (CPU, RSS). Its
+//! `Env` (a private project, tmux socket and daemon) is shared with `ao-bench remote`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{arg, header, ms, row, runtime_has, stats, task_bin};
+
+pub(crate) struct Env {
+    _dir: tempfile::TempDir,
+    pub(crate) root: PathBuf,
+    pub(crate) project: PathBuf,
+    pub(crate) sock: PathBuf,
+}
+
+impl Env {
+    pub(crate) fn new() -> Env {
+        let dir = tempfile::Builder::new().prefix("aod").tempdir_in("/tmp").unwrap();
+        let root = dir.path().to_path_buf();
+        let project = root.join("p");
+        std::fs::create_dir_all(&project).unwrap();
+        Env {
+            sock: root.join("tmux.sock"),
+            _dir: dir,
+            root,
+            project,
+        }
+    }
+    pub(crate) fn task(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(task_bin());
+        c.args(args)
+            .current_dir(&self.project)
+            .env("AO_TMUX_SOCKET", &self.sock)
+            .env("AO_SESSION_PREFIX", "aod")
+            .env("AO_DEMO_IDLE", "1")
+            .env("XDG_RUNTIME_DIR", self.root.join("run"))
+            .env("XDG_STATE_HOME", self.root.join("state"))
+            .env_remove("TMUX")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    }
+    pub(crate) fn daemon_pid(&self) -> Option<u32> {
+        use std::io::{BufRead, BufReader, Write};
+        let mut s =
+            std::os::unix::net::UnixStream::connect(self.root.join("run/agent-orchestrator/daemon.sock")).ok()?;
+        s.write_all(b"{\"v\":1,\"cmd\":\"ping\"}\n").ok()?;
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).ok()?;
+        serde_json::from_str::<serde_json::Value>(&line).ok()?["pid"]
+            .as_u64()
+            .map(|p| p as u32)
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if let Some(pid) = self.daemon_pid() {
+            unsafe {
+                libc::kill(pid as i32, libc::SIGKILL);
+            }
+        }
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.sock)
+            .arg("kill-server")
+            .output();
+    }
+}
+
+pub(crate) fn lines_in(p: &Path) -> usize {
+    std::fs::read_to_string(p).map(|s| s.lines().count()).unwrap_or(0)
+}
+
+fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+pub(crate) fn write_handoff(dir: &Path, i: usize) {
+    let from: agent_orchestrator::names::AgentName = "dev".parse().unwrap();
+    let body = format!("## Completed Work\nstep {i}\n");
+    agent_orchestrator::handoff::write(
+        dir,
+        &agent_orchestrator::handoff::NewHandoff {
+            from: &from,
+            status: agent_orchestrator::handoff::Status::Complete,
+            target: None,
+            next: None,
+            body: &body,
+            now: chrono::Local::now(),
+        },
+    )
+    .unwrap();
+}
+
+pub(crate) fn bench_daemon(args: &[String]) {
+    let n = arg(args, "--handoffs", 100);
+    let tasks = arg(args, "--tasks", 50);
+    let idle_secs = arg(args, "--idle-secs", 60);
+
+    // Floor: inotifywait + tmux send-keys in a shell loop, into a pane that appends what it reads.
+    let floor = if runtime_has("inotifywait") {
+        let e = Env::new();
+        let dir = e.root.join("floor");
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = e.root.join("floor.out");
+        let tmux = |a: &[&str]| {
+            Command::new("tmux")
+                .arg("-S")
+                .arg(&e.sock)
+                .args(a)
+                .env_remove("TMUX")
+                .output()
+                .unwrap()
+        };
+        tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            "floor",
+            "--",
+            "sh",
+            "-c",
+            &format!("cat >> {}", out.display()),
+        ]);
+        let script = format!(
+            "inotifywait -q -m -e close_write -e moved_to --format %f {} | while read f; do tmux -S {} send-keys -t =floor: -l \"$f\"; tmux -S {} send-keys -t =floor: Enter; done",
+            dir.display(),
+            e.sock.display(),
+            e.sock.display()
+        );
+        let mut watcher = Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        let mut v = Vec::new();
+        for i in 0..n {
+            let t = Instant::now();
+            write_handoff(&dir, i);
+            while lines_in(&out) < i + 1 {
+                std::thread::sleep(Duration::from_millis(1));
+                assert!(t.elapsed() < Duration::from_secs(20), "floor timed out");
+            }
+            v.push(t.elapsed());
+        }
+        let _ = watcher.kill();
+        let _ = watcher.wait();
+        let _ = Command::new("pkill")
+            .args([
+                "-f",
+                &format!(
+                    "inotifywait -q -m -e close_write -e moved_to --format %f {}",
+                    dir.display()
+                ),
+            ])
+            .status();
+        Some(stats(v))
+    } else {
+        eprintln!("inotifywait not installed (apt-get install inotify-tools): no floor for the latency figure");
+        None
+    };
+
+    // The daemon: a real check-in per handoff, confirmed in the PM pane.
+    let e = Env::new();
+    assert!(e.task(&["start", "b", "--runtime", "demo"]).status().unwrap().success());
+    let inbox = e.project.join("tasks/b/scratchpad/pm/inbox.jsonl");
+    let handoffs = e.project.join("tasks/b/handoffs");
+    std::thread::sleep(Duration::from_millis(500));
+    let mut v = Vec::new();
+    for i in 0..n {
+        let t = Instant::now();
+        write_handoff(&handoffs, i);
+        while lines_in(&inbox) < i + 1 {
+            std::thread::sleep(Duration::from_millis(1));
+            assert!(t.elapsed() < Duration::from_secs(30), "check-in {i} timed out");
+        }
+        v.push(t.elapsed());
+    }
+    let mut sorted = v.clone();
+    sorted.sort();
+    let p99 = sorted[((sorted.len() as f64 - 1.0) * 0.99).round() as usize];
+    let latency = stats(v);
+    println!("\n{n} handoffs, one at a time\n");
+    header();
+    if let Some(f) = &floor {
+        row("floor: inotifywait + tmux send-keys", f, f, "-");
+        row("handoff → check-in in the PM pane", &latency, f, "p50 < 0.5 s");
+    } else {
+        row("handoff → check-in in the PM pane", &latency, &latency, "p50 < 0.5 s");
+    }
+    println!("p99: {}  (target < 2 s)", ms(p99));
+    drop(e);
+
+    // Idle: N tasks, each with an idle demo PM, for idle_secs.
+    let e = Env::new();
+    for i in 0..tasks {
+        let name = format!("t{i}");
+        assert!(
+            e.task(&["start", &name, "--runtime", "demo"])
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+    let pid = e.daemon_pid().expect("daemon");
+    std::thread::sleep(Duration::from_secs(5));
+    let c0 = cpu_secs(pid);
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs(idle_secs as u64));
+    let used = cpu_secs(pid) - c0;
+    let wall = t0.elapsed().as_secs_f64();
+    println!(
+        "\nidle daemon, {tasks} tasks, {wall:.0} s: {used:.2} CPU s ({:.2} % of a core), RSS {} MiB  (targets < 1 %, < 30 MiB)",
+        100.0 * used / wall,
+        rss_kib(pid) / 1024
+    );
+}

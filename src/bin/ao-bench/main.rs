@@ -1,0 +1,124 @@
+//! Benchmarks of the `task` binary, each beside a floor measured in the same run.
+//!
+//!   ao-bench status [--handoffs N] [--artifacts N] [--runs N]
+//!       `task status` and `task progress` on a generated task, beside `cat` of the same files.
+//!   ao-bench tmux [--runs N]
+//!       spawn latency (command → agent prompt on screen) and send latency (command →
+//!       message confirmed submitted), beside raw `tmux new-session` / `tmux send-keys`.
+//!   ao-bench daemon [--handoffs N] [--tasks N] [--idle-secs N]
+//!       handoff written → check-in confirmed in the PM pane (p50/p99), beside
+//!       `inotifywait` + `tmux send-keys` in a shell loop; then an idle daemon with
+//!       N tasks: CPU seconds and RSS.
+//!   ao-bench generate DIR [--handoffs N] [--artifacts N]
+//!       only write the generated task (DIR/tasks/bench).
+//!
+//! Build with `cargo build --release` first; the figures go in README.md's Performance section.
+
+mod daemon;
+mod remote;
+mod status;
+mod tmux;
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn arg(args: &[String], name: &str, default: usize) -> usize {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn task_bin() -> PathBuf {
+    let me = std::env::current_exe().expect("own path");
+    me.parent().expect("bin dir").join("task")
+}
+
+fn time_cmd(mut c: Command) -> Duration {
+    c.stdout(Stdio::null()).stderr(Stdio::null());
+    let t = Instant::now();
+    let s = c.status().expect("run");
+    assert!(s.success(), "{c:?} failed");
+    t.elapsed()
+}
+
+struct Stats {
+    p50: Duration,
+    p90: Duration,
+    min: Duration,
+}
+
+fn stats(mut v: Vec<Duration>) -> Stats {
+    v.sort();
+    let at = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
+    Stats {
+        p50: at(0.5),
+        p90: at(0.9),
+        min: v[0],
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn row(name: &str, s: &Stats, floor: &Stats, target: &str) {
+    println!(
+        "| {name:<34} | {:>10} | {:>10} | {:>10} | {:>7.1}x | {target:<8} |",
+        ms(s.p50),
+        ms(s.p90),
+        ms(s.min),
+        s.p50.as_secs_f64() / floor.p50.as_secs_f64()
+    );
+}
+
+fn header() {
+    println!(
+        "| {:<34} | {:>10} | {:>10} | {:>10} | {:>8} | {:<8} |",
+        "measurement", "p50", "p90", "min", "vs floor", "target"
+    );
+    println!(
+        "|{}|{}|{}|{}|{}|{}|",
+        "-".repeat(36),
+        "-".repeat(12),
+        "-".repeat(12),
+        "-".repeat(12),
+        "-".repeat(10),
+        "-".repeat(10)
+    );
+}
+
+fn runtime_has(prog: &str) -> bool {
+    agent_orchestrator::shell::which(prog).is_some()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if !task_bin().exists() {
+        eprintln!(
+            "ao-bench: {} not found; run `cargo build --release` first",
+            task_bin().display()
+        );
+        std::process::exit(2);
+    }
+    match args.first().map(String::as_str) {
+        Some("status") => status::bench_status(&args),
+        Some("tmux") => tmux::bench_tmux(&args),
+        Some("daemon") => daemon::bench_daemon(&args),
+        Some("remote") => remote::bench_remote(&args),
+        Some("generate") => {
+            let dir = PathBuf::from(args.get(1).expect("ao-bench generate DIR"));
+            std::fs::create_dir_all(&dir).unwrap();
+            let d = status::generate(&dir, arg(&args, "--handoffs", 10_000), arg(&args, "--artifacts", 2_000));
+            println!("{}", d.display());
+        }
+        _ => {
+            eprintln!(
+                "usage: ao-bench status [--handoffs N] [--artifacts N] [--runs N] | tmux [--runs N] | daemon | remote [--handoffs N] [--runs N] | generate DIR"
+            );
+            std::process::exit(2);
+        }
+    }
+}

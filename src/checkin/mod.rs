@@ -1,0 +1,357 @@
+//! Check-ins: take the new handoffs from the ledger, compute the signals of
+//! signals (docs/protocol.md#signals) and the phase (docs/protocol.md#phases), refresh progress.md, and deliver the
+//! message to the PM with verified delivery.
+//!
+//! The state (ledger, last_checkin, phase, lineage) is saved only after the
+//! PM's pane confirms the message was submitted, so an undelivered check-in
+//! is retried next time rather than lost. Two check-ins of one task never
+//! overlap: the later one finds the check-in lock held and stands down.
+//!
+//! One check-in works from one snapshot: the state and the handoff listing are
+//! read once under the state lock ([`snapshot`]), and the evaluation, progress.md
+//! (written once), the escalations and the message all come from it. Delivery
+//! holds no state lock; recording is a second short locked phase on a fresh read.
+//!
+//! The pure parts live beside the run: [`signals`] (signals and phase),
+//! [`message`] (the message), [`record`] (what a recorded check-in saves).
+
+mod message;
+mod record;
+mod signals;
+mod snapshot;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+pub use message::render_message;
+use record::record;
+pub use record::{apply_handoffs, status_after};
+pub use signals::{
+    ESCALATE_AFTER_REJECTIONS, Evaluation, Signal, SignalKind, attention_signals, evaluate, to_escalate, undeliverable,
+};
+use snapshot::{Plan, evaluate_locked};
+
+use crate::delivery::{self, Outcome};
+use crate::error::Result;
+use crate::handoff::Loaded;
+use crate::task::{Phase, Task};
+use crate::tmux::Tmux;
+
+/// What caused a check-in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Trigger {
+    /// `task checkin` (cron or a human).
+    Manual,
+    /// A new terminal handoff (the daemon's watcher).
+    Handoff,
+    /// The task's schedule.
+    Schedule,
+    /// An agent's pane died.
+    Death,
+    /// An agent began to need a human, or was paused by a usage limit.
+    Attention,
+}
+
+/// What a check-in did.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckinReport {
+    /// What caused it.
+    pub trigger: Trigger,
+    /// Not sent to the PM: a scheduled check-in with nothing new and no signal,
+    /// or one after the PM declared the task COMPLETE or BLOCKED (`skip_reason` says which).
+    pub skipped: bool,
+    /// Why it was not sent (`null` when it was, or when another check-in was running).
+    pub skip_reason: Option<String>,
+    /// The task.
+    pub task: String,
+    /// New handoffs taken from the ledger.
+    pub new_handoffs: Vec<String>,
+    /// Signals computed.
+    pub signals: Vec<Signal>,
+    /// Phase after the check-in.
+    pub phase: Phase,
+    /// Delivery to the PM (`None` when another check-in was running).
+    pub delivery: Option<delivery::Report>,
+    /// Whether the state (ledger, last_checkin) was saved.
+    pub recorded: bool,
+    /// When the next scheduled check-in is due (`null`: no schedule, e.g. cron mode without a crontab line).
+    pub next_checkin: Option<DateTime<Utc>>,
+}
+
+/// Save when the next scheduled check-in is due.
+pub fn save_next_checkin(task: &Task, next: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Result<()> {
+    task.update_state(now, |st| {
+        st.next_checkin = next;
+        Ok(())
+    })
+}
+
+/// Observe every agent's screen for dialogs and usage limits (see [`crate::attention`]).
+pub async fn tend_attention(task: &Task, tmux: &Tmux, now: DateTime<Utc>) -> crate::attend::Tended {
+    let ctx = match crate::session::Ctx::from_env() {
+        Ok(c) => crate::session::Ctx {
+            tmux: tmux.clone(),
+            ..c
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot look at the agents' screens");
+            return Default::default();
+        }
+    };
+    match crate::attend::tend(&ctx, task, now).await {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!(task = %task.name, error = %e, "looking for agents that need a human failed");
+            Default::default()
+        }
+    }
+}
+
+/// Settle the task's lanes on this tmux server (see [`crate::lanes::settle`]).
+pub async fn settle_lanes(task: &Task, tmux: &Tmux, ready: &(dyn Fn(&Loaded) -> bool + Sync), now: DateTime<Utc>) {
+    match crate::session::Ctx::from_env() {
+        Ok(c) => {
+            let ctx = crate::session::Ctx {
+                tmux: tmux.clone(),
+                ..c
+            };
+            let s = crate::settle::settle(&ctx, task, ready, now).await;
+            if s != crate::lanes::Settled::default() {
+                tracing::info!(task = %task.name, released = ?s.released, dequeued = ?s.dequeued, failed = ?s.failed, "lanes settled");
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot settle lanes"),
+    }
+}
+
+/// Run one check-in: scribe, signals, message, verified delivery, then record.
+/// `extra` signals (agent deaths) are added to those computed from handoffs.
+/// A scheduled check-in with nothing to say is recorded in events.jsonl but not
+/// sent, unless task.md sets `quiet_checkins: false`. Once the PM has declared the
+/// task COMPLETE or BLOCKED, a check-in is recorded but not sent unless an agent
+/// reported since ([`undeliverable`]). Every check-in that runs saves when the
+/// next one is due by `schedule` (`None`: nothing schedules this task).
+pub async fn run(
+    task: &Task,
+    tmux: &Tmux,
+    now: DateTime<Utc>,
+    trigger: Trigger,
+    extra: Vec<Signal>,
+    schedule: Option<&crate::schedule::Schedule>,
+) -> Result<CheckinReport> {
+    run_with(task, tmux, now, trigger, extra, &|_| true, schedule).await
+}
+
+/// [`run`], taking only the new handoffs `ready` accepts; the rest stay new
+/// for a later check-in. The daemon uses it to leave alone a file that is
+/// still being written (no close or rename seen, modified moments ago).
+pub async fn run_with(
+    task: &Task,
+    tmux: &Tmux,
+    now: DateTime<Utc>,
+    trigger: Trigger,
+    extra: Vec<Signal>,
+    ready: &(dyn Fn(&Loaded) -> bool + Sync),
+    schedule: Option<&crate::schedule::Schedule>,
+) -> Result<CheckinReport> {
+    let cycle = Cycle {
+        trigger,
+        extra,
+        ready,
+        schedule,
+    };
+    run_cycle(task, tmux, now, cycle).await
+}
+
+/// One check-in's inputs besides the task and the time.
+struct Cycle<'a> {
+    trigger: Trigger,
+    extra: Vec<Signal>,
+    ready: &'a (dyn Fn(&Loaded) -> bool + Sync),
+    schedule: Option<&'a crate::schedule::Schedule>,
+}
+
+async fn run_cycle(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_>) -> Result<CheckinReport> {
+    let Cycle {
+        trigger,
+        extra,
+        ready,
+        schedule,
+    } = cycle;
+    let Some(_checkin_lock) = task.try_lock_checkin()? else {
+        let st = task.state()?;
+        return Ok(CheckinReport {
+            trigger,
+            skipped: false,
+            skip_reason: None,
+            task: task.name.to_string(),
+            new_handoffs: Vec::new(),
+            signals: Vec::new(),
+            phase: st.phase,
+            delivery: None,
+            recorded: false,
+            next_checkin: st.next_checkin,
+        });
+    };
+
+    // Remote agents' handoffs and artifacts first (an unreachable host is skipped, not fatal).
+    for problem in crate::session::pull_remotes(task).await {
+        tracing::warn!(task = %task.name, problem = %problem, "remote pull before the check-in failed");
+    }
+
+    // Lanes: free those whose agent is done or dead, start what waited for them.
+    settle_lanes(task, tmux, ready, now).await;
+
+    // Dialogs and usage limits: escalate, pause, resume (cron mode has no other watcher).
+    tend_attention(task, tmux, now).await;
+
+    // A: under the state lock, one snapshot: evaluate, open escalations, progress.md, the message.
+    let Plan {
+        cands,
+        ev,
+        message,
+        pm,
+        quiet,
+        escalated,
+    } = task.update_state(now, |st| evaluate_locked(task, st, ready, extra, now))?;
+    for reason in &escalated {
+        crate::escalation::announce(task, reason, now)?;
+    }
+
+    let next_checkin = schedule.and_then(|s| s.next_after(now));
+    if trigger == Trigger::Schedule && quiet && cands.is_empty() && ev.signals.is_empty() {
+        save_next_checkin(task, next_checkin, now)?;
+        let why = "nothing new";
+        crate::events::append(
+            task,
+            "checkin_skipped",
+            Some("pm"),
+            serde_json::json!({"trigger": trigger, "why": why}),
+            now,
+        )?;
+        return Ok(CheckinReport {
+            trigger,
+            skipped: true,
+            skip_reason: Some(why.into()),
+            task: task.name.to_string(),
+            new_handoffs: Vec::new(),
+            signals: Vec::new(),
+            phase: ev.phase,
+            delivery: None,
+            recorded: false,
+            next_checkin,
+        });
+    }
+
+    // The PM has finished (COMPLETE or BLOCKED) and no agent reported since: record
+    // everything, tell no one.
+    let new: Vec<Loaded> = cands.iter().map(|c| c.loaded.clone()).collect();
+    if let Some(why) = undeliverable(&new, ev.phase) {
+        task.update_state(now, |fresh| {
+            record(fresh, &cands, &ev, now);
+            fresh.next_checkin = next_checkin;
+            Ok(())
+        })?;
+        crate::events::append(
+            task,
+            "checkin_skipped",
+            Some("pm"),
+            serde_json::json!({
+                "trigger": trigger,
+                "why": why,
+                "new_handoffs": cands.len(),
+                "files": cands.iter().map(|c| c.loaded.file.as_str()).collect::<Vec<_>>(),
+                "signals": ev.signals.iter().map(|s| s.kind).collect::<Vec<_>>(),
+                "recorded": true,
+            }),
+            now,
+        )?;
+        return Ok(CheckinReport {
+            trigger,
+            skipped: true,
+            skip_reason: Some(why),
+            task: task.name.to_string(),
+            new_handoffs: cands.iter().map(|c| c.loaded.file.clone()).collect(),
+            signals: ev.signals,
+            phase: ev.phase,
+            delivery: None,
+            recorded: true,
+            next_checkin,
+        });
+    }
+
+    // B: deliver without holding the state lock (the PM may run `task spawn` at once).
+    let delivery = match pm {
+        None => delivery::Report {
+            outcome: Outcome::Failed,
+            reason: format!("the PM is not running; start it with `task start {}`", task.name),
+            enters: 0,
+            bytes: message.len(),
+        },
+        // A paused PM would spend its message on another refusal; it hears everything once resumed.
+        // A PM at a dialog cannot take it either (delivery would wait out its ready timeout).
+        Some((_, _, Some(at))) if at.resumed_at.is_none() => delivery::Report {
+            outcome: Outcome::Failed,
+            reason: match at.kind {
+                crate::attention::Kind::Paused => format!(
+                    "the PM is paused by a usage limit until {}; the check-in waits for it to resume",
+                    at.resets_at.map(crate::clock::local_time).unwrap_or_else(|| "?".into())
+                ),
+                crate::attention::Kind::NeedsHuman => format!(
+                    "the PM waits for a human ({} \"{}\"); the check-in is delivered once that is answered",
+                    at.reason, at.line
+                ),
+            },
+            enters: 0,
+            bytes: message.len(),
+        },
+        Some((pane, runtime, _)) => {
+            let rt = crate::runtime::resolve(runtime.as_deref().unwrap_or("claude"))?;
+            delivery::deliver(tmux, &pane, &message, &rt.patterns, &rt.delivery_options()).await?
+        }
+    };
+
+    // C: record only a confirmed delivery, on a fresh read of the state. The next
+    // scheduled time moves either way: an undelivered check-in is retried by the
+    // handoffs it leaves new, not by firing the schedule again at once.
+    let recorded = delivery.outcome == Outcome::Delivered;
+    task.update_state(now, |fresh| {
+        if recorded {
+            record(fresh, &cands, &ev, now);
+        }
+        fresh.next_checkin = next_checkin;
+        Ok(())
+    })?;
+    crate::events::append(
+        task,
+        "checkin",
+        Some("pm"),
+        serde_json::json!({
+            "trigger": trigger,
+            "new_handoffs": cands.len(),
+            "files": cands.iter().map(|c| c.loaded.file.as_str()).collect::<Vec<_>>(),
+            "signals": ev.signals.iter().map(|s| s.kind).collect::<Vec<_>>(),
+            "outcome": delivery.outcome,
+            "enters": delivery.enters,
+            "bytes": delivery.bytes,
+            "recorded": recorded,
+        }),
+        now,
+    )?;
+    Ok(CheckinReport {
+        trigger,
+        skipped: false,
+        skip_reason: None,
+        task: task.name.to_string(),
+        new_handoffs: cands.iter().map(|c| c.loaded.file.clone()).collect(),
+        signals: ev.signals,
+        phase: ev.phase,
+        delivery: Some(delivery),
+        recorded,
+        next_checkin,
+    })
+}
+
+#[cfg(test)]
+mod tests;

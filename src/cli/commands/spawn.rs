@@ -1,0 +1,99 @@
+//! `task spawn`: start an agent with the PM's handoff (or hold it in its lane).
+
+use std::path::Path;
+
+use crate::app;
+use crate::names::{AgentName, TaskName};
+use crate::protocol::lane::Reason;
+use crate::session::Ctx;
+
+use crate::cli::output::print_json;
+
+/// What to spawn, as given on the command line.
+pub(crate) struct Args<'a> {
+    /// The agent to start.
+    pub agent: &'a AgentName,
+    /// The PM's handoff (path, or a name in handoffs/).
+    pub handoff: &'a Path,
+    /// Runtime override.
+    pub runtime: Option<&'a str>,
+    /// Wait in a busy lane instead of being refused.
+    pub queue: bool,
+}
+
+/// What the human output reads from a spawn's report (the same from the daemon or here).
+#[derive(serde::Deserialize)]
+struct Summary {
+    /// SPAWN_OK, SPAWN_QUEUED, SPAWN_DEQUEUED or SPAWN_RECOVERED_STALE.
+    reason: Reason,
+    /// What was started (absent when queued).
+    #[serde(default)]
+    session: Option<String>,
+    #[serde(default)]
+    pane: Option<String>,
+    #[serde(default)]
+    preamble: Option<String>,
+    /// What holds the lane, when queued.
+    #[serde(default)]
+    waiting_for: Option<String>,
+    #[serde(default)]
+    notes: Vec<String>,
+}
+
+/// Spawn and say what happened: started, queued (and who will start it), or refused.
+pub(crate) async fn run(project: Option<&Path>, name: &TaskName, args: Args<'_>, json: bool) -> anyhow::Result<()> {
+    let Args {
+        agent,
+        handoff,
+        runtime,
+        queue,
+    } = args;
+    let t = app::locate(project, name)?;
+    let ctx = Ctx::from_env()?;
+    let mut report = match app::spawn::spawn(&t, &ctx, agent, handoff, runtime, queue).await {
+        Ok(v) => v,
+        Err(e) => {
+            // A refusal is an answer scripts read: with --json it goes to stdout with its code.
+            let msg = format!("{e:#}");
+            if let (true, Some(reason)) = (json, app::dispatch::refusal_reason(&e)) {
+                print_json(&serde_json::json!({"reason": reason, "agent": agent.as_str(), "error": msg}))?;
+            }
+            return Err(e);
+        }
+    };
+    let s: Summary = serde_json::from_value(report.clone())?;
+    let queue_note = if s.reason == Reason::SpawnQueued {
+        Some(app::spawn::who_starts_the_queue(&t)?)
+    } else {
+        None
+    };
+    if json {
+        if let Some(n) = &queue_note {
+            report["starts_when"] = serde_json::json!(n.when);
+            report["supervisor"] = serde_json::json!(n.started_daemon);
+        }
+        return print_json(&report);
+    }
+    if let Some(n) = &queue_note {
+        println!(
+            "SPAWN_QUEUED: {agent}'s lane is busy ({}); this spawn {} (watch with `task status {name}`)",
+            s.waiting_for.as_deref().unwrap_or("held"),
+            n.when
+        );
+        if let Some(d) = &n.started_daemon {
+            println!("Supervisor: {d}.");
+        }
+    } else {
+        println!(
+            "{}: started {agent} for task '{name}' in tmux session {} (pane {}); preamble saved to {}",
+            s.reason,
+            s.session.as_deref().unwrap_or("?"),
+            s.pane.as_deref().unwrap_or("?"),
+            s.preamble.as_deref().unwrap_or("?")
+        );
+    }
+    for n in &s.notes {
+        println!("note: {n}");
+    }
+    Ok(())
+}

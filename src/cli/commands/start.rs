@@ -1,0 +1,52 @@
+//! `task start`: the task's PM in tmux, and who will check it in.
+
+use std::path::Path;
+
+use crate::app::{self, start::Mode};
+use crate::names::TaskName;
+
+use crate::cli::output::{print_json, warn};
+
+/// Start the PM of task `name` and say how to watch it.
+pub(crate) async fn run(
+    name: &TaskName,
+    project: Option<&Path>,
+    runtime: Option<&str>,
+    mode: Mode,
+    json: bool,
+) -> anyhow::Result<()> {
+    let s = app::start::start(name, project, runtime, mode, &mut warn).await?;
+    let no_daemon = mode.no_daemon;
+    if json {
+        return print_json(
+            &serde_json::json!({ "started": s.started, "cron_line": s.cron_line, "cron": s.cron_note, "daemon": !no_daemon, "next_checkin": s.next_checkin }),
+        );
+    }
+    println!(
+        "Started the PM of task '{name}' ({} runtime) in tmux session {} (pane {}).",
+        s.started.runtime, s.started.session, s.started.pane
+    );
+    println!("Preamble saved to {}", s.started.preamble.display());
+    if let Some(n) = &s.daemon_note {
+        println!("Supervisor: {n}.");
+    }
+    match (&s.cron_line, s.cron_note.as_deref()) {
+        _ if !no_daemon => println!(
+            "Check-ins: the daemon checks in at once on every handoff, and on schedule (next {}).",
+            s.next_checkin
+                .map_or_else(|| "never: no usable schedule".to_string(), crate::clock::local_time)
+        ),
+        (Some(_), Some("installed")) => {
+            println!("Check-ins: crontab line installed (`crontab -l` shows it; `task stop {name}` removes it).")
+        }
+        (Some(l), Some(note)) => println!("Check-ins: {note}:\n  {l}"),
+        _ => println!(
+            "Check-ins: no crontab line; run `task watch {name}` or `task checkin {name}` from your scheduler."
+        ),
+    }
+    println!(
+        "Watch it: task status {name}   |   task attach {name}   (tmux {} ls)",
+        s.tmux_flags
+    );
+    Ok(())
+}

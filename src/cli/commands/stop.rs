@@ -1,0 +1,32 @@
+//! `task stop`: end the task's sessions and its crontab line; keep every file.
+
+use std::path::Path;
+
+use crate::app;
+use crate::names::TaskName;
+use crate::session::Ctx;
+
+use crate::cli::output::print_json;
+
+/// Stop task `name` and say what was ended.
+pub(crate) async fn run(project: Option<&Path>, name: &TaskName, json: bool) -> anyhow::Result<()> {
+    let t = app::locate(project, name)?;
+    let ctx = Ctx::from_env()?;
+    let app::stop::Stop { stopped, cron_removed } = app::stop::stop(&t, &ctx).await?;
+    if json {
+        return print_json(&serde_json::json!({ "stopped": stopped, "cron_removed": cron_removed }));
+    }
+    if stopped.ended.is_empty() {
+        println!("Task '{name}' had no running sessions; nothing to stop. Files are untouched.");
+    } else {
+        println!(
+            "Stopped {} session(s) of task '{name}': {}. Files are kept.",
+            stopped.ended.len(),
+            stopped.ended.join(", ")
+        );
+    }
+    if cron_removed {
+        println!("Removed its crontab line.");
+    }
+    Ok(())
+}

@@ -1,0 +1,135 @@
+//! The daemon's file watcher: one notify (inotify) watcher over every supervised task's
+//! `handoffs/`, turning kernel events into the two hints the supervisor acts on.
+//!
+//! Events are only hints (the 5 s reconcile scan covers anything missed), and only a
+//! close after writing or a rename into place says a handoff is complete. A watcher
+//! that fails says why in words a user can act on: which sysctl limit to raise, or
+//! which folder is gone.
+
+use std::path::{Path, PathBuf};
+
+use notify::{RecursiveMode, Watcher as _};
+
+use crate::error::{Error, Result};
+
+/// What the watcher saw, for the supervisor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Seen {
+    /// A file in a watched folder was closed after writing or renamed into place: (folder, file name).
+    Final(PathBuf, String),
+    /// Events were lost (queue overflow) or the watcher failed: every task should look again.
+    Rescan,
+}
+
+/// The watcher; dropping it stops watching.
+pub(super) struct Watcher {
+    inner: notify::RecommendedWatcher,
+}
+
+impl Watcher {
+    /// Start watching nothing yet; `on` receives what is seen, from notify's own thread
+    /// (it must not block).
+    pub(super) fn start(on: impl Fn(Seen) + Send + 'static) -> Result<Watcher> {
+        let inner = notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
+            Ok(ev) if ev.need_rescan() => on(Seen::Rescan),
+            Ok(ev) if is_final(&ev.kind) => {
+                for p in ev.paths {
+                    if let Some(seen) = final_handoff(&p) {
+                        on(seen);
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %cause(&e, None), "file watcher error; relying on the reconcile scan");
+                on(Seen::Rescan);
+            }
+        })
+        .map_err(|e| Error::Environment(format!("cannot start the file watcher: {}", cause(&e, None))))?;
+        Ok(Watcher { inner })
+    }
+
+    /// Watch `dir` (not recursively). A failure is an [`Error::Environment`] naming its
+    /// cause; the caller may carry on, since the reconcile scan still covers the folder.
+    pub(super) fn watch(&mut self, dir: &Path) -> Result<()> {
+        self.inner
+            .watch(dir, RecursiveMode::NonRecursive)
+            .map_err(|e| Error::Environment(format!("cannot watch {}: {}", dir.display(), cause(&e, Some(dir)))))
+    }
+
+    /// Stop watching `dir` (a folder not watched, or gone, is fine).
+    pub(super) fn unwatch(&mut self, dir: &Path) {
+        if let Err(e) = self.inner.unwatch(dir) {
+            tracing::debug!(dir = %dir.display(), error = %e, "unwatch");
+        }
+    }
+}
+
+/// Only a close after writing or a rename into place says a file is complete;
+/// creation and each write are not worth a look (the reconcile scan covers the rest).
+fn is_final(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
+    matches!(
+        kind,
+        notify::EventKind::Access(AccessKind::Close(AccessMode::Write))
+            | notify::EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both | RenameMode::Any))
+    )
+}
+
+/// A completed file worth telling the task about: a visible `.md` (temp files of atomic
+/// writes start with a dot).
+fn final_handoff(p: &Path) -> Option<Seen> {
+    let name = p.file_name()?.to_str()?;
+    let parent = p.parent()?;
+    (!name.starts_with('.') && name.ends_with(".md")).then(|| Seen::Final(parent.to_path_buf(), name.to_string()))
+}
+
+/// What went wrong, in words a user can act on. Pure.
+pub(super) fn cause(e: &notify::Error, dir: Option<&Path>) -> String {
+    let dir = dir.or_else(|| e.paths.first().map(PathBuf::as_path));
+    match &e.kind {
+        notify::ErrorKind::MaxFilesWatch => "the inotify watch limit is reached (fs.inotify.max_user_watches); raise it, e.g. `sudo sysctl fs.inotify.max_user_watches=524288` (and in /etc/sysctl.d/ to keep it)".to_string(),
+        notify::ErrorKind::PathNotFound => match dir {
+            Some(d) => format!("the folder {} is gone; recreate it or `task stop` the task", d.display()),
+            None => "a watched folder is gone".to_string(),
+        },
+        notify::ErrorKind::Io(io) if io.raw_os_error() == Some(libc::EMFILE) => format!(
+            "too many inotify instances for this user (fs.inotify.max_user_instances); raise it, e.g. `sudo sysctl fs.inotify.max_user_instances=1024`, or close other watchers ({io})"
+        ),
+        notify::ErrorKind::Io(io) if io.raw_os_error() == Some(libc::ENFILE) => {
+            format!("the system is out of file handles (fs.file-max): {io}")
+        }
+        notify::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => match dir {
+            Some(d) => format!("the folder {} is gone; recreate it or `task stop` the task", d.display()),
+            None => format!("a watched folder is gone ({io})"),
+        },
+        _ => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn causes_name_the_limit_or_the_folder() {
+        let limit = notify::Error::new(notify::ErrorKind::MaxFilesWatch);
+        assert!(cause(&limit, None).contains("fs.inotify.max_user_watches"));
+        let gone = notify::Error::new(notify::ErrorKind::PathNotFound).add_path("/p/tasks/t1/handoffs".into());
+        assert!(cause(&gone, None).contains("/p/tasks/t1/handoffs is gone"));
+        let instances = notify::Error::io(std::io::Error::from_raw_os_error(libc::EMFILE));
+        assert!(cause(&instances, None).contains("fs.inotify.max_user_instances"));
+    }
+
+    #[test]
+    fn only_visible_markdown_counts() {
+        let d = Path::new("/p/tasks/t1/handoffs");
+        assert_eq!(
+            final_handoff(&d.join("dev-20251127-090000.md")),
+            Some(Seen::Final(d.to_path_buf(), "dev-20251127-090000.md".into()))
+        );
+        assert_eq!(final_handoff(&d.join(".dev-20251127-090000.md.tmp")), None);
+        assert_eq!(final_handoff(&d.join(".x.md")), None);
+        assert_eq!(final_handoff(&d.join("notes.txt")), None);
+    }
+}

@@ -1,0 +1,80 @@
+//! Bringing remote agents' work home: every remote host's handoffs and artifacts are
+//! pulled into the local task folder, which stays the one the supervisor reads.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::task::{CwdSpec, Task};
+/// The remote hosts this task has agents on (from the state): the supervisor pulls only
+/// when there is somewhere to pull from.
+pub fn remote_hosts(task: &Task) -> Vec<crate::task::RemoteSpec> {
+    let Ok(st) = task.state() else { return Vec::new() };
+    let mut out: Vec<crate::task::RemoteSpec> = Vec::new();
+    for a in st.agents.values() {
+        if let Ok(CwdSpec::Remote(r)) = crate::task::taskmd::parse_cwd(&a.host) {
+            if !out.contains(&r) {
+                out.push(r);
+            }
+        }
+    }
+    out
+}
+
+/// Pull every remote host's handoffs and artifacts of this task into the local folder.
+/// An unreachable host is reported and skipped; the others are still pulled.
+pub async fn pull_remotes(task: &Task) -> Vec<String> {
+    let mut problems = Vec::new();
+    let hosts = remote_hosts(task);
+    tracing::debug!(task = %task.name, hosts = hosts.len(), "pulling remote hosts");
+    for spec in hosts {
+        let r = async {
+            let host = crate::remote::Host::connect_backoff(&spec).await?;
+            let cwd = host.cwd().await?;
+            // A pull never holds a check-in hostage: rsync has its own --timeout, SFTP this one.
+            tokio::time::timeout(
+                Duration::from_secs(120),
+                host.pull(&format!("{cwd}/tasks/{}", task.name), &task.dir()),
+            )
+            .await
+            .map_err(|_| {
+                Error::BadInput(format!(
+                    "pulling from {} took over 120 s; retried next time",
+                    spec.destination()
+                ))
+            })?
+        }
+        .await;
+        if let Err(e) = &r {
+            tracing::warn!(host = %spec.destination(), error = %e, "pull failed");
+            problems.push(e.to_string());
+        }
+        if let Err(e) = mark_reachable(task, &spec, r.is_ok()) {
+            tracing::warn!(error = %e, "cannot record the host's reachability");
+        }
+    }
+    problems
+}
+
+/// Record (or clear) since when a host's agents cannot be reached; writes only on a change.
+fn mark_reachable(task: &Task, spec: &crate::task::RemoteSpec, ok: bool) -> Result<()> {
+    let host = spec.to_string();
+    let changes = |st: &crate::task::PmState| {
+        st.agents
+            .values()
+            .any(|a| a.host == host && a.unreachable_since.is_some() == ok)
+    };
+    if !changes(&task.state()?) {
+        return Ok(());
+    }
+    let now = crate::clock::now();
+    task.update_state(now, |st| {
+        for a in st.agents.values_mut().filter(|a| a.host == host) {
+            match (ok, a.unreachable_since) {
+                (true, Some(_)) => a.unreachable_since = None,
+                (false, None) => a.unreachable_since = Some(now),
+                _ => {}
+            }
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,149 @@
+//! Real Claude Code as the PM and every spoke, offline: the model behind it is the
+//! scripted server in common/model.rs, and nothing else is a stand-in. The project is
+//! set up only with what `task setup-agents --runtime claude` writes.
+//!
+//! Claude Code comes from npm, pinned in tests/claude-code.version; scripts/test
+//! installs it into target/ and sets AO_TEST_CLAUDE.
+
+mod common;
+
+use std::time::Duration;
+
+use common::claude::*;
+use common::model::ROUTE;
+use common::*;
+
+/// The example task runs to COMPLETE with real Claude Code everywhere, with nothing set up
+/// but `task setup-agents`; every spoke's handoff reaches the PM exactly once, including
+/// the ones that land while the PM is still in the middle of a turn.
+#[test]
+fn the_example_task_completes_with_real_claude_code_and_every_handoff_reaches_the_pm_once() {
+    let cc = Cc::new();
+    // The PM's answer after spawning explore is held until explore's handoff has been
+    // checked in: that check-in is typed into a PM that is provably mid-turn.
+    let dir = cc.task_dir();
+    cc.model.hold_until("pm", "text: Started explore", move || {
+        events(&dir, "checkin")
+            .iter()
+            .any(|e| e["data"]["files"].to_string().contains("explore-"))
+    });
+    cc.start_example();
+    let settings: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(cc.w.project.join(".claude/settings.json")).unwrap()).unwrap();
+    let allow = settings["permissions"]["allow"].to_string();
+    assert!(
+        allow.contains("Bash(task handoff:*)") && !allow.contains("spawn"),
+        "{allow}"
+    );
+    cc.wait_phase("COMPLETE", 240);
+    cc.assert_each_handoff_told_once();
+    let pm = cc.model.seen();
+    let busy = pm
+        .iter()
+        .find(|s| s.agent.as_deref() == Some("pm") && s.answer.starts_with("text: Started explore"))
+        .expect("the PM's answer after spawning explore");
+    let (from, to) = (busy.at, busy.at + busy.held.expect("held"));
+    let explore_checkin = events(&cc.task_dir(), "checkin")
+        .into_iter()
+        .find(|e| e["data"]["files"].to_string().contains("explore-"))
+        .expect("a check-in with explore's handoff");
+    assert_eq!(explore_checkin["data"]["outcome"], "delivered", "{explore_checkin}");
+    let t: chrono::DateTime<chrono::Utc> = explore_checkin["time"].as_str().unwrap().parse().unwrap();
+    let t = std::time::SystemTime::from(t);
+    assert!(
+        from < t && t < to,
+        "explore's check-in landed while the PM was busy
+{}",
+        cc.dump()
+    );
+    // The PM's own COMPLETE was recorded, and no check-in spent a PM turn on it.
+    assert!(
+        !cc.model.turns("pm").iter().any(|t| t
+            .last_user
+            .lines()
+            .any(|l| l.starts_with("- pm-") && l.contains(": COMPLETE"))),
+        "{}",
+        cc.dump()
+    );
+    assert!(!events(&cc.task_dir(), "checkin_skipped").is_empty(), "{}", cc.dump());
+    // A message typed in by `task send` arrives literally, once, as its own turn.
+    let msg = "hello from the test; $(not executed) `nor this` 'quoted' \"too\"";
+    let out = cc.ok(&["send", TASK, "pm", "--message", msg]);
+    assert!(out.starts_with("delivered"), "{out}");
+    wait_for("the message at the model", 30, || {
+        cc.model
+            .turns("pm")
+            .iter()
+            .any(|t| t.last_user.contains(msg))
+            .then_some(())
+    });
+    assert_eq!(
+        cc.model
+            .turns("pm")
+            .iter()
+            .filter(|t| t.last_user.contains(msg))
+            .count(),
+        1
+    );
+    // Every agent ran as Claude Code, in the permission mode the profile sets.
+    let st = cc.state();
+    for a in ROUTE.iter().chain(["pm"].iter()) {
+        assert_eq!(st["agents"][a]["runtime"], "claude", "{a}");
+    }
+    let spawns = events(&cc.task_dir(), "spawn");
+    assert_eq!(spawns.len(), ROUTE.len() + 1, "{spawns:?}");
+    let pre = std::fs::read_dir(cc.task_dir().join("scratchpad/pm")).unwrap().count();
+    assert!(pre >= 1);
+    // No agent ever stopped at a prompt: every tool call got a result from `task`.
+    for s in cc.model.seen().iter().filter(|s| s.main && !s.new_turn) {
+        assert!(
+            !s.last_user.contains("requires approval") && !s.last_user.contains("permission"),
+            "{}",
+            s.last_user
+        );
+    }
+}
+
+/// A PM killed mid-task is restarted into its own conversation (`--resume`), hears the
+/// check-ins it missed, and the task still completes with each handoff told once.
+#[test]
+fn a_killed_pm_is_resumed_with_its_conversation_and_the_task_completes() {
+    let cc = Cc::new();
+    // Hold explore's answer so the PM can be killed while explore works.
+    cc.model.hold("explore", Duration::from_secs(4), 1);
+    cc.start_example();
+    wait_for("explore to start", 90, || {
+        (!cc.model.turns("explore").is_empty()).then_some(())
+    });
+    let st = cc.state();
+    let session_id = st["agents"]["pm"]["session_id"].as_str().unwrap().to_string();
+    let pid = pane_pid(&cc.w, st["agents"]["pm"]["session"].as_str().unwrap());
+    // SAFETY: killing the Claude Code process this test started.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    let killed = std::time::SystemTime::now();
+    wait_for("the PM to be restarted", 60, || {
+        (!events(&cc.task_dir(), "pm_restart").is_empty()).then_some(())
+    });
+    cc.wait_phase("COMPLETE", 240);
+    let st = cc.state();
+    assert_eq!(
+        st["agents"]["pm"]["session_id"],
+        session_id.as_str(),
+        "the same conversation"
+    );
+    // Requests after the restart still carry the PM's preamble: the conversation was resumed.
+    let restart_at = cc.model.seen().iter().filter(|s| s.agent.is_none() && s.main).count();
+    assert_eq!(
+        restart_at,
+        0,
+        "every main request names its agent from the history\n{}",
+        cc.dump()
+    );
+    cc.assert_each_handoff_told_once();
+    // Explore's report, written while the PM was dead, reached the resumed PM.
+    let told = cc.model.turns("pm");
+    let explore = told.iter().find(|t| t.last_user.contains("explore-")).unwrap();
+    assert!(explore.at > killed, "explore's check-in went to the resumed PM");
+}

@@ -1,0 +1,186 @@
+//! Real Claude Code in a test world: the pinned binary, a throwaway HOME that says only
+//! what a logged-in user's would (onboarding done, the folder trusted, a subscription
+//! token), and the scripted model server behind it. Shared by tests/claude.rs and the
+//! Claude Code benchmark.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use super::model::{ModelServer, ROUTE};
+use super::*;
+
+pub const TASK: &str = "dds-writer-pool";
+
+/// The pinned Claude Code: `AO_TEST_CLAUDE`, else the copy scripts/test installs.
+pub fn claude_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("AO_TEST_CLAUDE") {
+        return PathBuf::from(p);
+    }
+    let version = std::fs::read_to_string(repo().join("tests/claude-code.version")).unwrap();
+    let p = repo()
+        .join(format!("target/claude-code-{}", version.trim()))
+        .join("node_modules/.bin/claude");
+    assert!(
+        p.exists(),
+        "Claude Code {} is not installed at {}: run scripts/test (it installs it), or set AO_TEST_CLAUDE=/path/to/claude",
+        version.trim(),
+        p.display()
+    );
+    p
+}
+
+/// A world whose agents are real Claude Code talking to the scripted model.
+pub struct Cc {
+    pub w: World,
+    pub model: ModelServer,
+    pub home: PathBuf,
+    pub path: String,
+}
+
+impl Cc {
+    pub fn new() -> Cc {
+        let claude = claude_bin();
+        let w = World::new();
+        let model = ModelServer::start();
+        let home = w.dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        // What a user who has logged in once and trusted the project has in ~/.claude.json.
+        let cfg = serde_json::json!({
+            "hasCompletedOnboarding": true,
+            "projects": { w.project.to_string_lossy(): { "hasTrustDialogAccepted": true } },
+        });
+        std::fs::write(home.join(".claude.json"), cfg.to_string()).unwrap();
+        let path = format!(
+            "{}:{}:{}",
+            w.bin_dir.display(),
+            claude.parent().unwrap().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        Cc { w, model, home, path }
+    }
+
+    /// `task` with the user's environment: Claude Code's login and the model's address.
+    pub fn task(&self, args: &[&str]) -> Command {
+        let mut c = self.w.task();
+        c.env("PATH", &self.path)
+            .env("HOME", &self.home)
+            .env("ANTHROPIC_BASE_URL", self.model.url())
+            .env("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-scripted-test-token")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .args(args);
+        c
+    }
+
+    pub fn ok(&self, args: &[&str]) -> String {
+        ok(&run(&mut self.task(args)))
+    }
+
+    /// The example task's goal in a new task, set up as a new user would, and started.
+    pub fn start_example(&self) {
+        self.start_example_with("");
+    }
+
+    /// The same, with `config` lines added to task.md's Agent Config (its last section).
+    pub fn start_example_with(&self, config: &str) {
+        self.ok(&["new", TASK]);
+        let md = std::fs::read_to_string(repo().join("tasks.example").join(TASK).join("task.md")).unwrap();
+        std::fs::write(self.task_dir().join("task.md"), format!("{md}{config}")).unwrap();
+        let out = self.ok(&["setup-agents", "--runtime", "claude"]);
+        assert!(out.contains("Bash(task handoff:*)"), "{out}");
+        self.ok(&["start", TASK, "--runtime", "claude"]);
+    }
+
+    pub fn state(&self) -> serde_json::Value {
+        self.w.state(TASK)
+    }
+
+    pub fn task_dir(&self) -> PathBuf {
+        self.w.project.join("tasks").join(TASK)
+    }
+
+    pub fn phase(&self) -> String {
+        self.state()["phase"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// Wait for the phase, showing the panes and the model's log when it never comes.
+    pub fn wait_phase(&self, phase: &str, secs: u64) {
+        wait_until(
+            &format!("phase {phase}"),
+            Duration::from_secs(secs),
+            Duration::from_millis(200),
+            || (self.phase() == phase).then_some(()),
+            || format!("(phase {})\n{}", self.phase(), self.dump()),
+        );
+    }
+
+    /// What every pane shows and what the model saw, for failure messages.
+    pub fn dump(&self) -> String {
+        let mut out = String::new();
+        for s in self.w.sessions() {
+            out.push_str(&format!("=== {s}\n{}\n", self.w.capture(&format!("={s}:"))));
+        }
+        for s in self.model.seen().iter().filter(|s| s.main) {
+            out.push_str(&format!(
+                "--- {:?} new_turn={} {}\n    {}\n",
+                s.agent,
+                s.new_turn,
+                s.answer,
+                s.last_user.chars().take(200).collect::<String>().replace('\n', " | ")
+            ));
+        }
+        out.push_str(&format!(
+            "--- events\n{}",
+            std::fs::read_to_string(self.task_dir().join("events.jsonl")).unwrap_or_default()
+        ));
+        out
+    }
+
+    /// The spokes' handoffs on disk, by file name.
+    pub fn spoke_handoffs(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(self.task_dir().join("handoffs"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| ROUTE.iter().any(|r| n.starts_with(&format!("{r}-"))))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Every spoke handoff reached the PM (a turn of the PM's conversation) exactly once.
+    pub fn assert_each_handoff_told_once(&self) {
+        let files = self.spoke_handoffs();
+        assert_eq!(
+            files.len(),
+            ROUTE.len(),
+            "one handoff per spoke: {files:?}\n{}",
+            self.dump()
+        );
+        let turns = self.model.turns("pm");
+        for f in &files {
+            let n = turns.iter().filter(|t| t.last_user.contains(f.as_str())).count();
+            assert_eq!(n, 1, "{f} reached the PM {n} times\n{}", self.dump());
+        }
+    }
+}
+
+impl Drop for Cc {
+    fn drop(&mut self) {
+        let _ = run(&mut self.task(&["stop", TASK]));
+    }
+}
+
+pub fn pane_pid(w: &World, session: &str) -> i32 {
+    let o = w.tmux(&["display-message", "-p", "-t", &format!("={session}:"), "#{pane_pid}"]);
+    String::from_utf8_lossy(&o.stdout).trim().parse().expect("a pane pid")
+}
+
+pub fn events(dir: &Path, kind: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["kind"] == kind)
+        .collect()
+}
