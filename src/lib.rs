@@ -40,6 +40,7 @@ pub mod service;
 pub mod session;
 pub mod settle;
 pub mod shell;
+pub mod signals;
 pub mod status;
 pub mod task;
 pub mod tmux;

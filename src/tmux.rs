@@ -17,7 +17,13 @@
 //! - `-t name` prefix-matches (`task1` hits `task10`) → `=name` or pane ids;
 //! - `new-session -c /missing` silently falls back → the folder is checked first;
 //! - a pane whose command exits vanishes → `remain-on-exit on`, so its exit
-//!   status can be reported.
+//!   status can be reported;
+//! - tmux 3.3a can miss the SIGCHLD of a command that exits at once: the pane
+//!   shows dead with no status and the process stays a zombie until the next
+//!   child of the server ends → [`Tmux::list_panes`] runs `run-shell true`
+//!   once when it sees such a pane, which makes the server reap;
+//! - a tmux server keeps the signal mask of the client that started it, and a
+//!   blocked SIGCHLD means no pane is ever reaped → [`crate::signals`].
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -124,6 +130,11 @@ pub struct PaneInfo {
 const PANE_FORMAT: &str =
     "#{pane_id}|#{pane_dead}|#{pane_dead_status}|#{window_activity}|#{pane_pid}|#{pane_dead_signal}|#{session_name}";
 
+/// Dead, but tmux has not collected how it ended.
+fn unreaped(p: &PaneInfo) -> bool {
+    p.dead && p.dead_status.is_none() && p.dead_signal.is_none()
+}
+
 fn parse_pane(line: &str) -> Option<PaneInfo> {
     let f: Vec<&str> = line.splitn(7, '|').collect();
     if f.len() != 7 || !f[0].starts_with('%') {
@@ -194,6 +205,8 @@ impl Tmux {
             None => {
                 let mut c = Command::from(base.into_command());
                 c.args(args);
+                // This client may start the server, which keeps the mask it was born with.
+                crate::signals::clean_child(&mut c);
                 c
             }
             Some(ssh) => {
@@ -358,8 +371,25 @@ impl Tmux {
         Ok(true)
     }
 
-    /// Every pane on the server, in one call. Empty when no server runs.
+    /// Every pane on the server, in one call (two when tmux has a pane to reap).
+    /// Empty when no server runs.
     pub async fn list_panes(&self) -> Result<Vec<PaneInfo>> {
+        let panes = self.list_panes_once().await?.unwrap_or_default();
+        if !panes.iter().any(unreaped) {
+            return Ok(panes);
+        }
+        // A child of the server ending makes it reap every zombie (see the module doc).
+        // Bounded: a server that cannot reap at all (SIGCHLD blocked) never ends the job.
+        let nudge = self.command(&["run-shell", "true"]).output();
+        let nudged = tokio::time::timeout(std::time::Duration::from_secs(2), nudge).await;
+        if !matches!(nudged, Ok(Ok(ref o)) if o.status.success()) {
+            return Ok(panes);
+        }
+        Ok(self.list_panes_once().await?.unwrap_or(panes))
+    }
+
+    /// `None` when list-panes fails (no server).
+    async fn list_panes_once(&self) -> Result<Option<Vec<PaneInfo>>> {
         let out = self
             .command(&["list-panes", "-a", "-F", PANE_FORMAT])
             .output()
@@ -367,12 +397,14 @@ impl Tmux {
             .map_err(|e| tmux_missing("list panes", e))?;
         if !out.status.success() {
             tracing::debug!(stderr = %String::from_utf8_lossy(&out.stderr).trim(), "list-panes failed (no server?)");
-            return Ok(Vec::new());
+            return Ok(None);
         }
-        Ok(String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(parse_pane)
-            .collect())
+        Ok(Some(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter_map(parse_pane)
+                .collect(),
+        ))
     }
 
     /// One pane by id; `None` when it no longer exists.

@@ -91,6 +91,33 @@ fn dead_panes_are_kept_with_their_exit_status() {
     assert!(r.block_on(tmux.has_session("d")).unwrap(), "the session is kept");
 }
 
+/// A caller can hand us SIGCHLD blocked (some CI runners and supervisors do); a tmux
+/// server born with that mask never reaps its panes, so no exit status ever arrives.
+#[test]
+fn a_caller_with_sigchld_blocked_still_gets_exit_statuses() {
+    let w = World::new();
+    let tmux = Tmux::new(Socket::Path(w.sock.clone())).unwrap();
+    let r = rt();
+    // SAFETY: masks of this test's own thread, restored right after the call.
+    let old = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+        old
+    };
+    let pane = r.block_on(tmux.new_session(&spec("b", w.dir.path(), &["sh", "-c", "exit 9"])));
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    let pane = pane.unwrap();
+    let info = wait_for("the pane to die with its status", 15, || {
+        r.block_on(tmux.pane(&pane))
+            .unwrap()
+            .filter(|p| p.dead && p.dead_status.is_some())
+    });
+    assert_eq!(info.dead_status, Some(9));
+}
+
 #[test]
 fn guard_refuses_other_servers() {
     let w = World::new();

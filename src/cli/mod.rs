@@ -21,6 +21,7 @@ pub use args::{Cli, Command, ProjectArg, ServiceAction};
 
 /// Parse arguments, run, print errors; returns the process exit code.
 pub fn main() -> i32 {
+    crate::signals::unblock_all();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -57,10 +57,14 @@ pub fn spawn_background() -> Result<std::path::PathBuf> {
     let mut c = Command::new(exe);
     c.arg("daemon").stdin(Stdio::null()).stdout(log).stderr(log2);
     use std::os::unix::process::CommandExt;
-    // SAFETY: setsid in the child before exec, so the daemon outlives this terminal.
+    // SAFETY: setsid in the child before exec, so the daemon outlives this terminal;
+    // and an empty signal mask, so it hears its children end (see crate::signals).
     unsafe {
         c.pre_exec(|| {
             libc::setsid();
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
             Ok(())
         });
     }
