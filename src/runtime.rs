@@ -152,6 +152,7 @@ pub fn names() -> Vec<String> {
 }
 
 /// A built-in runtime as shipped, ignoring the user's config (for tests of the shipped patterns).
+#[cfg(test)]
 pub fn resolve_builtin(name: &str) -> Option<Runtime> {
     let (_, text) = BUILTIN.iter().find(|(n, _)| *n == name)?;
     let profile: Profile = toml::from_str(text).expect("built-in runtime profiles parse");
@@ -236,8 +237,13 @@ impl Runtime {
                 format!(" Install it with: {}.", self.profile.install)
             };
             return Err(Error::BadInput(format!(
-                "runtime '{}' needs the program '{}', which is not on PATH.{how} Or choose another runtime with --runtime ({}).",
+                "runtime '{}'{} needs the program '{}', which is not on PATH.{how} Or choose another runtime with --runtime ({}).",
                 self.name,
+                if self.profile.description.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", self.profile.description)
+                },
                 program,
                 names().join(", ")
             )));

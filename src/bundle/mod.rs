@@ -54,14 +54,14 @@ use serde::{Deserialize, Serialize};
 use crate::handoff::Handoff;
 use crate::task::{Phase, Task};
 
-pub use disk::{Cleanup, ReviewNotes, cleanup, deploy, files};
-pub use select::{Persistence, frontmatter};
+pub use disk::{cleanup, deploy, files};
 pub use sources::{
-    Architecture, ExecutionNotes, InstructionRef, Note, PhaseItem, Previous, Skill, SpawnHandoff, agent_definition,
+    Architecture, ExecutionNotes, InstructionRef, Note, PhaseItem, Skill, SpawnHandoff, agent_definition,
     execution_notes,
 };
 
 /// The bundle's keys, in the order of docs/protocol.md#sources.
+#[cfg(test)]
 pub const SOURCES: [&str; 8] = [
     "research",
     "architecture",

@@ -1,5 +1,6 @@
 //! The bundle on disk, end to end: deploy, redeploy, cleanup, and the bytes agents read.
 
+use super::disk::Cleanup;
 use super::*;
 use crate::handoff;
 use crate::names::TaskName;

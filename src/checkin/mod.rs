@@ -23,13 +23,15 @@ mod snapshot;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-pub use message::render_message;
 use record::record;
-pub use record::{apply_handoffs, status_after};
-pub use signals::{
-    ESCALATE_AFTER_REJECTIONS, Evaluation, Signal, SignalKind, attention_signals, evaluate, to_escalate, undeliverable,
-};
+pub use signals::{Signal, SignalKind, undeliverable};
 use snapshot::{Plan, evaluate_locked};
+#[cfg(test)]
+use {
+    message::render_message,
+    record::{apply_handoffs, status_after},
+    signals::{Evaluation, attention_signals, evaluate},
+};
 
 use crate::delivery::{self, Outcome};
 use crate::error::Result;

@@ -23,6 +23,10 @@ pub const DEFAULT_DEBOUNCE: Duration = Duration::from_secs(10);
 /// Every outcome of a spawn request; printed, in `--json`, events.jsonl and `task status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[allow(
+    clippy::enum_variant_names,
+    reason = "the names are the protocol's reason codes (SPAWN_OK, …)"
+)]
 pub enum Reason {
     /// Started.
     SpawnOk,

@@ -47,11 +47,6 @@ pub enum Finding {
 }
 
 impl Finding {
-    /// Whether the hub should treat the work as blocked.
-    pub fn blocks(&self) -> bool {
-        matches!(self, Finding::GateFailed { .. } | Finding::ResultFailed { .. })
-    }
-
     /// What the hub reads.
     pub fn text(&self, agent: &str, roster: &Roster) -> String {
         match self {
@@ -151,14 +146,17 @@ mod tests {
         let f = assess(&fail, &r);
         assert!(f.contains(&Finding::GateFailed { gate: "build".into() }), "{f:?}");
         assert!(f.contains(&Finding::ResultFailed { result: "FAIL".into() }), "{f:?}");
-        assert!(f.iter().all(Finding::blocks));
+        assert!(
+            f.iter()
+                .all(|x| x.text("executor", &r).contains("treat the work as blocked"))
+        );
         let bare = loaded(
             "executor-20251127-110000.md",
             "# Handoff: executor\n**Status:** COMPLETE\n",
         );
         assert_eq!(assess(&bare, &r), vec![Finding::MissingGates]);
         assert!(
-            !Finding::MissingGates.blocks(),
+            !Finding::MissingGates.text("executor", &r).contains("blocked"),
             "a warning, per docs/protocol.md#structured-results"
         );
         let researcher = loaded(

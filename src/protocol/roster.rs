@@ -10,7 +10,7 @@
 //! recommendations naming that hub (e.g. "Coordinator") mean the PM.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -279,12 +279,6 @@ impl Roster {
         }
         out
     }
-}
-
-/// Read a roster file given by path (for `task roster check FILE`-style use and tests).
-pub fn load_file(path: &Path) -> Result<Roster> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io("read roster", path, e))?;
-    Roster::parse(&text, &path.display().to_string())
 }
 
 #[cfg(test)]

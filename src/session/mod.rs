@@ -31,13 +31,13 @@ mod spawn;
 mod start;
 mod stop;
 
-pub use crate::context::{Ctx, DEFAULT_PREFIX};
+pub use crate::context::Ctx;
 pub use crate::lanes::SpawnMode;
-pub use liveness::{Liveness, liveness};
+pub use liveness::liveness;
 pub use prepare::{Prepared, prepare};
 pub use pull::{pull_remotes, remote_hosts};
 pub use send::{send, send_with};
-pub use spawn::{SpawnReport, spawn, spawn_with};
+pub use spawn::{SpawnReport, spawn_with};
 pub use start::{restart_pm, start};
 pub use stop::{Stopped, stop};
 

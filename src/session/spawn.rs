@@ -39,19 +39,7 @@ pub struct SpawnReport {
 }
 
 /// Spawn `agent` with the PM's handoff (the spoke preamble, then the handoff itself),
-/// taking its lane first so two agents never work one lane; a busy lane refuses the spawn.
-pub async fn spawn(
-    ctx: &Ctx,
-    task: &Task,
-    agent: &AgentName,
-    handoff_arg: &Path,
-    runtime_flag: Option<&str>,
-    now: DateTime<Utc>,
-) -> Result<SpawnReport> {
-    spawn_with(ctx, task, agent, handoff_arg, runtime_flag, SpawnMode::Start, now).await
-}
-
-/// [`spawn`] with a choice of what a busy lane means: the gate's `--queue` waits for the
+/// taking its lane first so two agents never work one lane. The mode says what a busy lane means: the gate's `--queue` waits for the
 /// lane, and a queued spawn started later by the settle must not queue again.
 pub async fn spawn_with(
     ctx: &Ctx,
