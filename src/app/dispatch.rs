@@ -14,7 +14,7 @@ use crate::daemon::{
 use crate::delivery::Report;
 use crate::error::{EXIT_REFUSED, Error, Exit};
 use crate::protocol::lane::Reason;
-use crate::session::Stopped;
+use crate::session::{SpawnReport, Stopped};
 use crate::task::Task;
 
 /// How the daemon names a task in its requests and its registry.
@@ -31,11 +31,10 @@ pub(crate) trait Answer: Sized {
     fn from_response(r: Response) -> Result<Self, Response>;
 }
 
-/// Spawn's report is what `task spawn --json` prints, from either side.
-impl Answer for serde_json::Value {
+impl Answer for SpawnReport {
     fn from_response(r: Response) -> Result<Self, Response> {
         match r {
-            Response::Spawned { report } => Ok(report),
+            Response::Spawned { report } => Ok(*report),
             other => Err(other),
         }
     }

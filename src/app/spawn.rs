@@ -9,14 +9,13 @@ use crate::daemon::{
     protocol::{Request, Response},
 };
 use crate::names::AgentName;
-use crate::session::{self, Ctx, Prepared, SpawnMode};
+use crate::session::{self, Ctx, Prepared, SpawnMode, SpawnReport};
 use crate::task::Task;
 
 use super::dispatch::{daemon_or_here, supervised};
 
 /// Spawn `agent` with the PM's `handoff`: the gate first, then the spawn in the daemon
-/// when one runs, else here. The report is what `task spawn --json` prints (the same
-/// shape from either side, so it stays a JSON value).
+/// when one runs, else here; the same typed report from either side.
 pub(crate) async fn spawn(
     t: &Task,
     ctx: &Ctx,
@@ -24,7 +23,7 @@ pub(crate) async fn spawn(
     handoff: &Path,
     runtime: Option<&str>,
     queue: bool,
-) -> anyhow::Result<serde_json::Value> {
+) -> anyhow::Result<SpawnReport> {
     super::gate::check(t, ctx, agent.as_str(), "spawn")?;
     let handoff = session::find_handoff(t, handoff)?;
     let s = supervised(t);
@@ -39,8 +38,7 @@ pub(crate) async fn spawn(
     };
     let mode = if queue { SpawnMode::Queue } else { SpawnMode::Start };
     daemon_or_here(&req, "reading the daemon's spawn report", async {
-        let started = session::spawn_with(ctx, t, agent, &handoff, runtime, mode, clock::now()).await?;
-        Ok(serde_json::to_value(started)?)
+        Ok(session::spawn_with(ctx, t, agent, &handoff, runtime, mode, clock::now()).await?)
     })
     .await
 }

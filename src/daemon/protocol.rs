@@ -132,7 +132,7 @@ pub enum Response {
     /// A check-in's report, as `task checkin --json` prints it ([`Request::Checkin`]).
     Checkin { report: serde_json::Value },
     /// What a spawn did, as `task spawn --json` prints it ([`Request::Spawn`]).
-    Spawned { report: serde_json::Value },
+    Spawned { report: Box<crate::session::SpawnReport> },
     /// The delivery report of a message ([`Request::Send`]).
     Sent { report: crate::delivery::Report },
     /// The sessions a stop ended ([`Request::Stop`]).

@@ -64,7 +64,9 @@ async fn verb(req: Request) -> Result<Response> {
                 clock::now(),
             )
             .await?;
-            Ok(Response::Spawned { report: json(&started) })
+            Ok(Response::Spawned {
+                report: Box::new(started),
+            })
         }
         Request::Send {
             project,
@@ -89,10 +91,4 @@ async fn verb(req: Request) -> Result<Response> {
         }
         other => Err(Error::Environment(format!("not a verb request: {other:?}"))),
     }
-}
-
-/// A report as its `--json` prints it (spawn's report is written, not read back, so it
-/// crosses the socket as that JSON).
-fn json(v: &impl serde::Serialize) -> serde_json::Value {
-    serde_json::to_value(v).unwrap_or_default()
 }

@@ -96,7 +96,7 @@ pub fn choose_runtime(task: &Task, flag: Option<&str>) -> Result<Runtime> {
 
 /// What a start or spawn did: enough to find the agent again (session, pane, host) and
 /// to see exactly what it was told (the saved preamble) and run (argv).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Started {
     /// The agent.
     pub agent: String,

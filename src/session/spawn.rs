@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::launch::start_agent;
 use super::preamble::{Place, spoke_preamble};
@@ -17,8 +17,9 @@ use crate::names::AgentName;
 use crate::task::Task;
 
 /// What a spawn did, with its reason code, so the PM (and the gate's log) can tell a start
-/// from a queued or recovered one. `started` is absent when it was queued.
-#[derive(Debug, Clone, Serialize)]
+/// from a queued or recovered one. `started` is absent when it was queued. This nested
+/// form crosses the daemon's socket; [`SpawnReport::to_json`] is what `--json` prints.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SpawnReport {
     /// SPAWN_OK, SPAWN_QUEUED, SPAWN_DEQUEUED or SPAWN_RECOVERED_STALE.
     pub reason: crate::protocol::lane::Reason,
@@ -29,13 +30,28 @@ pub struct SpawnReport {
     /// The task's roster.
     pub roster: String,
     /// What was started.
-    #[serde(flatten)]
+    #[serde(default)]
     pub started: Option<Started>,
     /// For a queued spawn: what holds the lane.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_for: Option<String>,
     /// Things the caller should know (a stale lane reclaimed, a bundle not deployed…).
+    #[serde(default)]
     pub notes: Vec<String>,
+}
+
+impl SpawnReport {
+    /// `task spawn --json`: the report with what was started laid out at the top level
+    /// (docs/json.md), as scripts have always read it.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut out = serde_json::to_value(self).unwrap_or_default();
+        if let Some(obj) = out.as_object_mut() {
+            if let Some(serde_json::Value::Object(started)) = obj.remove("started") {
+                obj.extend(started);
+            }
+        }
+        out
+    }
 }
 
 /// Spawn `agent` with the PM's handoff (the spoke preamble, then the handoff itself),

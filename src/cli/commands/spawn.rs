@@ -21,25 +21,6 @@ pub(crate) struct Args<'a> {
     pub queue: bool,
 }
 
-/// What the human output reads from a spawn's report (the same from the daemon or here).
-#[derive(serde::Deserialize)]
-struct Summary {
-    /// SPAWN_OK, SPAWN_QUEUED, SPAWN_DEQUEUED or SPAWN_RECOVERED_STALE.
-    reason: Reason,
-    /// What was started (absent when queued).
-    #[serde(default)]
-    session: Option<String>,
-    #[serde(default)]
-    pane: Option<String>,
-    #[serde(default)]
-    preamble: Option<String>,
-    /// What holds the lane, when queued.
-    #[serde(default)]
-    waiting_for: Option<String>,
-    #[serde(default)]
-    notes: Vec<String>,
-}
-
 /// Spawn and say what happened: started, queued (and who will start it), or refused.
 pub(crate) async fn run(project: Option<&Path>, name: &TaskName, args: Args<'_>, json: bool) -> anyhow::Result<()> {
     let Args {
@@ -50,7 +31,7 @@ pub(crate) async fn run(project: Option<&Path>, name: &TaskName, args: Args<'_>,
     } = args;
     let t = app::locate(project, name)?;
     let ctx = Ctx::from_env()?;
-    let mut report = match app::spawn::spawn(&t, &ctx, agent, handoff, runtime, queue).await {
+    let report = match app::spawn::spawn(&t, &ctx, agent, handoff, runtime, queue).await {
         Ok(v) => v,
         Err(e) => {
             // A refusal is an answer scripts read: with --json it goes to stdout with its code.
@@ -61,38 +42,38 @@ pub(crate) async fn run(project: Option<&Path>, name: &TaskName, args: Args<'_>,
             return Err(e);
         }
     };
-    let s: Summary = serde_json::from_value(report.clone())?;
-    let queue_note = if s.reason == Reason::SpawnQueued {
+    let queue_note = if report.reason == Reason::SpawnQueued {
         Some(app::spawn::who_starts_the_queue(&t)?)
     } else {
         None
     };
     if json {
+        let mut out = report.to_json();
         if let Some(n) = &queue_note {
-            report["starts_when"] = serde_json::json!(n.when);
-            report["supervisor"] = serde_json::json!(n.started_daemon);
+            out["starts_when"] = serde_json::json!(n.when);
+            out["supervisor"] = serde_json::json!(n.started_daemon);
         }
-        return print_json(&report);
+        return print_json(&out);
     }
     if let Some(n) = &queue_note {
         println!(
             "SPAWN_QUEUED: {agent}'s lane is busy ({}); this spawn {} (watch with `task status {name}`)",
-            s.waiting_for.as_deref().unwrap_or("held"),
+            report.waiting_for.as_deref().unwrap_or("held"),
             n.when
         );
         if let Some(d) = &n.started_daemon {
             println!("Supervisor: {d}.");
         }
-    } else {
+    } else if let Some(st) = &report.started {
         println!(
             "{}: started {agent} for task '{name}' in tmux session {} (pane {}); preamble saved to {}",
-            s.reason,
-            s.session.as_deref().unwrap_or("?"),
-            s.pane.as_deref().unwrap_or("?"),
-            s.preamble.as_deref().unwrap_or("?")
+            report.reason,
+            st.session,
+            st.pane,
+            st.preamble.display()
         );
     }
-    for n in &s.notes {
+    for n in &report.notes {
         println!("note: {n}");
     }
     Ok(())
