@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 
 use super::preamble::save_preamble;
-use super::{Ctx, Started, access, require_cwd};
+use super::{Ctx, Launch, Started, require_cwd};
 use crate::error::{Error, Result};
-use crate::runtime::{Runtime, Vars};
+use crate::runtime::Runtime;
 use crate::task::{AgentState, Task};
 use crate::tmux::{SessionSpec, Socket};
 
@@ -66,22 +66,16 @@ pub(super) async fn start_agent(
     let session_id = resume_id
         .map(str::to_string)
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    let (mode, settings) = access(task, rt, agent)?;
     let task_dir = task.dir().display().to_string();
-    // Check everything that can fail before anything is created.
-    let probe = rt.argv(&Vars {
+    let launch = Launch {
+        task,
         agent,
-        task: task.name.as_str(),
         session: &session,
         session_id: &session_id,
-        prompt: preamble_text,
-        prompt_file: Path::new("/dev/null"),
-        task_bin: &ctx.task_bin,
         task_dir: &task_dir,
-        permission_mode: &mode,
-        settings: &settings,
-    })?;
-    drop(probe);
+    };
+    // Check everything that can fail before anything is created.
+    launch.argv(ctx, rt, preamble_text, Path::new("/dev/null"))?;
     require_cwd(task, cwd)?;
     if ctx.tmux.has_session(&session).await? {
         if agent == "pm" {
@@ -95,18 +89,7 @@ pub(super) async fn start_agent(
         ctx.tmux.kill_session(&session).await?;
     }
     let prompt_file = save_preamble(task, agent, preamble_text, now)?;
-    let argv = rt.argv(&Vars {
-        agent,
-        task: task.name.as_str(),
-        session: &session,
-        session_id: &session_id,
-        prompt: preamble_text,
-        prompt_file: &prompt_file,
-        task_bin: &ctx.task_bin,
-        task_dir: &task_dir,
-        permission_mode: &mode,
-        settings: &settings,
-    })?;
+    let argv = launch.argv(ctx, rt, preamble_text, &prompt_file)?;
     let pane = ctx
         .tmux
         .new_session(&SessionSpec {

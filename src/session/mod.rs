@@ -41,13 +41,40 @@ pub use spawn::{SpawnReport, spawn_with};
 pub use start::{restart_pm, start};
 pub use stop::{Stopped, stop};
 
-/// What an agent may do unasked: the permission mode it starts in, and its own allow
-/// rules as Claude Code settings (hubs, and spokes the roster lets spawn, may also run
-/// `task spawn` and `task send`; the gate still decides).
-fn access(task: &Task, rt: &Runtime, agent: &str) -> Result<(String, String)> {
-    let mode = rt.permission_mode(&task.spec()?)?;
-    let may_spawn = crate::protocol::roster::Roster::for_task(task)?.may_spawn(agent);
-    Ok((mode, crate::permissions::claude_session_settings(may_spawn)))
+/// One agent's launch as a runtime's argv sees it. The start probe, the real start, a
+/// remote start and `--prepare` fill the runtime's variables through this one place, so
+/// what `--prepare` shows is what a start runs.
+struct Launch<'a> {
+    task: &'a Task,
+    agent: &'a str,
+    session: &'a str,
+    session_id: &'a str,
+    /// The task folder as the agent sees it (a remote path on a remote host).
+    task_dir: &'a str,
+}
+
+impl Launch<'_> {
+    /// The argv that starts the agent with `prompt` (saved at `prompt_file`). It carries
+    /// what the agent may do unasked: the permission mode, and its own allow rules as
+    /// Claude Code settings (hubs, and spokes the roster lets spawn, may also run `task
+    /// spawn` and `task send`; the gate still decides).
+    fn argv(&self, ctx: &Ctx, rt: &Runtime, prompt: &str, prompt_file: &Path) -> Result<Vec<String>> {
+        let mode = rt.permission_mode(&self.task.spec()?)?;
+        let may_spawn = crate::protocol::roster::Roster::for_task(self.task)?.may_spawn(self.agent);
+        let settings = crate::permissions::claude_session_settings(may_spawn);
+        rt.argv(&runtime::Vars {
+            agent: self.agent,
+            task: self.task.name.as_str(),
+            session: self.session,
+            session_id: self.session_id,
+            prompt,
+            prompt_file,
+            task_bin: &ctx.task_bin,
+            task_dir: self.task_dir,
+            permission_mode: &mode,
+            settings: &settings,
+        })
+    }
 }
 
 /// The warning `task start` prints when agents will run every command unasked: the

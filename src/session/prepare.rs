@@ -7,12 +7,11 @@ use serde::Serialize;
 
 use super::preamble::{Place, preamble_file_name, spoke_preamble};
 use super::spawn::{BundlePlan, read_spawn_handoff};
-use super::{Ctx, access, choose_runtime, local_cwd, remote_for};
+use super::{Ctx, Launch, choose_runtime, local_cwd, remote_for};
 use crate::error::Result;
 use crate::handoff;
 use crate::names::AgentName;
 use crate::protocol::roster::Roster;
-use crate::runtime::Vars;
 use crate::task::Task;
 
 /// What `task spawn --prepare` renders: everything a spawn would use, nothing started.
@@ -79,19 +78,14 @@ pub async fn prepare(
         .join("scratchpad")
         .join(agent.as_str())
         .join(preamble_file_name(now));
-    let (mode, settings) = access(task, &rt, agent.as_str())?;
-    let argv = rt.argv(&Vars {
+    let argv = Launch {
+        task,
         agent: agent.as_str(),
-        task: task.name.as_str(),
         session: &session,
         session_id: "<new uuid>",
-        prompt: &text,
-        prompt_file: &prompt_file,
-        task_bin: &ctx.task_bin,
         task_dir: &task_dir,
-        permission_mode: &mode,
-        settings: &settings,
-    })?;
+    }
+    .argv(ctx, &rt, &text, &prompt_file)?;
     let plan = BundlePlan::new(task, agent.as_str(), &roster, &path, &handoff_text);
     let assembled = crate::bundle::assemble(&plan.input(task, agent.as_str(), role, now));
     Ok(Prepared {

@@ -6,11 +6,11 @@ use chrono::{DateTime, Utc};
 
 use super::launch::record_start;
 use super::preamble::{Place, handoff_file_name, save_preamble, spoke_preamble};
-use super::{Ctx, Started, access};
+use super::{Ctx, Launch, Started};
 use crate::error::{Error, Result};
 use crate::names::AgentName;
 use crate::protocol::roster::Roster;
-use crate::runtime::{Runtime, Vars};
+use crate::runtime::Runtime;
 use crate::task::Task;
 use crate::tmux::SessionSpec;
 
@@ -50,19 +50,14 @@ pub(super) async fn spawn_remote(
             .unwrap_or_default()
     );
     let session_id = uuid::Uuid::new_v4().to_string();
-    let (mode, settings) = access(task, rt, agent.as_str())?;
-    let mut argv = rt.argv(&Vars {
+    let mut argv = Launch {
+        task,
         agent: agent.as_str(),
-        task: task.name.as_str(),
         session: &session,
         session_id: &session_id,
-        prompt: &text,
-        prompt_file: Path::new(&prompt_file),
-        task_bin: &ctx.task_bin,
         task_dir: &rdir,
-        permission_mode: &mode,
-        settings: &settings,
-    })?;
+    }
+    .argv(ctx, rt, &text, Path::new(&prompt_file))?;
     // The program must exist on the host; the built-in demo agent needs `task` there.
     if argv[0] == ctx.task_bin.display().to_string() && !host.has_program(&argv[0]).await {
         argv[0] = "task".into();
