@@ -133,9 +133,13 @@ fn register(t: &Task) -> anyhow::Result<Option<String>> {
         task: s.task,
     })? {
         Some(Response::Ok) => Ok(note),
-        Some(Response::Error { message, .. }) => {
-            Err(Error::BadInput(format!("the daemon refused the task: {message}")).into())
+        // The daemon's exit code says whose fault it was (bad input, or its environment).
+        Some(Response::Error { message, code }) => {
+            Err(crate::error::Exit::new(code, format!("the daemon refused the task: {message}")).into())
         }
-        other => Err(Error::BadInput(format!("unexpected answer from the daemon: {other:?}")).into()),
+        other => Err(Error::Environment(format!(
+            "unexpected answer from the daemon: {other:?}; is it the same version? (`task shutdown`, then retry)"
+        ))
+        .into()),
     }
 }

@@ -37,7 +37,7 @@ pub async fn pull_remotes(task: &Task) -> Vec<String> {
             )
             .await
             .map_err(|_| {
-                Error::BadInput(format!(
+                Error::Remote(format!(
                     "pulling from {} took over 120 s; retried next time",
                     spec.destination()
                 ))
