@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::path::Path;
-
 use common::*;
 use serde_json::Value;
 
@@ -95,25 +93,6 @@ fn notified(w: &World) -> String {
     std::fs::read_to_string(w.dir.path().join("NOTIFIED")).unwrap_or_default()
 }
 
-fn restart_daemon(w: &World, log: &Path) -> std::process::Child {
-    if let Some(pid) = w.daemon_pid() {
-        // SAFETY: signalling the daemon this test started.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-        }
-    }
-    wait_for("the old daemon to go", 10, || w.daemon_pid().is_none().then_some(()));
-    let child = w
-        .task()
-        .args(["daemon", "-vv"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap();
-    wait_for("the new daemon", 10, || w.daemon_pid().map(|_| ()));
-    child
-}
-
 #[test]
 fn a_dialog_is_escalated_once_after_its_grace_survives_a_restart_and_ends_when_answered() {
     let w = World::new();
@@ -173,7 +152,8 @@ fn a_dialog_is_escalated_once_after_its_grace_survives_a_restart_and_ends_when_a
 
     // A restarted daemon looks again and neither calls a human twice nor forgets.
     let log = w.dir.path().join("daemon2.log");
-    let mut child = restart_daemon(&w, &log);
+    w.kill_daemon(None);
+    let mut child = w.start_daemon(Some(&log));
     wait_for("the new daemon's look at the screens", 20, || {
         std::fs::read_to_string(&log)
             .unwrap_or_default()

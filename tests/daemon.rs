@@ -223,27 +223,6 @@ fn next_checkin(w: &World, task: &str) -> chrono::DateTime<chrono::Utc> {
     serde_json::from_value(w.state(task)["next_checkin"].clone()).expect("next_checkin is saved")
 }
 
-/// Kill this world's daemon (SIGKILL) and start another; returns it once it answers.
-fn restart_daemon(w: &World, old: Option<std::process::Child>) -> std::process::Child {
-    let pid = w.daemon_pid().expect("a daemon runs");
-    unsafe {
-        libc::kill(pid, libc::SIGKILL);
-    }
-    if let Some(mut c) = old {
-        let _ = c.wait();
-    }
-    wait_for("the daemon to die", 10, || w.daemon_pid().is_none().then_some(()));
-    let child = w
-        .task()
-        .args(["daemon"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for("the new daemon", 10, || w.daemon_pid());
-    child
-}
-
 #[test]
 fn the_schedule_survives_daemon_restarts() {
     let w = World::new();
@@ -262,7 +241,8 @@ fn the_schedule_survives_daemon_restarts() {
     let mut child = None;
     let window = std::time::Instant::now();
     while window.elapsed() < Duration::from_secs(10) {
-        child = Some(restart_daemon(&w, child.take()));
+        w.kill_daemon(child.take());
+        child = Some(w.start_daemon(None));
         std::thread::sleep(Duration::from_secs(2));
     }
     let times = scheduled(&w, "t1");
@@ -281,14 +261,8 @@ fn the_schedule_survives_daemon_restarts() {
     }
 
     // One missed while no daemon ran runs at once when one is back, and the next follows it.
-    let pid = w.daemon_pid().unwrap();
-    unsafe {
-        libc::kill(pid, libc::SIGKILL);
-    }
-    if let Some(mut c) = child.take() {
-        let _ = c.wait();
-    }
-    wait_for("the daemon to die", 10, || w.daemon_pid().is_none().then_some(()));
+    assert!(w.daemon_pid().is_some());
+    w.kill_daemon(child.take());
     let missed = next_checkin(&w, "t1");
     let before = scheduled(&w, "t1").len();
     wait_for("the saved time to pass", 10, || {
@@ -348,15 +322,8 @@ fn socket_permissions_single_instance_and_bad_requests() {
     }
     wait_for("the daemon to die", 10, || (w.daemon_pid().is_none()).then_some(()));
     assert!(sock.exists(), "a stale socket is left behind");
-    let mut child = w
-        .task()
-        .args(["daemon"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let new_pid = wait_for("the new daemon", 10, || w.daemon_pid());
-    assert_eq!(new_pid as u32, child.id());
+    let mut child = w.start_daemon(None);
+    assert_eq!(w.daemon_pid().unwrap() as u32, child.id());
     let out = ok(&run(w.task().args(["shutdown"])));
     assert!(out.contains("stopped"), "{out}");
     assert!(child.wait().unwrap().success());
@@ -603,14 +570,7 @@ fn killing_the_daemons_whole_process_group_never_kills_an_agent() {
         "the PM is alive after the daemon's group was killed"
     );
     // A new daemon re-adopts the same pane and supervises it.
-    let mut child = w
-        .task()
-        .args(["daemon"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for("the new daemon", 10, || w.daemon_pid());
+    let mut child = w.start_daemon(None);
     handoff(&w, "t1", "dev", "COMPLETE");
     wait_for("a check-in through the re-adopted pane", 10, || {
         (!w.inbox("t1", "pm").is_empty()).then_some(())

@@ -261,6 +261,39 @@ impl World {
         self.dir.path().join("run/agent-orchestrator/daemon.sock")
     }
 
+    /// kill -9 this world's daemon (when one answers), reap `child` if the test started it,
+    /// and return once the socket no longer answers.
+    pub fn kill_daemon(&self, child: Option<std::process::Child>) {
+        if let Some(pid) = self.daemon_pid() {
+            // SAFETY: signalling the daemon this test started.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+        if let Some(mut c) = child {
+            let _ = c.wait();
+        }
+        wait::wait_for("the daemon to die", 10, || self.daemon_pid().is_none().then_some(()));
+    }
+
+    /// Start `task daemon` in the foreground of a child (verbose, its log to `log` when
+    /// given) and return it once it answers.
+    pub fn start_daemon(&self, log: Option<&Path>) -> std::process::Child {
+        let stderr = match log {
+            Some(p) => std::process::Stdio::from(std::fs::File::create(p).unwrap()),
+            None => std::process::Stdio::null(),
+        };
+        let child = self
+            .task()
+            .args(["daemon", "-vv"])
+            .stdout(std::process::Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap();
+        wait::wait_for("the new daemon", 10, || self.daemon_pid());
+        child
+    }
+
     /// PID of this world's daemon, asked over its socket.
     pub fn daemon_pid(&self) -> Option<i32> {
         use std::io::{BufRead, BufReader, Write};
