@@ -9,6 +9,10 @@
 //!       handoff written → check-in confirmed in the PM pane (p50/p99), beside
 //!       `inotifywait` + `tmux send-keys` in a shell loop; then an idle daemon with
 //!       N tasks: CPU seconds and RSS.
+//!   ao-bench soak [--tasks N] [--minutes N] [--every-ms N] [--deaths N] [--daemon-kills N]
+//!       N tasks × 5 demo agents under one daemon with a handoff every few seconds per
+//!       task, random agent deaths and daemon kill -9s: handoffs lost and told twice,
+//!       check-in p50/p99 under load, daemon CPU and RSS, tmux server CPU.
 //!   ao-bench generate DIR [--handoffs N] [--artifacts N]
 //!       only write the generated task (DIR/tasks/bench).
 //!
@@ -16,6 +20,7 @@
 
 mod daemon;
 mod remote;
+mod soak;
 mod status;
 mod tmux;
 
@@ -108,6 +113,7 @@ fn main() {
         Some("tmux") => tmux::bench_tmux(&args),
         Some("daemon") => daemon::bench_daemon(&args),
         Some("remote") => remote::bench_remote(&args),
+        Some("soak") => soak::bench_soak(&args),
         Some("generate") => {
             let dir = PathBuf::from(args.get(1).expect("ao-bench generate DIR"));
             std::fs::create_dir_all(&dir).unwrap();
@@ -116,7 +122,7 @@ fn main() {
         }
         _ => {
             eprintln!(
-                "usage: ao-bench status [--handoffs N] [--artifacts N] [--runs N] | tmux [--runs N] | daemon | remote [--handoffs N] [--runs N] | generate DIR"
+                "usage: ao-bench status [--handoffs N] [--artifacts N] [--runs N] | tmux [--runs N] | daemon | remote [--handoffs N] [--runs N] | soak [--tasks N] [--minutes N] | generate DIR"
             );
             std::process::exit(2);
         }

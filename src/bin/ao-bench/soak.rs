@@ -1,0 +1,319 @@
+//! `ao-bench soak`: many demo agents under one daemon for a long while, with a handoff
+//! every few seconds per task, random agent deaths and daemon kill -9s. It counts what
+//! matters to a user (handoffs lost, handoffs told twice) and what it costs (check-in
+//! latency under load, daemon and tmux server CPU, daemon RSS).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::daemon::{Env, cpu_secs, rss_kib};
+use crate::{arg, ms};
+
+/// The spokes each task runs (the PM is the sixth agent of a task's team, not counted).
+const SPOKES: [&str; 5] = ["explore", "plan", "dev", "test", "review"];
+
+/// A tiny xorshift: the soak needs varied choices, not good randomness, and no crate.
+struct Dice(u64);
+
+impl Dice {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// What each task's PM has read so far: its inbox (one JSON line per submitted message),
+/// read incrementally.
+struct Inbox {
+    read: usize,
+}
+
+fn pm_handoff(dir: &Path, to: &str) {
+    let from: agent_orchestrator::names::AgentName = "pm".parse().unwrap();
+    let target: agent_orchestrator::names::AgentName = to.parse().unwrap();
+    agent_orchestrator::handoff::write(
+        dir,
+        &agent_orchestrator::handoff::NewHandoff {
+            from: &from,
+            status: agent_orchestrator::handoff::Status::InProgress,
+            target: Some(&target),
+            next: None,
+            body: "## Instructions\nSoak: keep working.\n",
+            now: chrono::Local::now(),
+        },
+    )
+    .unwrap();
+}
+
+fn spoke_handoff(dir: &Path, agent: &str, i: usize) -> String {
+    let from: agent_orchestrator::names::AgentName = agent.parse().unwrap();
+    let body = format!("## Completed Work\nsoak step {i}\n");
+    let p = agent_orchestrator::handoff::write(
+        dir,
+        &agent_orchestrator::handoff::NewHandoff {
+            from: &from,
+            status: agent_orchestrator::handoff::Status::Complete,
+            target: None,
+            next: None,
+            body: &body,
+            now: chrono::Local::now(),
+        },
+    )
+    .unwrap();
+    p.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+fn tmux_server_pid(e: &Env) -> Option<u32> {
+    let o = Command::new("tmux")
+        .arg("-S")
+        .arg(&e.sock)
+        .args(["display", "-p", "#{pid}"])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&o.stdout).trim().parse().ok()
+}
+
+/// Kill one random spoke's process (its pane stays, dead), as a crash would.
+fn kill_random_spoke(e: &Env, dice: &mut Dice) -> Option<String> {
+    let o = Command::new("tmux")
+        .arg("-S")
+        .arg(&e.sock)
+        .args(["list-panes", "-a", "-F", "#{session_name} #{pane_pid} #{pane_dead}"])
+        .output()
+        .ok()?;
+    let live: Vec<(String, i32)> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split(' ');
+            let (s, pid, dead) = (f.next()?, f.next()?.parse().ok()?, f.next()?);
+            (dead == "0" && !s.ends_with("-pm")).then(|| (s.to_string(), pid))
+        })
+        .collect();
+    if live.is_empty() {
+        return None;
+    }
+    let (session, pid) = &live[dice.below(live.len())];
+    // SAFETY: a process of this benchmark's own tmux server.
+    unsafe {
+        libc::kill(*pid, libc::SIGKILL);
+    }
+    Some(session.clone())
+}
+
+fn start_daemon(e: &Env) -> Child {
+    e.task(&["daemon"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn kill_daemon(e: &Env, child: Option<Child>) {
+    if let Some(pid) = e.daemon_pid() {
+        // SAFETY: the daemon this benchmark started.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGKILL);
+        }
+    }
+    if let Some(mut c) = child {
+        let _ = c.wait();
+    }
+    while e.daemon_pid().is_some() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Handoff file names the ledger of `task` has recorded.
+fn ledger(e: &Env, task: &str) -> Vec<String> {
+    let p = e.project.join("tasks").join(task).join("pm_state.json");
+    let v: serde_json::Value = std::fs::read(&p)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    v["ledger"]
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+pub(crate) fn bench_soak(args: &[String]) {
+    let tasks = arg(args, "--tasks", 20);
+    let minutes = arg(args, "--minutes", 30);
+    let every = Duration::from_millis(arg(args, "--every-ms", 3000) as u64);
+    let deaths = arg(args, "--deaths", 20);
+    let kills = arg(args, "--daemon-kills", 2);
+    let run_for = Duration::from_secs(minutes as u64 * 60);
+    let mut dice = Dice(Instant::now().elapsed().as_nanos() as u64 | 0x9e37_79b9_7f4a_7c15);
+
+    let e = Env::new();
+    let names: Vec<String> = (0..tasks).map(|i| format!("s{i}")).collect();
+    for t in &names {
+        assert!(
+            e.task(&["start", t, "--runtime", "demo"]).status().unwrap().success(),
+            "start {t}"
+        );
+        let handoffs = e.project.join("tasks").join(t).join("handoffs");
+        for s in SPOKES {
+            pm_handoff(&handoffs, s);
+            let latest = std::fs::read_dir(&handoffs)
+                .unwrap()
+                .filter_map(|d| d.ok().map(|d| d.path()))
+                .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("pm-")))
+                .max()
+                .unwrap();
+            let ok = e
+                .task(&[
+                    "spawn",
+                    t,
+                    s,
+                    "--handoff",
+                    &latest.to_string_lossy(),
+                    "--runtime",
+                    "demo",
+                ])
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "spawn {s} in {t}");
+        }
+    }
+    let mut daemon: Option<Child> = None;
+    let daemon_pid = e.daemon_pid().expect("task start left a daemon running");
+    let server = tmux_server_pid(&e).expect("the tmux server runs");
+    // CPU of every daemon of the run: what the killed ones used, plus the current one's.
+    let (mut daemon_used, mut daemon_base, server_cpu0) = (0.0, cpu_secs(daemon_pid), cpu_secs(server));
+    let mut current_pid = daemon_pid;
+    let mut max_rss = rss_kib(daemon_pid);
+    println!(
+        "soak: {tasks} tasks × {} agents = {} agents, {minutes} min, a handoff every {} per task, {deaths} agent deaths, {kills} daemon kill -9s",
+        SPOKES.len(),
+        tasks * SPOKES.len(),
+        ms(every)
+    );
+
+    // Keyed by (task, file): two tasks can each hold a `dev-<same second>.md`.
+    let mut written: HashMap<(String, String), Instant> = HashMap::new();
+    let mut told: BTreeMap<(String, String), usize> = BTreeMap::new();
+    let mut latency: Vec<Duration> = Vec::new();
+    let mut inboxes: Vec<Inbox> = names.iter().map(|_| Inbox { read: 0 }).collect();
+    let start = Instant::now();
+    let gap = every / tasks.max(1) as u32;
+    let death_every = run_for / (deaths as u32 + 1);
+    let kill_every = run_for / (kills as u32 + 1);
+    let (mut next_write, mut next_death, mut next_kill) = (start, start + death_every, start + kill_every);
+    let (mut i, mut died, mut killed) = (0usize, 0usize, 0usize);
+    let mut read_inboxes = |written: &HashMap<(String, String), Instant>,
+                            told: &mut BTreeMap<(String, String), usize>,
+                            latency: &mut Vec<Duration>| {
+        for (k, t) in names.iter().enumerate() {
+            let p = e.project.join("tasks").join(t).join("scratchpad/pm/inbox.jsonl");
+            let Ok(text) = std::fs::read_to_string(&p) else {
+                continue;
+            };
+            let lines: Vec<&str> = text.lines().collect();
+            for line in &lines[inboxes[k].read.min(lines.len())..] {
+                let msg = serde_json::from_str::<serde_json::Value>(line).unwrap_or_default()["text"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                for l in msg.lines().filter(|l| l.starts_with("- ") && !l.contains("amended")) {
+                    let key = (t.clone(), l[2..].split(':').next().unwrap_or("").to_string());
+                    if let Some(at) = written.get(&key) {
+                        let n = told.entry(key).or_insert(0);
+                        if *n == 0 {
+                            latency.push(at.elapsed());
+                        }
+                        *n += 1;
+                    }
+                }
+            }
+            inboxes[k].read = lines.len();
+        }
+    };
+    while start.elapsed() < run_for {
+        let now = Instant::now();
+        if now >= next_write {
+            let t = &names[i % tasks];
+            let agent = SPOKES[dice.below(SPOKES.len())];
+            let name = spoke_handoff(&e.project.join("tasks").join(t).join("handoffs"), agent, i);
+            written.insert((t.clone(), name), Instant::now());
+            i += 1;
+            next_write += gap;
+        }
+        if now >= next_death && died < deaths {
+            if kill_random_spoke(&e, &mut dice).is_some() {
+                died += 1;
+            }
+            next_death += death_every;
+        }
+        if now >= next_kill && killed < kills {
+            daemon_used += cpu_secs(current_pid) - daemon_base;
+            kill_daemon(&e, daemon.take());
+            daemon = Some(start_daemon(&e));
+            while e.daemon_pid().is_none() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            current_pid = e.daemon_pid().unwrap();
+            daemon_base = cpu_secs(current_pid);
+            killed += 1;
+            next_kill += kill_every;
+        }
+        max_rss = max_rss.max(rss_kib(current_pid));
+        read_inboxes(&written, &mut told, &mut latency);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let wall = start.elapsed().as_secs_f64();
+    let daemon_cpu = daemon_used + cpu_secs(current_pid) - daemon_base;
+    let server_cpu = cpu_secs(server) - server_cpu0;
+    // Let the last handoffs arrive.
+    let settle = Instant::now();
+    while settle.elapsed() < Duration::from_secs(30) && told.len() < written.len() {
+        read_inboxes(&written, &mut told, &mut latency);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let recorded: std::collections::HashSet<(String, String)> = names
+        .iter()
+        .flat_map(|t| ledger(&e, t).into_iter().map(move |f| (t.clone(), f)))
+        .collect();
+    let lost = written.keys().filter(|k| !recorded.contains(*k)).count();
+    let unannounced = written.keys().filter(|n| !told.contains_key(*n)).count();
+    let twice = told.values().filter(|n| **n > 1).count();
+    if std::env::var_os("AO_SOAK_DEBUG").is_some() {
+        for ((t, n), k) in told.iter().filter(|(_, k)| **k > 1) {
+            eprintln!("told {k} times: {t}/{n}");
+        }
+        eprintln!("kept: {}", e.root.display());
+        std::mem::forget(e);
+        return;
+    }
+    latency.sort();
+    let q = |p: f64| {
+        latency
+            .get(((latency.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+    };
+    println!("\nhandoffs written: {}", written.len());
+    println!("lost (never recorded): {lost}");
+    println!("named in no check-in (counted under a size cap, or lost): {unannounced}");
+    println!("told twice: {twice}");
+    println!("agent deaths: {died}; daemon kill -9s: {killed}");
+    if let (Some(p50), Some(p99), Some(max)) = (q(0.5), q(0.99), latency.last().copied()) {
+        println!(
+            "handoff → check-in in the PM pane: p50 {}, p99 {}, max {}  (target p99 < 1 s)",
+            ms(p50),
+            ms(p99),
+            ms(max)
+        );
+    }
+    println!(
+        "daemon: {:.1} % of a core (target < 5 %), max RSS {} MiB; tmux server: {:.1} % of a core",
+        100.0 * daemon_cpu / wall,
+        max_rss / 1024,
+        100.0 * server_cpu / wall
+    );
+    drop(daemon);
+}
