@@ -692,3 +692,49 @@ fn without_rsync_pulls_fall_back_to_sftp_with_the_same_rules() {
         "no temp file left in a watched folder"
     );
 }
+
+/// The remote watch pulls the moment a remote handoff is renamed into place: with the
+/// periodic pull an hour apart, only the watch can bring it home.
+#[test]
+fn a_remote_handoff_comes_home_by_the_watch_not_the_periodic_pull() {
+    let r = Remote::new(None);
+    let w = &r.w;
+    ok(&run(r
+        .task()
+        .env("AO_DEMO_IDLE", "1")
+        .env("AO_TEST_PULL_EVERY_SECS", "3600")
+        .args(["start", "t1", "--runtime", "demo", "--no-cron"])));
+    assert!(w.daemon_pid().is_some(), "the daemon supervises t1");
+    r.spawn_idle_dev();
+    let rhandoffs = r.rdir.join("tasks/t1/handoffs");
+    // The watch runs on the host (its script names the remote folder) within a liveness tick.
+    let needle = rhandoffs.display().to_string();
+    wait_for("the remote watch", 20, || {
+        let o = Command::new("pgrep")
+            .args(["-f", &format!("d={needle}")])
+            .output()
+            .unwrap();
+        (!o.stdout.is_empty()).then_some(())
+    });
+    // Written as an agent writes: a dot temp file, then a rename.
+    let name = "dev-20991231-235959.md";
+    let tmp = rhandoffs.join(".dev.tmp");
+    std::fs::write(
+        &tmp,
+        "# Handoff: dev\n**Status:** COMPLETE\n\n## Completed Work\nBy the watch.\n",
+    )
+    .unwrap();
+    std::fs::rename(&tmp, rhandoffs.join(name)).unwrap();
+    wait_for("the remote handoff in the ledger", 15, || {
+        w.state("t1")["ledger"].get(name).map(|_| ())
+    });
+    // Stopping the task ends the watch on the host.
+    ok(&run(r.task().args(["stop", "t1"])));
+    wait_for("the remote watch to end", 20, || {
+        let o = Command::new("pgrep")
+            .args(["-f", &format!("d={needle}")])
+            .output()
+            .unwrap();
+        o.stdout.is_empty().then_some(())
+    });
+}

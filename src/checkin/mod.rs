@@ -197,8 +197,9 @@ async fn run_cycle(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
         });
     };
 
-    // Remote agents' handoffs and artifacts first (an unreachable host is skipped, not fatal).
-    for problem in crate::session::pull_remotes(task).await {
+    // Remote agents' handoffs and artifacts first (an unreachable host is skipped, not
+    // fatal); the daemon's remote watch has usually pulled just now, and once is enough.
+    for problem in crate::session::pull_remotes_unless_fresh(task, std::time::Duration::from_secs(1)).await {
         tracing::warn!(task = %task.name, problem = %problem, "remote pull before the check-in failed");
     }
 

@@ -22,8 +22,15 @@ use crate::tmux::Tmux;
 
 /// Debounce between a hint and the scan it causes: a burst becomes one check-in.
 const DEBOUNCE: Duration = Duration::from_millis(150);
-/// How often remote hosts are pulled (a remote handoff reaches the ledger within ~this).
-const PULL_EVERY: Duration = Duration::from_secs(2);
+/// How often remote hosts are pulled: the fallback for a missed remote watch event
+/// ([`crate::remote::watch`] pulls as soon as a remote handoff is written). Tests set
+/// `AO_TEST_PULL_EVERY_SECS` to prove a handoff came by the watch.
+fn pull_every() -> Duration {
+    std::env::var("AO_TEST_PULL_EVERY_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(Duration::from_secs(2), Duration::from_secs)
+}
 /// How often panes are checked for deaths.
 const LIVENESS_EVERY: Duration = Duration::from_secs(5);
 /// After an undelivered check-in, try again this soon.
@@ -400,8 +407,9 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
     let mut reported = BTreeSet::new();
     let mut pm_retry: Option<Instant> = None;
     let mut finals = Finals::default();
-    let mut pulls = tokio::time::interval(PULL_EVERY);
+    let mut pulls = tokio::time::interval(pull_every());
     pulls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut watches = super::watches::Watches::default();
     tracing::info!(task = %task.name, dir = %task.dir().display(), "supervising");
     loop {
         let sleep_until = due.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
@@ -447,7 +455,14 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                     next_at = next_due(&task, clock::now(), &mut warned);
                 }
             }
+            () = watches.changed() => {
+                crate::session::pull_remotes(&task).await;
+                if due.is_none() {
+                    due = Some(Instant::now() + DEBOUNCE);
+                }
+            }
             _ = pulls.tick() => {
+                watches.refresh(&task);
                 if !crate::session::remote_hosts(&task).is_empty() {
                     crate::session::pull_remotes(&task).await;
                     if due.is_none() {
@@ -456,6 +471,8 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                 }
             }
             _ = liveness.tick() => {
+                // A remote agent spawned since the last pull is watched from now on.
+                watches.refresh(&task);
                 let now = now_ns();
                 checkin::settle_lanes(&task, &tmux, &|l| finals.ready(l, now), clock::now()).await;
                 let mut pm_dead = false;

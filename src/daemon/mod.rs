@@ -28,6 +28,7 @@ mod registry;
 mod server;
 mod verbs;
 mod watcher;
+mod watches;
 
 use std::path::PathBuf;
 

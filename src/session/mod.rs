@@ -35,7 +35,7 @@ pub use crate::context::Ctx;
 pub use crate::lanes::SpawnMode;
 pub use liveness::liveness;
 pub use prepare::{Prepared, prepare};
-pub use pull::{pull_remotes, remote_hosts};
+pub use pull::{pull_remotes, pull_remotes_unless_fresh, remote_hosts, watched_hosts};
 pub use send::{send, send_with};
 pub use spawn::{SpawnReport, spawn_with};
 pub use start::{restart_pm, start};

@@ -8,9 +8,20 @@ use crate::task::{CwdSpec, Task};
 /// The remote hosts this task has agents on (from the state): the supervisor pulls only
 /// when there is somewhere to pull from.
 pub fn remote_hosts(task: &Task) -> Vec<crate::task::RemoteSpec> {
+    hosts_of(task, |_| true)
+}
+
+/// The remote hosts where this task has an agent that may still write (running, or done
+/// but able to amend): those worth watching live ([`crate::remote::watch`]). A stopped
+/// task watches nothing and holds no connection.
+pub fn watched_hosts(task: &Task) -> Vec<crate::task::RemoteSpec> {
+    hosts_of(task, |a| !matches!(a.status.as_str(), "stopped" | "dead"))
+}
+
+fn hosts_of(task: &Task, keep: impl Fn(&crate::task::AgentState) -> bool) -> Vec<crate::task::RemoteSpec> {
     let Ok(st) = task.state() else { return Vec::new() };
     let mut out: Vec<crate::task::RemoteSpec> = Vec::new();
-    for a in st.agents.values() {
+    for a in st.agents.values().filter(|a| keep(a)) {
         if let Ok(CwdSpec::Remote(r)) = crate::task::taskmd::parse_cwd(&a.host) {
             if !out.contains(&r) {
                 out.push(r);
@@ -20,11 +31,36 @@ pub fn remote_hosts(task: &Task) -> Vec<crate::task::RemoteSpec> {
     out
 }
 
+/// When each task's remote hosts were last all pulled without a problem (this process).
+fn last_pulled() -> &'static std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, std::time::Instant>> {
+    static LAST: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, std::time::Instant>>,
+    > = std::sync::OnceLock::new();
+    LAST.get_or_init(Default::default)
+}
+
+/// [`pull_remotes`], unless this process finished a clean pull of the task less than
+/// `within` ago. The daemon pulls the moment a remote handoff is written and then checks
+/// in; pulling again before that check-in would only add a round trip to its latency.
+pub async fn pull_remotes_unless_fresh(task: &Task, within: Duration) -> Vec<String> {
+    let fresh = last_pulled()
+        .lock()
+        .map(|m| m.get(&task.dir()).is_some_and(|t| t.elapsed() < within))
+        .unwrap_or(false);
+    if fresh {
+        tracing::debug!(task = %task.name, "remote hosts pulled moments ago; not again");
+        return Vec::new();
+    }
+    pull_remotes(task).await
+}
+
 /// Pull every remote host's handoffs and artifacts of this task into the local folder.
 /// An unreachable host is reported and skipped; the others are still pulled.
 pub async fn pull_remotes(task: &Task) -> Vec<String> {
     let mut problems = Vec::new();
     let hosts = remote_hosts(task);
+    // What a pull brings is what existed when it started: freshness counts from here.
+    let started = std::time::Instant::now();
     tracing::debug!(task = %task.name, hosts = hosts.len(), "pulling remote hosts");
     for spec in hosts {
         let r = async {
@@ -50,6 +86,13 @@ pub async fn pull_remotes(task: &Task) -> Vec<String> {
         }
         if let Err(e) = mark_reachable(task, &spec, r.is_ok()) {
             tracing::warn!(error = %e, "cannot record the host's reachability");
+        }
+    }
+    if let Ok(mut m) = last_pulled().lock() {
+        if problems.is_empty() {
+            m.insert(task.dir(), started);
+        } else {
+            m.remove(&task.dir());
         }
     }
     problems

@@ -26,7 +26,7 @@ pub enum CwdSpec {
 }
 
 /// A remote working directory.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct RemoteSpec {
     /// The login user, when given.
     pub user: Option<String>,

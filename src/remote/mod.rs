@@ -21,6 +21,8 @@ use crate::shell::shell_join;
 use crate::task::RemoteSpec;
 use crate::tmux::{Socket, Tmux};
 
+pub mod watch;
+
 /// How long to wait for a host before calling it unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Keep-alive, so a dead link is noticed rather than hanging.
