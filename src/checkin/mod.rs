@@ -23,7 +23,7 @@ mod snapshot;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-pub use message::render_message;
+pub use message::{CHECKIN_CAP, render_checkin, render_message};
 use record::record;
 pub use record::{apply_handoffs, status_after};
 pub use signals::{
