@@ -1,22 +1,23 @@
 //! The daemon's file watcher: one notify (inotify) watcher over every supervised task's
 //! `handoffs/`, turning kernel events into the two hints the supervisor acts on.
 //!
-//! Events are only hints (the 5 s reconcile scan covers anything missed), and only a
-//! close after writing or a rename into place says a handoff is complete. A watcher
-//! that fails says why in words a user can act on: which sysctl limit to raise, or
-//! which folder is gone.
+//! Events are only hints (the 5 s reconcile scan covers anything missed): a close after
+//! writing restarts a handoff's quiet time, a rename into place says it is complete (see
+//! [`crate::handoff::Quiet`]). A watcher that fails says why in words a user can act on:
+//! which sysctl limit to raise, or which folder is gone.
 
 use std::path::{Path, PathBuf};
 
 use notify::{RecursiveMode, Watcher as _};
 
 use crate::error::{Error, Result};
+use crate::handoff::How;
 
 /// What the watcher saw, for the supervisor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Seen {
-    /// A file in a watched folder was closed after writing or renamed into place: (folder, file name).
-    Final(PathBuf, String),
+    /// A file in a watched folder was closed after writing or renamed into place: (folder, file name, which).
+    Final(PathBuf, String, How),
     /// Events were lost (queue overflow) or the watcher failed: every task should look again.
     Rescan,
 }
@@ -32,16 +33,16 @@ impl Watcher {
     pub(super) fn start(on: impl Fn(Seen) + Send + 'static) -> Result<Watcher> {
         let inner = notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
             Ok(ev) if ev.need_rescan() => on(Seen::Rescan),
-            Ok(ev) if is_final(&ev.kind) => {
+            Ok(ev) => {
+                let Some(how) = final_kind(&ev.kind) else { return };
                 for p in ev.paths {
-                    if let Some(seen) = final_handoff(&p) {
+                    if let Some(seen) = final_handoff(&p, how) {
                         on(seen);
                     }
                 }
             }
-            Ok(_) => {}
             Err(e) => {
-                tracing::warn!(error = %cause(&e, None), "file watcher error; relying on the reconcile scan");
+                tracing::warn!(error = %cause(&e, None), "file watcher error; every task rescans its handoffs");
                 on(Seen::Rescan);
             }
         })
@@ -65,23 +66,25 @@ impl Watcher {
     }
 }
 
-/// Only a close after writing or a rename into place says a file is complete;
+/// A close after writing (maybe one of several appends) or a rename into place (complete);
 /// creation and each write are not worth a look (the reconcile scan covers the rest).
-fn is_final(kind: &notify::EventKind) -> bool {
+fn final_kind(kind: &notify::EventKind) -> Option<How> {
     use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
-    matches!(
-        kind,
-        notify::EventKind::Access(AccessKind::Close(AccessMode::Write))
-            | notify::EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both | RenameMode::Any))
-    )
+    match kind {
+        notify::EventKind::Access(AccessKind::Close(AccessMode::Write)) => Some(How::Closed),
+        notify::EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both | RenameMode::Any)) => {
+            Some(How::Renamed)
+        }
+        _ => None,
+    }
 }
 
-/// A completed file worth telling the task about: a visible `.md` (temp files of atomic
-/// writes start with a dot).
-fn final_handoff(p: &Path) -> Option<Seen> {
+/// A file worth telling the task about: a visible `.md` (temp files of atomic writes
+/// start with a dot).
+fn final_handoff(p: &Path, how: How) -> Option<Seen> {
     let name = p.file_name()?.to_str()?;
     let parent = p.parent()?;
-    (!name.starts_with('.') && name.ends_with(".md")).then(|| Seen::Final(parent.to_path_buf(), name.to_string()))
+    (!name.starts_with('.') && name.ends_with(".md")).then(|| Seen::Final(parent.to_path_buf(), name.to_string(), how))
 }
 
 /// What went wrong, in words a user can act on. Pure.
@@ -124,12 +127,13 @@ mod tests {
     #[test]
     fn only_visible_markdown_counts() {
         let d = Path::new("/p/tasks/t1/handoffs");
+        let c = How::Closed;
         assert_eq!(
-            final_handoff(&d.join("dev-20251127-090000.md")),
-            Some(Seen::Final(d.to_path_buf(), "dev-20251127-090000.md".into()))
+            final_handoff(&d.join("dev-20251127-090000.md"), c),
+            Some(Seen::Final(d.to_path_buf(), "dev-20251127-090000.md".into(), c))
         );
-        assert_eq!(final_handoff(&d.join(".dev-20251127-090000.md.tmp")), None);
-        assert_eq!(final_handoff(&d.join(".x.md")), None);
-        assert_eq!(final_handoff(&d.join("notes.txt")), None);
+        assert_eq!(final_handoff(&d.join(".dev-20251127-090000.md.tmp"), c), None);
+        assert_eq!(final_handoff(&d.join(".x.md"), c), None);
+        assert_eq!(final_handoff(&d.join("notes.txt"), c), None);
     }
 }
