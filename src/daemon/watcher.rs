@@ -3,8 +3,14 @@
 //!
 //! Events are only hints (the 5 s reconcile scan covers anything missed): a close after
 //! writing restarts a handoff's quiet time, a rename into place says it is complete (see
-//! [`crate::handoff::Quiet`]). A watcher that fails says why in words a user can act on:
-//! which sysctl limit to raise, or which folder is gone.
+//! [`crate::handoff::Quiet`]). A lost event is never silent: a queue overflow is logged
+//! as a warning, counted in `watcher.json` (shown by `task status`) and answered with a
+//! rescan of every task. A watcher that fails says why in words a user can act on: which
+//! sysctl limit to raise, or which folder is gone.
+//!
+//! Test hook: `AO_TEST_PAUSE_WATCHER=<file>` makes the watcher's thread stop at its first
+//! event until `<file>` exists, so a test can fill the kernel's queue past
+//! fs.inotify.max_queued_events and provoke a real overflow.
 
 use std::path::{Path, PathBuf};
 
@@ -12,6 +18,7 @@ use notify::{RecursiveMode, Watcher as _};
 
 use crate::error::{Error, Result};
 use crate::handoff::How;
+use crate::handoff::watch_stats::WatchStats;
 
 /// What the watcher saw, for the supervisor.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,19 +38,43 @@ impl Watcher {
     /// Start watching nothing yet; `on` receives what is seen, from notify's own thread
     /// (it must not block).
     pub(super) fn start(on: impl Fn(Seen) + Send + 'static) -> Result<Watcher> {
-        let inner = notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
-            Ok(ev) if ev.need_rescan() => on(Seen::Rescan),
-            Ok(ev) => {
-                let Some(how) = final_kind(&ev.kind) else { return };
-                for p in ev.paths {
-                    if let Some(seen) = final_handoff(&p, how) {
-                        on(seen);
+        let mut stats = WatchStats {
+            pid: std::process::id(),
+            ..WatchStats::default()
+        };
+        if let Err(e) = stats.save() {
+            tracing::warn!(error = %e, "cannot save the watcher's counts; `task status` will not show overflows");
+        }
+        let mut pause = std::env::var_os("AO_TEST_PAUSE_WATCHER").map(PathBuf::from);
+        let inner = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            if let Some(release) = pause.take() {
+                test_pause(&release);
+            }
+            match res {
+                Ok(ev) if ev.need_rescan() => {
+                    stats.overflows += 1;
+                    stats.last_overflow = Some(crate::clock::now());
+                    tracing::warn!(
+                        overflows = stats.overflows,
+                        "the file watcher's event queue overflowed (fs.inotify.max_queued_events): events were lost, every task rescans its handoffs; raise the limit if this repeats"
+                    );
+                    if let Err(e) = stats.save() {
+                        tracing::warn!(error = %e, "cannot save the watcher's overflow count");
+                    }
+                    on(Seen::Rescan)
+                }
+                Ok(ev) => {
+                    let Some(how) = final_kind(&ev.kind) else { return };
+                    for p in ev.paths {
+                        if let Some(seen) = final_handoff(&p, how) {
+                            on(seen);
+                        }
                     }
                 }
-            }
-            Err(e) => {
-                tracing::warn!(error = %cause(&e, None), "file watcher error; every task rescans its handoffs");
-                on(Seen::Rescan);
+                Err(e) => {
+                    tracing::warn!(error = %cause(&e, None), "file watcher error; every task rescans its handoffs");
+                    on(Seen::Rescan);
+                }
             }
         })
         .map_err(|e| Error::Environment(format!("cannot start the file watcher: {}", cause(&e, None))))?;
@@ -63,6 +94,16 @@ impl Watcher {
         if let Err(e) = self.inner.unwatch(dir) {
             tracing::debug!(dir = %dir.display(), error = %e, "unwatch");
         }
+    }
+}
+
+/// The test hook: wait (on notify's thread, so the kernel queue fills) until `release`
+/// exists; gives up after two minutes so a broken test cannot hang a daemon forever.
+fn test_pause(release: &Path) {
+    tracing::info!(release = %release.display(), "test hook: the watcher pauses");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !release.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 

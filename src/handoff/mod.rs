@@ -8,6 +8,7 @@ mod name;
 mod parse;
 mod quiet;
 mod text;
+pub mod watch_stats;
 mod write;
 
 #[cfg(test)]
