@@ -287,3 +287,29 @@ fn a_watcher_queue_overflow_is_warned_counted_and_its_checkin_stays_under_the_ca
     assert!(big.contains("New handoffs ("), "{big}");
     assert!(big.contains("progress.md") && big.contains("`task log t1`"), "{big}");
 }
+
+#[test]
+fn a_status_line_without_a_body_is_not_announced_when_the_body_follows_after_a_pause() {
+    let w = World::new();
+    start_idle_pm(&w, "t1", &[]);
+    let file = "dev-20261123-130000.md";
+    let path = handoffs(&w, "t1").join(file);
+    append(&path, "# Handoff: dev\n**Status:** COMPLETE\n\n## Completed Work\n");
+    // The scenario: an agent thinking between its status line and its body, longer than
+    // the quiet time of a handoff that reads complete.
+    std::thread::sleep(handoff_quiet() * 2);
+    append(&path, "Ported the lexer.\n");
+    announced(&w, "t1", file);
+    let inbox = inbox_through(&w, "t1", "test-20261123-130001.md");
+    assert_eq!(inbox.len(), 2, "one check-in for the handoff: {inbox:#?}");
+    assert!(
+        inbox[0].contains(&format!("- {file}: COMPLETE — Ported the lexer.")),
+        "{}",
+        inbox[0]
+    );
+}
+
+/// The daemon's quiet time for a handoff that reads complete.
+fn handoff_quiet() -> Duration {
+    agent_orchestrator::handoff::QUIET
+}

@@ -8,6 +8,11 @@
 //! [`QUIET`] on its own monotonic clock, or when it was renamed into place (an atomic
 //! write is complete by construction) and has not changed since.
 //!
+//! Quiet is not enough for a file that does not yet read as a handoff: one with no status
+//! line or no body text at all is most likely an agent between two appends, so it waits
+//! [`INCOMPLETE_QUIET`] unchanged before it is announced anyway (with the parser's
+//! warnings), never lost.
+//!
 //! Nothing here compares a file's mtime with the wall clock: a file written while the
 //! daemon was down, pulled by rsync (which keeps mtimes) or stamped by a host whose clock
 //! is off (year 2035) is judged by what the daemon saw, from the moment it first saw it.
@@ -24,6 +29,37 @@ use super::Loaded;
 /// (measured: a `printf >>` per tool call); 750 ms leaves room for a loaded machine while
 /// keeping a close-after-write handoff within a second. Renames do not wait.
 pub const QUIET: Duration = Duration::from_millis(750);
+
+/// How long a file with no status line or no body text must stay unchanged before it is
+/// announced as it is (e.g. an agent that forgot its status line: BLOCKED, with a warning).
+pub const INCOMPLETE_QUIET: Duration = Duration::from_secs(5);
+
+/// Whether a parsed handoff reads as complete: a status line (or a Cycle Result) and
+/// some body text under a heading. Pure.
+pub fn reads_complete(h: &super::Handoff) -> bool {
+    let blank = |t: &Option<String>| t.as_deref().is_none_or(|t| t.trim().is_empty());
+    let s = &h.sections;
+    let has_status = !h.warnings.iter().any(|w| w.starts_with("no status"));
+    let has_body = [
+        &s.instructions,
+        &s.context,
+        &s.success_criteria,
+        &s.completed_work,
+        &s.blockers,
+        &s.skill_gaps,
+        &s.scope,
+        &s.next_action,
+        &s.summary,
+        &s.outcome,
+    ]
+    .into_iter()
+    .any(|t| !blank(t))
+        || s.skills_to_load.as_ref().is_some_and(|v| !v.is_empty())
+        || s.artifacts_generated.as_ref().is_some_and(|v| !v.is_empty())
+        || s.gates_honored.as_ref().is_some_and(|v| !v.is_empty())
+        || s.other.iter().any(|(_, b)| !b.trim().is_empty());
+    has_status && has_body
+}
 
 /// What the daemon observed of one file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,19 +101,33 @@ struct Obs {
     look: Look,
     since: Instant,
     renamed: bool,
+    /// Whether it read as a complete handoff when last read (assumed until read).
+    complete: bool,
 }
 
-/// Decide whether a file that now looks like `now_look` is final, given what was observed
-/// before; returns the decision and the observation to keep. Pure.
-fn decide(prev: Option<&Obs>, now_look: Look, now: Instant) -> (bool, Obs) {
+impl Obs {
+    /// When it becomes final if it stays as it is.
+    fn final_at(&self) -> Instant {
+        self.since + if self.complete { QUIET } else { INCOMPLETE_QUIET }
+    }
+}
+
+/// Decide whether a file that now looks like `now_look` (and reads as `complete`, see
+/// [`reads_complete`]) is final, given what was observed before; returns the decision and
+/// the observation to keep. Pure.
+fn decide(prev: Option<&Obs>, now_look: Look, complete: bool, now: Instant) -> (bool, Obs) {
     match prev {
         Some(p) if p.look.same(&now_look) => {
-            let ready = p.renamed || now.saturating_duration_since(p.since) >= QUIET;
             let look = Look {
                 sha256: now_look.sha256.or_else(|| p.look.sha256.clone()),
                 ..now_look
             };
-            (ready, Obs { look, ..p.clone() })
+            let obs = Obs {
+                look,
+                complete,
+                ..p.clone()
+            };
+            (obs.renamed || now >= obs.final_at(), obs)
         }
         _ => (
             false,
@@ -85,6 +135,7 @@ fn decide(prev: Option<&Obs>, now_look: Look, now: Instant) -> (bool, Obs) {
                 look: now_look,
                 since: now,
                 renamed: false,
+                complete,
             },
         ),
     }
@@ -128,6 +179,7 @@ impl Quiet {
                 look,
                 since: now,
                 renamed: how == How::Renamed,
+                complete: true,
             },
         );
         if seen.len() > KEEP {
@@ -149,12 +201,12 @@ impl Quiet {
             mtime_ns: l.mtime_ns,
             sha256: Some(l.sha256.clone()),
         };
-        self.ready_at(&l.file, look, Instant::now())
+        self.ready_at(&l.file, look, reads_complete(&l.handoff), Instant::now())
     }
 
-    fn ready_at(&self, file: &str, look: Look, now: Instant) -> bool {
+    fn ready_at(&self, file: &str, look: Look, complete: bool, now: Instant) -> bool {
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        let (ready, obs) = decide(seen.get(file), look, now);
+        let (ready, obs) = decide(seen.get(file), look, complete, now);
         seen.insert(file.to_string(), obs);
         ready
     }
@@ -166,7 +218,7 @@ impl Quiet {
         let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         seen.values()
             .filter(|o| !o.renamed)
-            .map(|o| o.since + QUIET)
+            .map(Obs::final_at)
             .filter(|t| *t > now)
             .min()
     }
@@ -190,15 +242,37 @@ mod tests {
         let q = Quiet::default();
         let t0 = Instant::now();
         let f = "dev-20251127-090000.md";
-        assert!(!q.ready_at(f, look(10, "a"), t0), "first sight is not quiet");
-        assert!(!q.ready_at(f, look(10, "a"), t0 + QUIET / 2));
+        assert!(!q.ready_at(f, look(10, "a"), true, t0), "first sight is not quiet");
+        assert!(!q.ready_at(f, look(10, "a"), true, t0 + QUIET / 2));
         // An append restarts the quiet time.
-        assert!(!q.ready_at(f, look(20, "b"), t0 + QUIET));
-        assert!(!q.ready_at(f, look(20, "b"), t0 + QUIET + QUIET / 2));
-        assert!(q.ready_at(f, look(20, "b"), t0 + 2 * QUIET));
+        assert!(!q.ready_at(f, look(20, "b"), true, t0 + QUIET));
+        assert!(!q.ready_at(f, look(20, "b"), true, t0 + QUIET + QUIET / 2));
+        assert!(q.ready_at(f, look(20, "b"), true, t0 + 2 * QUIET));
         // A later change (an amendment) waits its own quiet time.
-        assert!(!q.ready_at(f, look(30, "c"), t0 + 3 * QUIET));
-        assert!(q.ready_at(f, look(30, "c"), t0 + 4 * QUIET));
+        assert!(!q.ready_at(f, look(30, "c"), true, t0 + 3 * QUIET));
+        assert!(q.ready_at(f, look(30, "c"), true, t0 + 4 * QUIET));
+    }
+
+    #[test]
+    fn a_handoff_without_status_or_body_waits_longer_then_is_announced_anyway() {
+        let q = Quiet::default();
+        let t0 = Instant::now();
+        let f = "dev-20251127-090000.md";
+        assert!(!q.ready_at(f, look(10, "a"), false, t0));
+        assert!(!q.ready_at(f, look(10, "a"), false, t0 + QUIET), "quiet but incomplete");
+        assert!(q.ready_at(f, look(10, "a"), false, t0 + INCOMPLETE_QUIET), "never lost");
+        let h = |t: &str| crate::handoff::parse(t);
+        assert!(!reads_complete(&h("# Handoff: dev\n")));
+        assert!(!reads_complete(&h(
+            "# Handoff: dev\n**Status:** COMPLETE\n\n## Completed Work\n"
+        )));
+        assert!(!reads_complete(&h("# Handoff: dev\n## Completed Work\nWrote it.\n")));
+        assert!(reads_complete(&h(
+            "# Handoff: dev\n**Status:** COMPLETE\n\n## Completed Work\nWrote it.\n"
+        )));
+        assert!(reads_complete(&h(
+            "# Handoff: x\nCycle Result: PASS\n\n## Summary\nok\n"
+        )));
     }
 
     #[test]
@@ -206,9 +280,9 @@ mod tests {
         let q = Quiet::default();
         let t0 = Instant::now();
         let f = "dev-20251127-090000.md";
-        assert!(!q.ready_at(f, look(10, "a"), t0));
-        assert!(!q.ready_at(f, look(10, "z"), t0 + QUIET));
-        assert!(q.ready_at(f, look(10, "z"), t0 + 2 * QUIET));
+        assert!(!q.ready_at(f, look(10, "a"), true, t0));
+        assert!(!q.ready_at(f, look(10, "z"), true, t0 + QUIET));
+        assert!(q.ready_at(f, look(10, "z"), true, t0 + 2 * QUIET));
     }
 
     #[test]
@@ -227,10 +301,10 @@ mod tests {
             mtime_ns: crate::fsutil::mtime_ns(&m),
             sha256: Some("a".into()),
         };
-        assert!(q.ready_at(f, now.clone(), t0), "renamed in: final at once");
+        assert!(q.ready_at(f, now.clone(), true, t0), "renamed in: final at once");
         assert_eq!(q.next_due(), None, "nothing left settling");
         let grown = Look { size: 11, ..now };
-        assert!(!q.ready_at(f, grown, t0), "written after the rename: wait again");
+        assert!(!q.ready_at(f, grown, true, t0), "written after the rename: wait again");
         assert!(q.next_due().is_some());
     }
 }
