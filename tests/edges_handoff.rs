@@ -162,7 +162,7 @@ fn appended_and_slowly_written_handoffs_are_announced_once_whole_and_a_change_as
 }
 
 #[test]
-fn a_far_future_mtime_written_while_the_daemon_is_down_is_seen_once_it_starts() {
+fn skewed_mtimes_written_while_the_daemon_is_down_or_pulled_by_rsync_are_seen_once() {
     let w = World::new();
     start_idle_pm(&w, "t1", &[]);
     let pid = w.daemon_pid().expect("task start started a daemon");
@@ -207,6 +207,57 @@ fn a_far_future_mtime_written_while_the_daemon_is_down_is_seen_once_it_starts() 
     let with_it: Vec<&String> = inbox.iter().filter(|m| m.contains(file)).collect();
     assert_eq!(with_it.len(), 1, "seen exactly once: {inbox:#?}");
     assert!(with_it[0].contains("From the future."), "{}", with_it[0]);
+
+    // Pulled from a remote host while the daemon runs: rsync with the pull's own flags
+    // (mtimes kept, temp files outside, renamed into place), one far ahead, one far behind.
+    let remote = w.dir.path().join("remote/handoffs");
+    std::fs::create_dir_all(&remote).unwrap();
+    let tdir = w.project.join("tasks/t1");
+    let pulled = [
+        ("dev-20261123-110100.md", y2035),
+        (
+            "dev-20261123-110200.md",
+            std::time::UNIX_EPOCH + Duration::from_secs(978_307_200),
+        ),
+    ];
+    for (f, mtime) in pulled {
+        let p = remote.join(f);
+        std::fs::write(
+            &p,
+            format!("# Handoff: dev\n**Status:** COMPLETE\n\n## Completed Work\nPulled {f}.\n"),
+        )
+        .unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+    }
+    let partial = tdir.join(".pull-partial");
+    std::fs::create_dir_all(partial.join("keep")).unwrap();
+    std::fs::create_dir_all(partial.join("tmp")).unwrap();
+    let out = std::process::Command::new("rsync")
+        .args(["-a", "--safe-links", "--delay-updates", "--exclude=.*"])
+        .arg(format!("--partial-dir={}", partial.join("keep").display()))
+        .arg(format!("--temp-dir={}", partial.join("tmp").display()))
+        .arg("--")
+        .arg(&remote)
+        .arg(format!("{}/", tdir.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for (f, _) in pulled {
+        announced(&w, "t1", f);
+    }
+    let inbox = inbox_through(&w, "t1", "test-20261123-110300.md");
+    for (f, _) in pulled {
+        let n = inbox
+            .iter()
+            .filter(|m| m.contains(&format!("- {f}: COMPLETE — Pulled")))
+            .count();
+        assert_eq!(n, 1, "{f} announced once: {inbox:#?}");
+    }
     // SAFETY: the daemon this test started.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGKILL);
