@@ -157,8 +157,14 @@ fn appended_and_slowly_written_handoffs_are_announced_once_whole_and_a_change_as
         inbox[4]
     );
     assert!(!inbox[4].contains("New handoffs"), "{}", inbox[4]);
-    let ledger = w.state("t1")["ledger"].clone();
-    assert_eq!(ledger.as_object().unwrap().len(), 5, "{ledger}");
+    // The ledger knows it by name: still five entries once the last check-in is recorded
+    // (recorded after delivery, so waited for).
+    wait_for("the last check-in recorded in the ledger", 10, || {
+        let ledger = w.state("t1")["ledger"].clone();
+        ledger
+            .get("test-20261123-100201.md")
+            .map(|_| assert_eq!(ledger.as_object().unwrap().len(), 5, "{ledger}"))
+    });
 }
 
 #[test]
