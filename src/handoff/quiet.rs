@@ -25,9 +25,9 @@ use std::time::{Duration, Instant};
 use super::Loaded;
 
 /// How long a file closed after writing (or found by a scan) must stay unchanged before it
-/// is read as final. Agents running shell commands leave ~100–400 ms between appends
-/// (measured: a `printf >>` per tool call); 750 ms leaves room for a loaded machine while
-/// keeping a close-after-write handoff within a second. Renames do not wait.
+/// is read as final. The reproduced failures had pauses of a few hundred ms between an
+/// agent's writes (the tests use 300 ms); 750 ms is 2.5 times that, for a loaded machine,
+/// and keeps a close-after-write handoff within a second. Renames do not wait.
 pub const QUIET: Duration = Duration::from_millis(750);
 
 /// How long a file with no status line or no body text must stay unchanged before it is
