@@ -135,6 +135,9 @@ pub struct TaskStatus {
     pub lanes: Vec<LaneRow>,
     /// Problems reading the task (task.md errors), one line each.
     pub problems: Vec<String>,
+    /// The daemon's file watcher, daemon-wide: its event queue overflows (each one a
+    /// rescan of every task's handoffs) since it started; `None` when no daemon saved any.
+    pub watcher: Option<handoff::watch_stats::WatchStats>,
 }
 
 /// Gather a task's status. Errors only for a missing task or an unreadable state.
@@ -260,6 +263,7 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
         artifacts: task::list_artifacts(task)?.len(),
         escalations: state.escalations.clone(),
         problems,
+        watcher: handoff::watch_stats::WatchStats::load(),
     })
 }
 
@@ -298,6 +302,13 @@ pub fn render(s: &TaskStatus) -> String {
         }
     ));
     out.push_str(&format!("Artifacts:     {}\n", s.artifacts));
+    if let Some(w) = s.watcher.as_ref().filter(|w| w.overflows > 0) {
+        out.push_str(&format!(
+            "Watcher:       {} event queue overflow(s), handoffs rescanned (last {}; daemon-wide)\n",
+            w.overflows,
+            opt_time(w.last_overflow)
+        ));
+    }
     out.push('\n');
     if s.agents.is_empty() {
         out.push_str("No agents yet.\n");

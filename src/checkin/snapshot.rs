@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::message::render_message;
+use super::message::render_checkin;
 use super::record::apply_handoffs;
 use super::signals::{Evaluation, Signal, SignalKind, attention_signals, evaluate, to_escalate};
 use crate::attention::Attention;
@@ -183,7 +183,14 @@ pub(super) fn evaluate_locked(
     apply_handoffs(&mut preview, &new, now);
     let latest = crate::progress::latest_by_agent_reusing(&task.handoffs(), &snap.names, &snap.unseen)?;
     crate::progress::write_gathered(task, &preview, &latest, &snap.artifacts, &new, &open, now)?;
-    let message = render_message(task, &preview, &new, &ev, now);
+    // A handoff the ledger knows by name whose content changed is an amendment, not news.
+    let amended = snap
+        .cands
+        .iter()
+        .filter(|c| c.seen == handoff::Seen::Changed)
+        .map(|c| c.loaded.file.clone())
+        .collect();
+    let message = render_checkin(task, &preview, &new, &amended, &ev, now);
     let pm = snap
         .state
         .agents

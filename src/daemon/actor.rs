@@ -6,7 +6,7 @@
 //! restarted every few minutes still checks in on time, and a check-in missed
 //! while it was down runs as soon as it is back.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
@@ -35,49 +35,8 @@ fn pull_every() -> Duration {
 const LIVENESS_EVERY: Duration = Duration::from_secs(5);
 /// After an undelivered check-in, try again this soon.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
-/// A handoff with no close or rename seen is read once its mtime is this old
-/// (network filesystems and files written while the daemon was down give no events).
-const SETTLE: Duration = Duration::from_secs(2);
-
-/// Handoffs known to be complete: file name → its mtime when the writer closed
-/// or renamed it. A later write changes the mtime, so the entry no longer vouches.
-#[derive(Debug, Default)]
-pub struct Finals(BTreeMap<String, i64>);
-
-impl Finals {
-    /// Record that `file` in `dir` was just closed after writing or renamed into place.
-    pub fn saw(&mut self, dir: &std::path::Path, file: &str) {
-        if let Ok(m) = std::fs::symlink_metadata(dir.join(file)) {
-            self.0.insert(file.to_string(), crate::fsutil::mtime_ns(&m));
-        }
-        if self.0.len() > 4096 {
-            let first = self.0.keys().next().cloned();
-            if let Some(k) = first {
-                self.0.remove(&k);
-            }
-        }
-    }
-
-    /// Whether a new handoff may be read now: its writer is known to be done,
-    /// or it has not changed for [`SETTLE`].
-    pub fn ready(&self, l: &handoff::Loaded, now_ns: i64) -> bool {
-        self.ready_at(&l.file, l.mtime_ns, now_ns)
-    }
-
-    fn ready_at(&self, file: &str, mtime_ns: i64, now_ns: i64) -> bool {
-        self.0.get(file) == Some(&mtime_ns) || now_ns.saturating_sub(mtime_ns) >= SETTLE.as_nanos() as i64
-    }
-}
-
 fn is_remote(host: &str) -> bool {
     !host.is_empty() && host != "local"
-}
-
-fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(i64::MAX)
 }
 
 /// PM restarts allowed within [`RESTART_WINDOW`] before the task is BLOCKED and a human called.
@@ -121,7 +80,7 @@ pub enum Msg {
     /// Something may have changed in handoffs/ (the reconcile tick, a rescan).
     Hint,
     /// The named handoff was closed after writing or renamed into place.
-    Final(String),
+    Final(String, handoff::How),
     /// Check in now and send back the report as JSON.
     CheckinNow(oneshot::Sender<std::result::Result<serde_json::Value, String>>),
 }
@@ -147,16 +106,24 @@ fn wakes_the_pm(l: &handoff::Loaded) -> bool {
     l.handoff.status.is_terminal()
 }
 
-/// Whether any handoff not yet in the ledger, and ready to read, should wake the PM.
-fn terminal_pending(task: &Task, finals: &Finals) -> bool {
+/// Whether any handoff not yet in the ledger, and final (complete and quiet), should wake
+/// the PM. Every pending terminal handoff is looked at, so each one's quiet time runs.
+fn terminal_pending(task: &Task, quiet: &handoff::Quiet) -> bool {
     let Ok(st) = task.state() else { return false };
     let Ok((names, _)) = handoff::list(&task.handoffs()) else {
         return false;
     };
     match st.ledger.scan(&task.handoffs(), &names) {
-        Ok((cands, _)) => cands
-            .iter()
-            .any(|c| wakes_the_pm(&c.loaded) && finals.ready(&c.loaded, now_ns())),
+        Ok((cands, _)) => {
+            let dir = task.handoffs();
+            // Not `any`: each pending one must be looked at, so its quiet time runs.
+            let ready: Vec<bool> = cands
+                .iter()
+                .filter(|c| wakes_the_pm(&c.loaded))
+                .map(|c| quiet.ready(&dir, &c.loaded))
+                .collect();
+            ready.contains(&true)
+        }
         Err(_) => false,
     }
 }
@@ -202,11 +169,11 @@ fn instant_at(due: chrono::DateTime<chrono::Utc>) -> Instant {
 async fn checkin(
     task: &Task,
     tmux: &Tmux,
-    finals: &Finals,
+    quiet: &handoff::Quiet,
     trigger: Trigger,
     extra: Vec<Signal>,
 ) -> Option<checkin::CheckinReport> {
-    let now = now_ns();
+    let dir = task.handoffs();
     let sched = schedule_of(task).ok();
     match checkin::run_with(
         task,
@@ -214,7 +181,7 @@ async fn checkin(
         clock::now(),
         trigger,
         extra,
-        &|l| finals.ready(l, now),
+        &|l| quiet.ready(&dir, l),
         sched.as_ref(),
     )
     .await
@@ -406,7 +373,8 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
     liveness.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut reported = BTreeSet::new();
     let mut pm_retry: Option<Instant> = None;
-    let mut finals = Finals::default();
+    let quiet = handoff::Quiet::default();
+    let dir = task.handoffs();
     let mut pulls = tokio::time::interval(pull_every());
     pulls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut watches = super::watches::Watches::default();
@@ -421,22 +389,21 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                         due = Some(Instant::now() + DEBOUNCE);
                     }
                 }
-                Some(Msg::Final(file)) => {
-                    finals.saw(&task.handoffs(), &file);
+                Some(Msg::Final(file, how)) => {
+                    quiet.saw(&dir, &file, how);
                     if due.is_none() {
                         due = Some(Instant::now() + DEBOUNCE);
                     }
                 }
                 Some(Msg::CheckinNow(reply)) => {
-                    let now = now_ns();
                     let sched = schedule_of(&task).ok();
-                    let r = checkin::run_with(&task, &tmux, clock::now(), Trigger::Manual, Vec::new(), &|l| finals.ready(l, now), sched.as_ref()).await;
+                    let r = checkin::run_with(&task, &tmux, clock::now(), Trigger::Manual, Vec::new(), &|l| quiet.ready(&dir, l), sched.as_ref()).await;
                     let _ = reply.send(r.map(|r| serde_json::to_value(r).unwrap_or_default()).map_err(|e| e.to_string()));
                     next_at = next_due(&task, clock::now(), &mut warned);
                 }
             },
             _ = tokio::time::sleep_until(next_at.map_or_else(Instant::now, instant_at)), if next_at.is_some() => {
-                checkin(&task, &tmux, &finals, Trigger::Schedule, Vec::new()).await;
+                checkin(&task, &tmux, &quiet, Trigger::Schedule, Vec::new()).await;
                 // A check-in that stood down (another was running) or failed saved no new
                 // time: look again shortly rather than fire in a loop.
                 let now = clock::now();
@@ -445,14 +412,18 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
             }
             _ = tokio::time::sleep_until(sleep_until), if due.is_some() => {
                 due = None;
-                if terminal_pending(&task, &finals) {
-                    if let Some(r) = checkin(&task, &tmux, &finals, Trigger::Handoff, Vec::new()).await {
+                if terminal_pending(&task, &quiet) {
+                    if let Some(r) = checkin(&task, &tmux, &quiet, Trigger::Handoff, Vec::new()).await {
                         let delivered = r.delivery.as_ref().is_some_and(|d| d.outcome == Outcome::Delivered);
                         if !delivered && !r.skipped {
                             due = Some(Instant::now() + RETRY_AFTER);
                         }
                     }
                     next_at = next_due(&task, clock::now(), &mut warned);
+                }
+                // A handoff still settling is looked at again the moment it may be final.
+                if due.is_none() {
+                    due = quiet.next_due().map(Instant::from_std);
                 }
             }
             () = watches.changed() => {
@@ -473,12 +444,11 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
             _ = liveness.tick() => {
                 // A remote agent spawned since the last pull is watched from now on.
                 watches.refresh(&task);
-                let now = now_ns();
-                checkin::settle_lanes(&task, &tmux, &|l| finals.ready(l, now), clock::now()).await;
+                checkin::settle_lanes(&task, &tmux, &|l| quiet.ready(&dir, l), clock::now()).await;
                 let mut pm_dead = false;
                 let sigs = deaths(&task, &tmux, &mut reported, &mut pm_dead).await;
                 if !sigs.is_empty() {
-                    checkin(&task, &tmux, &finals, Trigger::Death, sigs).await;
+                    checkin(&task, &tmux, &quiet, Trigger::Death, sigs).await;
                 }
                 // Pick up a time saved by someone else (`task start`) or a changed task.md.
                 next_at = next_due(&task, clock::now(), &mut warned);
@@ -487,7 +457,7 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                 }
                 // Dialogs and usage limits: the PM hears of a called human or a paused spoke at once.
                 if checkin::tend_attention(&task, &tmux, clock::now()).await.worth_a_checkin() {
-                    checkin(&task, &tmux, &finals, Trigger::Attention, Vec::new()).await;
+                    checkin(&task, &tmux, &quiet, Trigger::Attention, Vec::new()).await;
                 }
             }
             _ = tokio::time::sleep_until(pm_retry.unwrap_or_else(Instant::now)), if pm_retry.is_some() => {
@@ -516,25 +486,5 @@ mod tests {
         assert_eq!(restart_decision(&[s(0), s(2), s(6)], s(7)), Restart::GiveUp);
         // Old restarts fall out of the window.
         assert_eq!(restart_decision(&[s(0), s(2), s(6)], s(700)), Restart::Now);
-    }
-
-    #[test]
-    fn a_handoff_is_ready_when_closed_or_settled() {
-        let sec = 1_000_000_000i64;
-        let mut f = Finals::default();
-        assert!(
-            !f.ready_at("dev-20251127-090000.md", 100 * sec, 101 * sec),
-            "fresh and never closed"
-        );
-        assert!(f.ready_at("dev-20251127-090000.md", 100 * sec, 102 * sec), "settled");
-        f.0.insert("dev-20251127-090000.md".into(), 100 * sec);
-        assert!(
-            f.ready_at("dev-20251127-090000.md", 100 * sec, 100 * sec),
-            "closed at this mtime"
-        );
-        assert!(
-            !f.ready_at("dev-20251127-090000.md", 100 * sec + 1, 100 * sec + 1),
-            "written again since the close"
-        );
     }
 }

@@ -4,9 +4,10 @@
 //! every registered task. Each task has one actor (a tokio task that owns the
 //! task's check-ins; nothing mutable is shared across awaits) fed by:
 //! - one notify watcher over every task's `handoffs/` (registered before the
-//!   startup scan, so nothing lands in a gap); events are only hints, and only
-//!   a close-after-write or a rename into place counts: a file with neither is
-//!   read once it has not changed for 2 s, never half-written;
+//!   startup scan, so nothing lands in a gap); events are only hints: a handoff
+//!   is final once renamed into place, or once the daemon has seen it unchanged
+//!   for `handoff::QUIET` (its own clock, never the file's mtime), never
+//!   half-written; an event queue overflow is a logged, counted rescan;
 //! - a reconcile scan every 5 s regardless (network filesystems give no events);
 //! - the task's schedule (`checkin:` in task.md), kept by the actor as the
 //!   `next_checkin` saved in pm_state.json, so a restart neither delays nor

@@ -88,10 +88,10 @@ impl Supervisor {
         }
     }
 
-    /// Tell the task watching `dir` that `file` is complete.
-    fn final_in(&self, dir: &Path, file: &str) {
+    /// Tell the task watching `dir` that `file` was closed after writing or renamed in.
+    fn final_in(&self, dir: &Path, file: &str, how: crate::handoff::How) {
         for e in self.entries.values().filter(|e| e.handoffs == dir) {
-            let _ = e.handle.tx.try_send(Msg::Final(file.to_string()));
+            let _ = e.handle.tx.try_send(Msg::Final(file.to_string(), how));
         }
     }
 
@@ -296,7 +296,7 @@ pub async fn run() -> Result<()> {
             c = ctl_rx.recv() => match c {
                 None => break,
                 Some(Control::Seen(Seen::Rescan)) => sup.hint_all(),
-                Some(Control::Seen(Seen::Final(dir, name))) => sup.final_in(&dir, &name),
+                Some(Control::Seen(Seen::Final(dir, name, how))) => sup.final_in(&dir, &name, how),
                 Some(Control::Request(req, reply)) => match req {
                     Request::Ping => {
                         let _ = reply.send(Response::Pong { pid: std::process::id(), version: env!("CARGO_PKG_VERSION").into() });

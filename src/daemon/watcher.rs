@@ -1,22 +1,30 @@
 //! The daemon's file watcher: one notify (inotify) watcher over every supervised task's
 //! `handoffs/`, turning kernel events into the two hints the supervisor acts on.
 //!
-//! Events are only hints (the 5 s reconcile scan covers anything missed), and only a
-//! close after writing or a rename into place says a handoff is complete. A watcher
-//! that fails says why in words a user can act on: which sysctl limit to raise, or
-//! which folder is gone.
+//! Events are only hints (the 5 s reconcile scan covers anything missed): a close after
+//! writing restarts a handoff's quiet time, a rename into place says it is complete (see
+//! [`crate::handoff::Quiet`]). A lost event is never silent: a queue overflow is logged
+//! as a warning, counted in `watcher.json` (shown by `task status`) and answered with a
+//! rescan of every task. A watcher that fails says why in words a user can act on: which
+//! sysctl limit to raise, or which folder is gone.
+//!
+//! Test hook: `AO_TEST_PAUSE_WATCHER=<file>` makes the watcher's thread stop at its first
+//! event until `<file>` exists, so a test can fill the kernel's queue past
+//! fs.inotify.max_queued_events and provoke a real overflow.
 
 use std::path::{Path, PathBuf};
 
 use notify::{RecursiveMode, Watcher as _};
 
 use crate::error::{Error, Result};
+use crate::handoff::How;
+use crate::handoff::watch_stats::WatchStats;
 
 /// What the watcher saw, for the supervisor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Seen {
-    /// A file in a watched folder was closed after writing or renamed into place: (folder, file name).
-    Final(PathBuf, String),
+    /// A file in a watched folder was closed after writing or renamed into place: (folder, file name, which).
+    Final(PathBuf, String, How),
     /// Events were lost (queue overflow) or the watcher failed: every task should look again.
     Rescan,
 }
@@ -30,19 +38,43 @@ impl Watcher {
     /// Start watching nothing yet; `on` receives what is seen, from notify's own thread
     /// (it must not block).
     pub(super) fn start(on: impl Fn(Seen) + Send + 'static) -> Result<Watcher> {
-        let inner = notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
-            Ok(ev) if ev.need_rescan() => on(Seen::Rescan),
-            Ok(ev) if is_final(&ev.kind) => {
-                for p in ev.paths {
-                    if let Some(seen) = final_handoff(&p) {
-                        on(seen);
+        let mut stats = WatchStats {
+            pid: std::process::id(),
+            ..WatchStats::default()
+        };
+        if let Err(e) = stats.save() {
+            tracing::warn!(error = %e, "cannot save the watcher's counts; `task status` will not show overflows");
+        }
+        let mut pause = std::env::var_os("AO_TEST_PAUSE_WATCHER").map(PathBuf::from);
+        let inner = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            if let Some(release) = pause.take() {
+                test_pause(&release);
+            }
+            match res {
+                Ok(ev) if ev.need_rescan() => {
+                    stats.overflows += 1;
+                    stats.last_overflow = Some(crate::clock::now());
+                    tracing::warn!(
+                        overflows = stats.overflows,
+                        "the file watcher's event queue overflowed (fs.inotify.max_queued_events): events were lost, every task rescans its handoffs; raise the limit if this repeats"
+                    );
+                    if let Err(e) = stats.save() {
+                        tracing::warn!(error = %e, "cannot save the watcher's overflow count");
+                    }
+                    on(Seen::Rescan)
+                }
+                Ok(ev) => {
+                    let Some(how) = final_kind(&ev.kind) else { return };
+                    for p in ev.paths {
+                        if let Some(seen) = final_handoff(&p, how) {
+                            on(seen);
+                        }
                     }
                 }
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(error = %cause(&e, None), "file watcher error; relying on the reconcile scan");
-                on(Seen::Rescan);
+                Err(e) => {
+                    tracing::warn!(error = %cause(&e, None), "file watcher error; every task rescans its handoffs");
+                    on(Seen::Rescan);
+                }
             }
         })
         .map_err(|e| Error::Environment(format!("cannot start the file watcher: {}", cause(&e, None))))?;
@@ -65,23 +97,35 @@ impl Watcher {
     }
 }
 
-/// Only a close after writing or a rename into place says a file is complete;
-/// creation and each write are not worth a look (the reconcile scan covers the rest).
-fn is_final(kind: &notify::EventKind) -> bool {
-    use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
-    matches!(
-        kind,
-        notify::EventKind::Access(AccessKind::Close(AccessMode::Write))
-            | notify::EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both | RenameMode::Any))
-    )
+/// The test hook: wait (on notify's thread, so the kernel queue fills) until `release`
+/// exists; gives up after two minutes so a broken test cannot hang a daemon forever.
+fn test_pause(release: &Path) {
+    tracing::info!(release = %release.display(), "test hook: the watcher pauses");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !release.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
-/// A completed file worth telling the task about: a visible `.md` (temp files of atomic
-/// writes start with a dot).
-fn final_handoff(p: &Path) -> Option<Seen> {
+/// A close after writing (maybe one of several appends) or a rename into place (complete);
+/// creation and each write are not worth a look (the reconcile scan covers the rest).
+fn final_kind(kind: &notify::EventKind) -> Option<How> {
+    use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
+    match kind {
+        notify::EventKind::Access(AccessKind::Close(AccessMode::Write)) => Some(How::Closed),
+        notify::EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both | RenameMode::Any)) => {
+            Some(How::Renamed)
+        }
+        _ => None,
+    }
+}
+
+/// A file worth telling the task about: a visible `.md` (temp files of atomic writes
+/// start with a dot).
+fn final_handoff(p: &Path, how: How) -> Option<Seen> {
     let name = p.file_name()?.to_str()?;
     let parent = p.parent()?;
-    (!name.starts_with('.') && name.ends_with(".md")).then(|| Seen::Final(parent.to_path_buf(), name.to_string()))
+    (!name.starts_with('.') && name.ends_with(".md")).then(|| Seen::Final(parent.to_path_buf(), name.to_string(), how))
 }
 
 /// What went wrong, in words a user can act on. Pure.
@@ -124,12 +168,13 @@ mod tests {
     #[test]
     fn only_visible_markdown_counts() {
         let d = Path::new("/p/tasks/t1/handoffs");
+        let c = How::Closed;
         assert_eq!(
-            final_handoff(&d.join("dev-20251127-090000.md")),
-            Some(Seen::Final(d.to_path_buf(), "dev-20251127-090000.md".into()))
+            final_handoff(&d.join("dev-20251127-090000.md"), c),
+            Some(Seen::Final(d.to_path_buf(), "dev-20251127-090000.md".into(), c))
         );
-        assert_eq!(final_handoff(&d.join(".dev-20251127-090000.md.tmp")), None);
-        assert_eq!(final_handoff(&d.join(".x.md")), None);
-        assert_eq!(final_handoff(&d.join("notes.txt")), None);
+        assert_eq!(final_handoff(&d.join(".dev-20251127-090000.md.tmp"), c), None);
+        assert_eq!(final_handoff(&d.join(".x.md"), c), None);
+        assert_eq!(final_handoff(&d.join("notes.txt"), c), None);
     }
 }

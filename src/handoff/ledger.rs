@@ -176,7 +176,7 @@ impl Ledger {
                 continue;
             }
             out.push(Candidate {
-                loaded: super::loaded_from(name, &contents),
+                loaded: super::loaded_hashed(name, &contents, sha.clone()),
                 seen,
                 sha256: sha,
             });

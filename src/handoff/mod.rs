@@ -6,7 +6,9 @@ mod ledger;
 mod model;
 mod name;
 mod parse;
+mod quiet;
 mod text;
+pub mod watch_stats;
 mod write;
 
 #[cfg(test)]
@@ -18,6 +20,7 @@ pub use ledger::{Candidate, Ledger, LedgerEntry, Seen};
 pub use model::{Gate, GateResult, Handoff, Sections, Status};
 pub use name::HandoffName;
 pub use parse::{parse, parse_bytes};
+pub use quiet::{How, QUIET, Quiet};
 pub use text::{decode, is_none_text, one_line};
 pub use write::{NewHandoff, render, write};
 
@@ -38,6 +41,8 @@ pub struct Loaded {
     pub size: u64,
     /// mtime in ns.
     pub mtime_ns: i64,
+    /// SHA-256 (hex) of the bytes read: what "unchanged" and "amended" are judged by.
+    pub sha256: String,
     /// The parsed document, with warnings (including a title/file-name agent mismatch).
     pub handoff: Handoff,
 }
@@ -56,6 +61,7 @@ impl Loaded {
             name: HandoffName::parse(file).expect("a valid handoff file name"),
             size: text.len() as u64,
             mtime_ns: 0,
+            sha256: ledger::sha256_hex(text.as_bytes()),
             handoff: parse(text),
         }
     }
@@ -140,6 +146,11 @@ pub fn load(dir: &Path, name: &HandoffName) -> Result<std::result::Result<Loaded
 
 /// Parse what was read for `name`, noting a title that disagrees with the file name.
 pub(crate) fn loaded_from(name: &HandoffName, contents: &fsutil::Contents) -> Loaded {
+    loaded_hashed(name, contents, ledger::sha256_hex(&contents.bytes))
+}
+
+/// [`loaded_from`] with the content hash already computed.
+fn loaded_hashed(name: &HandoffName, contents: &fsutil::Contents, sha256: String) -> Loaded {
     let mut handoff = parse_bytes(&contents.bytes, contents.truncated);
     if let Some(t) = &handoff.title_agent {
         if t != &name.agent {
@@ -154,6 +165,7 @@ pub(crate) fn loaded_from(name: &HandoffName, contents: &fsutil::Contents) -> Lo
         name: name.clone(),
         size: contents.size,
         mtime_ns: contents.mtime_ns,
+        sha256,
         handoff,
     }
 }
