@@ -269,7 +269,7 @@ async fn deaths(task: &Task, tmux: &Tmux, reported: &mut BTreeSet<String>, pm_de
             continue;
         }
         let Some(pane) = &a.pane else { continue };
-        let info = panes.iter().find(|p| &p.pane_id == pane);
+        let info = crate::tmux::find_pane(&panes, pane, a.tmux_server.as_deref());
         let (dead, detail) = match info {
             None => (true, "its tmux pane is gone".to_string()),
             Some(p) if p.dead => (
@@ -291,13 +291,16 @@ async fn deaths(task: &Task, tmux: &Tmux, reported: &mut BTreeSet<String>, pm_de
                 x.status = "dead".into();
             }
         });
-        if reported.insert(format!("{name}@{pane}")) {
+        // Remembered per server and pane: the next server reuses `%0`, `%1`…, and a death
+        // in a reused pane id is a new death.
+        let server = a.tmux_server.as_deref().unwrap_or("?");
+        if reported.insert(format!("{name}@{server}/{pane}")) {
             let now = clock::now();
             event(
                 task,
                 "agent_died",
                 Some(name),
-                serde_json::json!({"pane": pane, "detail": detail}),
+                serde_json::json!({"pane": pane, "server": a.tmux_server, "detail": detail}),
                 now,
             );
             tracing::warn!(task = %task.name, agent = %name, %detail, "agent died");

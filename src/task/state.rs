@@ -117,6 +117,12 @@ pub struct AgentState {
     /// tmux pane id (`%N`), when running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pane: Option<String>,
+    /// The identity of the tmux server that held `pane` when it was started
+    /// ([`crate::tmux::ServerId`]): a new server numbers its panes from `%0` again, so a
+    /// pane id is only trusted on the server it was recorded under. `None` in records
+    /// written before it was kept (those ids are trusted as they are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmux_server: Option<String>,
     /// running, stopped, dead, done.
     #[serde(default)]
     pub status: String,

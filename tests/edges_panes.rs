@@ -1,0 +1,69 @@
+//! Edges of pane identity, corrupt state and PM restarts (issue 13): the real binary and
+//! daemon, a real tmux server on a private socket, demo agents as the PM.
+
+mod common;
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use common::*;
+use serde_json::Value;
+
+/// A task whose PM is an idle demo agent, under a daemon started by `task start`.
+fn start_idle_pm(w: &World, task: &str) {
+    w.new_task(task, "");
+    ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
+        "start",
+        task,
+        "--runtime",
+        "demo",
+    ])));
+    w.wait_demo_prompt(&w.pane(task, "pm"));
+}
+
+fn time_of(e: &Value) -> DateTime<Utc> {
+    e["time"].as_str().unwrap().parse().unwrap()
+}
+
+/// Everything worth seeing when a wait fails: the events and the daemon's log.
+fn dump(w: &World, task: &str) -> String {
+    let events = std::fs::read_to_string(w.project.join("tasks").join(task).join("events.jsonl")).unwrap_or_default();
+    let log = std::fs::read_to_string(w.dir.path().join("state/agent-orchestrator/daemon.log")).unwrap_or_default();
+    format!("events:\n{events}\ndaemon log:\n{log}")
+}
+
+#[test]
+fn a_death_after_each_tmux_server_restart_is_reported_and_the_pm_restarted() {
+    let w = World::new();
+    start_idle_pm(&w, "t1");
+    for round in 1..=2usize {
+        let before = w.state("t1")["agents"]["pm"].clone();
+        // The whole server goes (a reboot, `tmux kill-server`): the PM with it.
+        w.tmux(&["kill-server"]);
+        wait_until(
+            &format!("round {round}: the death reported and the PM restarted"),
+            Duration::from_secs(40),
+            Duration::from_millis(100),
+            || {
+                let st = w.state("t1");
+                (w.events_of("t1", "agent_died").len() == round
+                    && w.events_of("t1", "pm_restart").len() == round
+                    && st["agents"]["pm"]["status"] == "running")
+                    .then_some(())
+            },
+            || dump(&w, "t1"),
+        );
+        let after = w.state("t1")["agents"]["pm"].clone();
+        // The case that was missed: the new server hands out the same pane id again.
+        assert_eq!(after["pane"], before["pane"], "the new server reuses the pane id");
+        assert_ne!(
+            after["tmux_server"], before["tmux_server"],
+            "but it is another server, and the record says so"
+        );
+        assert!(after["tmux_server"].as_str().is_some_and(|s| !s.is_empty()));
+        w.wait_demo_prompt(&w.pane("t1", "pm"));
+    }
+    let died = w.events_of("t1", "agent_died");
+    assert!(died.iter().all(|e| e["agent"] == "pm"), "{died:?}");
+    assert_ne!(died[0]["data"]["server"], died[1]["data"]["server"], "{died:?}");
+}
