@@ -67,3 +67,57 @@ fn a_death_after_each_tmux_server_restart_is_reported_and_the_pm_restarted() {
     assert!(died.iter().all(|e| e["agent"] == "pm"), "{died:?}");
     assert_ne!(died[0]["data"]["server"], died[1]["data"]["server"], "{died:?}");
 }
+
+#[test]
+fn two_corruptions_in_a_row_leave_two_copies_that_start_and_status_name() {
+    let w = World::new();
+    w.new_task("t1", "");
+    let dir = w.project.join("tasks/t1");
+    let mut said = Vec::new();
+    for (round, junk) in [&b"{\"version\": 2, \"phase\": "[..], &b"not json at all"[..]]
+        .into_iter()
+        .enumerate()
+    {
+        std::fs::write(dir.join("pm_state.json"), junk).unwrap();
+        let o = run(w.task().env("AO_DEMO_IDLE", "1").args([
+            "start",
+            "t1",
+            "--runtime",
+            "demo",
+            "--no-daemon",
+            "--no-cron",
+            "--json",
+        ]));
+        let out = ok(&o);
+        let v: Value = serde_json::from_str(&out).unwrap();
+        let aside = v["state_set_aside"]
+            .as_str()
+            .unwrap_or_else(|| panic!("round {round}: the JSON names no set-aside copy: {out}"))
+            .to_string();
+        assert!(
+            stderr(&o).contains("was corrupt") && stderr(&o).contains(&aside),
+            "round {round}: start says so on stderr: {}",
+            stderr(&o)
+        );
+        assert_eq!(
+            std::fs::read(&aside).unwrap(),
+            junk,
+            "round {round}: the copy holds what was there"
+        );
+        said.push(aside);
+        ok(&run(w.task().args(["stop", "t1"])));
+    }
+    assert_ne!(said[0], said[1], "a second corruption never overwrites the first copy");
+    let copies: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("pm_state.json.corrupt-"))
+        .collect();
+    assert_eq!(copies.len(), 2, "{copies:?}");
+    let text = ok(&run(w.task().args(["status", "t1"])));
+    for a in &said {
+        assert!(text.contains(a.as_str()), "status names {a}:\n{text}");
+    }
+    let v: Value = serde_json::from_str(&ok(&run(w.task().args(["status", "t1", "--json"])))).unwrap();
+    assert_eq!(v["state_set_aside"], serde_json::json!(said), "{v}");
+}
