@@ -121,3 +121,61 @@ fn two_corruptions_in_a_row_leave_two_copies_that_start_and_status_name() {
     let v: Value = serde_json::from_str(&ok(&run(w.task().args(["status", "t1", "--json"])))).unwrap();
     assert_eq!(v["state_set_aside"], serde_json::json!(said), "{v}");
 }
+
+/// SIGKILL the process in `task`'s PM pane (once it shows its prompt).
+fn kill_pm(w: &World, task: &str) {
+    let pane = w.pane(task, "pm");
+    w.wait_demo_prompt(&pane);
+    let o = w.tmux(&["display-message", "-p", "-t", &pane, "#{pane_pid}"]);
+    let pid: i32 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+    // SAFETY: signalling the demo agent this test started.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+}
+
+#[test]
+fn pm_restarts_wait_1_2_4_s_from_each_death_and_the_fourth_death_is_counted() {
+    let w = World::new();
+    start_idle_pm(&w, "t1");
+    for n in 1..=3usize {
+        kill_pm(&w, "t1");
+        wait_until(
+            &format!("restart {n}"),
+            Duration::from_secs(40),
+            Duration::from_millis(100),
+            || {
+                (w.events_of("t1", "pm_restart").len() == n && w.state("t1")["agents"]["pm"]["status"] == "running")
+                    .then_some(())
+            },
+            || dump(&w, "t1"),
+        );
+    }
+    let died = w.events_of("t1", "agent_died");
+    let restarted = w.events_of("t1", "pm_restart");
+    assert_eq!(died.len(), 3, "{died:?}");
+    for (i, want) in [1000i64, 2000, 4000].into_iter().enumerate() {
+        let gap = time_of(&restarted[i]) - time_of(&died[i]);
+        assert!(
+            gap >= chrono::Duration::milliseconds(want),
+            "restart {} came {gap} after its death, before the promised {want} ms\n{}",
+            i + 1,
+            dump(&w, "t1")
+        );
+    }
+    kill_pm(&w, "t1");
+    let reason = wait_until(
+        "the escalation after the fourth death",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || {
+            w.events_of("t1", "escalation")
+                .into_iter()
+                .find_map(|e| e["data"]["reason"].as_str().map(str::to_string))
+        },
+        || dump(&w, "t1"),
+    );
+    assert!(reason.starts_with("the PM died 4 times within 10 minutes"), "{reason}");
+    assert_eq!(w.events_of("t1", "pm_restart").len(), 3, "no fourth restart");
+    assert_eq!(w.state("t1")["phase"], "BLOCKED");
+}
