@@ -9,10 +9,11 @@ use chrono::{DateTime, Utc};
 use common::*;
 use serde_json::Value;
 
-/// A task whose PM is an idle demo agent, under a daemon started by `task start`.
+/// A task whose PM is an idle demo agent, under a daemon started by `task start` (logging
+/// at info level, so the tests can see it supervise).
 fn start_idle_pm(w: &World, task: &str) {
     w.new_task(task, "");
-    ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
+    ok(&run(w.task().env("AO_DEMO_IDLE", "1").env("RUST_LOG", "info").args([
         "start",
         task,
         "--runtime",
@@ -178,4 +179,113 @@ fn pm_restarts_wait_1_2_4_s_from_each_death_and_the_fourth_death_is_counted() {
     assert!(reason.starts_with("the PM died 4 times within 10 minutes"), "{reason}");
     assert_eq!(w.events_of("t1", "pm_restart").len(), 3, "no fourth restart");
     assert_eq!(w.state("t1")["phase"], "BLOCKED");
+}
+
+/// Wait until the daemon supervises `task` (its guard has read the state by then).
+fn wait_supervised(w: &World) {
+    wait_for("the daemon to supervise the task", 20, || {
+        std::fs::read_to_string(w.dir.path().join("state/agent-orchestrator/daemon.log"))
+            .unwrap_or_default()
+            .contains("supervising")
+            .then_some(())
+    });
+}
+
+fn daemon_log(w: &World) -> String {
+    std::fs::read_to_string(w.dir.path().join("state/agent-orchestrator/daemon.log")).unwrap_or_default()
+}
+
+#[test]
+fn a_corrupt_state_under_the_daemon_is_set_aside_reported_and_supervision_goes_on() {
+    let w = World::new();
+    start_idle_pm(&w, "t1");
+    wait_supervised(&w);
+    let dir = w.project.join("tasks/t1");
+    std::fs::write(dir.join("pm_state.json"), b"{\"version\": 2, \"phase\": \"PLAN").unwrap();
+    let ev = wait_until(
+        "the corrupt state set aside and reported",
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || w.events_of("t1", "state_set_aside").into_iter().next(),
+        || dump(&w, "t1"),
+    );
+    let copy = ev["data"]["copy"].as_str().unwrap().to_string();
+    assert_eq!(std::fs::read(&copy).unwrap(), b"{\"version\": 2, \"phase\": \"PLAN");
+    assert_eq!(ev["data"]["restored"], true, "{ev}");
+    assert!(
+        daemon_log(&w).contains("pm_state.json was corrupt"),
+        "{}",
+        daemon_log(&w)
+    );
+    let esc = w.events_of("t1", "escalation");
+    assert!(
+        esc.iter()
+            .any(|e| e["data"]["reason"].as_str().unwrap().contains(&copy)),
+        "{esc:?}"
+    );
+    let st = w.state("t1");
+    assert_eq!(st["agents"]["pm"]["status"], "running", "the PM is still known: {st}");
+
+    // Check-ins go on: a report wakes the PM.
+    w.handoff("t1", "dev", "NEEDS_REVIEW")
+        .body("## Completed Work\ndev finished.\n")
+        .write();
+    wait_until(
+        "a check-in after the corruption",
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || {
+            w.inbox("t1", "pm")
+                .iter()
+                .any(|m| m.contains("review requested: dev"))
+                .then_some(())
+        },
+        || dump(&w, "t1"),
+    );
+    // And so does the death watch.
+    kill_pm(&w, "t1");
+    wait_until(
+        "the PM's death seen and the PM restarted",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || (w.events_of("t1", "pm_restart").len() == 1).then_some(()),
+        || dump(&w, "t1"),
+    );
+    assert_eq!(w.events_of("t1", "agent_died").len(), 1);
+}
+
+#[test]
+fn a_newer_versions_state_is_never_rewritten_escalated_once_and_deaths_still_seen() {
+    let w = World::new();
+    start_idle_pm(&w, "t1");
+    wait_supervised(&w);
+    let path = w.project.join("tasks/t1/pm_state.json");
+    let mut st = w.state("t1");
+    st["version"] = 99.into();
+    st["from_the_future"] = true.into();
+    let bytes = serde_json::to_vec_pretty(&st).unwrap();
+    std::fs::write(&path, &bytes).unwrap();
+    let reason = wait_until(
+        "the escalation about the newer state",
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || {
+            w.events_of("t1", "escalation")
+                .into_iter()
+                .find_map(|e| e["data"]["reason"].as_str().map(str::to_string))
+        },
+        || dump(&w, "t1"),
+    );
+    assert!(reason.contains("newer") && reason.contains("99"), "{reason}");
+    kill_pm(&w, "t1");
+    wait_until(
+        "the PM's death reported from the last good state",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || w.events_of("t1", "agent_died").into_iter().next(),
+        || dump(&w, "t1"),
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "never rewritten");
+    assert_eq!(w.events_of("t1", "escalation").len(), 1, "escalated once");
+    assert!(daemon_log(&w).contains("newer version"), "{}", daemon_log(&w));
 }

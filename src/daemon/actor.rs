@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use super::state_guard::{Guard, View};
 use crate::checkin::{self, Signal, SignalKind, Trigger};
 use crate::clock;
 use crate::delivery::Outcome;
@@ -281,10 +282,14 @@ fn event(task: &Task, kind: &str, agent: Option<&str>, data: serde_json::Value, 
 async fn deaths(
     task: &Task,
     tmux: &Tmux,
+    view: Option<&View>,
     reported: &mut BTreeSet<String>,
     pm_died: &mut Option<chrono::DateTime<chrono::Utc>>,
 ) -> Vec<Signal> {
-    let Ok(st) = task.state() else { return Vec::new() };
+    // The guard's view: a repaired state, or a newer version's lent read-only from memory.
+    let Some(View { state: st, writable }) = view else {
+        return Vec::new();
+    };
     let Ok(panes) = tmux.list_panes().await else {
         return Vec::new();
     };
@@ -312,11 +317,13 @@ async fn deaths(
             continue;
         }
         // Still "running" in the state: marked dead now, or at the next look if this save fails.
-        update_state(task, "an agent's death", |fresh| {
-            if let Some(x) = fresh.agents.get_mut(name) {
-                x.status = "dead".into();
-            }
-        });
+        if *writable {
+            update_state(task, "an agent's death", |fresh| {
+                if let Some(x) = fresh.agents.get_mut(name) {
+                    x.status = "dead".into();
+                }
+            });
+        }
         // Remembered per server and pane: the next server reuses `%0`, `%1`…, and a death
         // in a reused pane id is a new death.
         let server = a.tmux_server.as_deref().unwrap_or("?");
@@ -423,6 +430,7 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
     liveness.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut reported = BTreeSet::new();
     let mut pm_retry: Option<Instant> = None;
+    let mut guard = Guard::new(&task);
     // When the PM was last seen dead: its restart's backoff counts from there.
     let mut pm_death: Option<chrono::DateTime<chrono::Utc>> = None;
     let mut finals = Finals::default();
@@ -482,16 +490,19 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                 }
             }
             _ = liveness.tick() => {
+                // First: a corrupt state is set aside and reported before anyone else meets it.
+                let view = guard.look(&task, clock::now());
                 let now = now_ns();
                 checkin::settle_lanes(&task, &tmux, &|l| finals.ready(l, now), clock::now()).await;
                 let mut pm_died = None;
-                let sigs = deaths(&task, &tmux, &mut reported, &mut pm_died).await;
+                let sigs = deaths(&task, &tmux, view.as_ref(), &mut reported, &mut pm_died).await;
                 if !sigs.is_empty() {
                     checkin(&task, &tmux, &finals, Trigger::Death, sigs).await;
                 }
                 // Pick up a time saved by someone else (`task start`) or a changed task.md.
                 next_at = next_due(&task, clock::now(), &mut warned);
-                if let Some(t) = pm_died {
+                // A restart that cannot be recorded (a newer version's state) is not made.
+                if let (Some(t), true) = (pm_died, view.as_ref().is_some_and(|v| v.writable)) {
                     pm_death = Some(t);
                     pm_retry = handle_pm_death(&task, &tmux, t).await;
                 }

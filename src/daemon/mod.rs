@@ -26,6 +26,7 @@ pub mod client;
 pub mod protocol;
 mod registry;
 mod server;
+mod state_guard;
 mod verbs;
 mod watcher;
 
