@@ -436,6 +436,12 @@ impl Tmux {
         ))
     }
 
+    /// One pane by id on the server it was recorded under ([`find_pane`]); `None` when it
+    /// no longer exists there (a pane with that id on a newer server is someone else's).
+    pub async fn pane_on(&self, pane_id: &str, server: Option<&str>) -> Result<Option<PaneInfo>> {
+        Ok(find_pane(&self.list_panes().await?, pane_id, server).cloned())
+    }
+
     /// One pane by id; `None` when it no longer exists.
     pub async fn pane(&self, pane_id: &str) -> Result<Option<PaneInfo>> {
         Ok(self.list_panes().await?.into_iter().find(|p| p.pane_id == pane_id))

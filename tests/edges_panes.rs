@@ -292,3 +292,36 @@ fn a_newer_versions_state_is_never_rewritten_escalated_once_and_deaths_still_see
     assert_eq!(w.events_of("t1", "escalation").len(), 1, "escalated once");
     assert!(daemon_log(&w).contains("newer version"), "{}", daemon_log(&w));
 }
+
+#[test]
+fn a_pane_id_reused_by_a_new_server_is_never_taken_for_the_agents_pane() {
+    let w = World::new();
+    let pane = w.new_task_with_idle_demo("t1", "dev");
+    w.wait_demo_prompt(&pane);
+    w.tmux(&["kill-server"]);
+    // A new server, with panes up to the dev's old id: someone else's shell.
+    // (The old server may still be on its way out: a start is retried until one takes.)
+    let num = |id: &str| id.trim_start_matches('%').parse::<u32>().unwrap();
+    let mut last = String::from("%-");
+    while last == "%-" || num(&last) < num(&pane) {
+        last = wait_for("a session on a new server", 10, || {
+            let o = w.tmux(&["new-session", "-d", "-P", "-F", "#{pane_id}", "cat"]);
+            let id = String::from_utf8_lossy(&o.stdout).trim().to_string();
+            id.starts_with('%').then_some(id)
+        });
+    }
+    assert_eq!(last, pane, "the new server handed out the dev's old pane id");
+    let o = run(w.task().args(["send", "t1", "dev", "--message", "secret for dev"]));
+    assert!(!o.status.success(), "sent into a stranger's pane: {}", stdout(&o));
+    assert!(stderr(&o).contains("not running"), "{}", stderr(&o));
+    assert!(!w.capture(&pane).contains("secret for dev"), "{}", w.capture(&pane));
+    let v: Value = serde_json::from_str(&ok(&run(w.task().args(["status", "t1", "--json"])))).unwrap();
+    let dev = v["task"]["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "dev")
+        .unwrap()
+        .clone();
+    assert_eq!(dev["pane"], "gone", "{v}");
+}
