@@ -63,7 +63,15 @@ pub async fn observe(
     };
     let local = a.is_none_or(|a| is_local(&a.host));
     match (&h.pane, local) {
-        (Some(p), true) => match ctx.tmux.pane(p).await {
+        (Some(p), true) => match ctx
+            .tmux
+            .pane_on(
+                p,
+                a.filter(|a| a.pane.as_ref() == Some(p))
+                    .and_then(|a| a.tmux_server.as_deref()),
+            )
+            .await
+        {
             Ok(None) => seen.pane_dead = true,
             Ok(Some(info)) => {
                 seen.pane_dead = info.dead;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use super::state_guard::{Guard, View};
 use crate::checkin::{self, Signal, SignalKind, Trigger};
 use crate::clock;
 use crate::delivery::Outcome;
@@ -55,23 +56,44 @@ pub enum Restart {
     GiveUp,
 }
 
-/// Decide, from the recent restart times, whether to restart a dead PM. Pure.
-pub fn restart_decision(restarts: &[chrono::DateTime<chrono::Utc>], now: chrono::DateTime<chrono::Utc>) -> Restart {
-    let window = chrono::Duration::from_std(RESTART_WINDOW).expect("fits");
-    let recent: Vec<_> = restarts.iter().filter(|t| now - **t < window).collect();
-    if recent.len() >= MAX_PM_RESTARTS {
+/// Decide whether to restart a PM that was seen dead at `died_at`, from the restarts
+/// before it. Pure. The n-th recent restart (n = 0, 1, 2) waits 1, 2, 4 s counted from
+/// the death, as README promises; with [`MAX_PM_RESTARTS`] restarts in the window already,
+/// this death is one too many.
+pub fn restart_decision(
+    restarts: &[chrono::DateTime<chrono::Utc>],
+    died_at: chrono::DateTime<chrono::Utc>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Restart {
+    let n = recent_restarts(restarts, died_at);
+    if n >= MAX_PM_RESTARTS {
         return Restart::GiveUp;
     }
-    let Some(last) = recent.iter().max() else {
-        return Restart::Now;
-    };
-    let backoff = Duration::from_secs(1 << recent.len().min(6));
-    let since = (now - **last).to_std().unwrap_or_default();
-    if since >= backoff {
-        Restart::Now
-    } else {
-        Restart::After(backoff - since)
+    let due = died_at + chrono::Duration::seconds(1 << n.min(6));
+    match (due - now).to_std() {
+        Ok(wait) if !wait.is_zero() => Restart::After(wait),
+        _ => Restart::Now,
     }
+}
+
+/// How many restarts fall in the [`RESTART_WINDOW`] before `at`. Pure.
+fn recent_restarts(restarts: &[chrono::DateTime<chrono::Utc>], at: chrono::DateTime<chrono::Utc>) -> usize {
+    let window = chrono::Duration::from_std(RESTART_WINDOW).expect("fits");
+    restarts.iter().filter(|t| at - **t < window).count()
+}
+
+/// The escalation after the PM died once more than it may be restarted: every restart
+/// followed a death, and this death is the one not restarted. Pure.
+pub fn give_up_reason(
+    restarts: &[chrono::DateTime<chrono::Utc>],
+    died_at: chrono::DateTime<chrono::Utc>,
+    task: &str,
+) -> String {
+    format!(
+        "the PM died {} times within {} minutes and is not restarted again; look with `task attach {task}` and start it with `task start {task}`",
+        recent_restarts(restarts, died_at) + 1,
+        RESTART_WINDOW.as_secs() / 60,
+    )
 }
 
 /// Messages an actor understands.
@@ -231,8 +253,17 @@ fn event(task: &Task, kind: &str, agent: Option<&str>, data: serde_json::Value, 
 /// Agents recorded as running whose pane is dead or gone; marks them dead in the state
 /// (retried at every look until it is saved), reports each death once.
 /// The PM's death is returned as `pm_dead` rather than as a signal (there is no one to tell).
-async fn deaths(task: &Task, tmux: &Tmux, reported: &mut BTreeSet<String>, pm_dead: &mut bool) -> Vec<Signal> {
-    let Ok(st) = task.state() else { return Vec::new() };
+async fn deaths(
+    task: &Task,
+    tmux: &Tmux,
+    view: Option<&View>,
+    reported: &mut BTreeSet<String>,
+    pm_died: &mut Option<chrono::DateTime<chrono::Utc>>,
+) -> Vec<Signal> {
+    // The guard's view: a repaired state, or a newer version's lent read-only from memory.
+    let Some(View { state: st, writable }) = view else {
+        return Vec::new();
+    };
     let Ok(panes) = tmux.list_panes().await else {
         return Vec::new();
     };
@@ -243,7 +274,7 @@ async fn deaths(task: &Task, tmux: &Tmux, reported: &mut BTreeSet<String>, pm_de
             continue;
         }
         let Some(pane) = &a.pane else { continue };
-        let info = panes.iter().find(|p| &p.pane_id == pane);
+        let info = crate::tmux::find_pane(&panes, pane, a.tmux_server.as_deref());
         let (dead, detail) = match info {
             None => (true, "its tmux pane is gone".to_string()),
             Some(p) if p.dead => (
@@ -260,23 +291,28 @@ async fn deaths(task: &Task, tmux: &Tmux, reported: &mut BTreeSet<String>, pm_de
             continue;
         }
         // Still "running" in the state: marked dead now, or at the next look if this save fails.
-        update_state(task, "an agent's death", |fresh| {
-            if let Some(x) = fresh.agents.get_mut(name) {
-                x.status = "dead".into();
-            }
-        });
-        if reported.insert(format!("{name}@{pane}")) {
+        if *writable {
+            update_state(task, "an agent's death", |fresh| {
+                if let Some(x) = fresh.agents.get_mut(name) {
+                    x.status = "dead".into();
+                }
+            });
+        }
+        // Remembered per server and pane: the next server reuses `%0`, `%1`…, and a death
+        // in a reused pane id is a new death.
+        let server = a.tmux_server.as_deref().unwrap_or("?");
+        if reported.insert(format!("{name}@{server}/{pane}")) {
             let now = clock::now();
             event(
                 task,
                 "agent_died",
                 Some(name),
-                serde_json::json!({"pane": pane, "detail": detail}),
+                serde_json::json!({"pane": pane, "server": a.tmux_server, "detail": detail}),
                 now,
             );
             tracing::warn!(task = %task.name, agent = %name, %detail, "agent died");
             if name == "pm" {
-                *pm_dead = true;
+                *pm_died = Some(now);
             } else {
                 out.push(Signal {
                     kind: SignalKind::Blocked,
@@ -290,24 +326,19 @@ async fn deaths(task: &Task, tmux: &Tmux, reported: &mut BTreeSet<String>, pm_de
     out
 }
 
-/// Restart the dead PM, or give up and escalate; returns when to look again (also after
-/// a state save failed, so it is retried rather than lost).
-async fn handle_pm_death(task: &Task, tmux: &Tmux) -> Option<Instant> {
+/// Restart the PM that died at `died_at` once its backoff has run, or give up and
+/// escalate; returns when to look again (the backoff's end, or a retry after a state save
+/// failed, so it is retried rather than lost).
+async fn handle_pm_death(task: &Task, tmux: &Tmux, died_at: chrono::DateTime<chrono::Utc>) -> Option<Instant> {
     let now = clock::now();
     let restarts = task.state().map(|s| s.pm_restarts).unwrap_or_default();
-    match restart_decision(&restarts, now) {
+    match restart_decision(&restarts, died_at, now) {
         Restart::After(d) => Some(Instant::now() + d),
         Restart::GiveUp => {
             let saved = update_state(task, "the BLOCKED phase after repeated PM deaths", |st| {
                 st.phase = crate::task::Phase::Blocked;
             });
-            let reason = format!(
-                "the PM died {} times within {} minutes and is not restarted again; look with `task attach {}` and start it with `task start {}`",
-                restarts.len(),
-                RESTART_WINDOW.as_secs() / 60,
-                task.name,
-                task.name
-            );
+            let reason = give_up_reason(&restarts, died_at, task.name.as_str());
             // Raised once per reason, so a retry after a failed save calls no one twice.
             if let Err(e) = crate::escalation::raise(task, &reason, now) {
                 tracing::error!(task = %task.name, error = %e, "cannot call a human about the dead PM");
@@ -336,7 +367,7 @@ async fn handle_pm_death(task: &Task, tmux: &Tmux) -> Option<Instant> {
                         task,
                         "pm_restart",
                         Some("pm"),
-                        serde_json::json!({"pane": s.pane, "attempt": restarts.len() + 1}),
+                        serde_json::json!({"pane": s.pane, "attempt": recent_restarts(&restarts, died_at) + 1, "died_at": died_at}),
                         now,
                     );
                     tracing::warn!(task = %task.name, pane = %s.pane, "restarted the PM");
@@ -373,6 +404,9 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
     liveness.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut reported = BTreeSet::new();
     let mut pm_retry: Option<Instant> = None;
+    let mut guard = Guard::new(&task);
+    // When the PM was last seen dead: its restart's backoff counts from there.
+    let mut pm_death: Option<chrono::DateTime<chrono::Utc>> = None;
     let quiet = handoff::Quiet::default();
     let dir = task.handoffs();
     let mut pulls = tokio::time::interval(pull_every());
@@ -442,18 +476,22 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                 }
             }
             _ = liveness.tick() => {
+                // First: a corrupt state is set aside and reported before anyone else meets it.
+                let view = guard.look(&task, clock::now());
                 // A remote agent spawned since the last pull is watched from now on.
                 watches.refresh(&task);
                 checkin::settle_lanes(&task, &tmux, &|l| quiet.ready(&dir, l), clock::now()).await;
-                let mut pm_dead = false;
-                let sigs = deaths(&task, &tmux, &mut reported, &mut pm_dead).await;
+                let mut pm_died = None;
+                let sigs = deaths(&task, &tmux, view.as_ref(), &mut reported, &mut pm_died).await;
                 if !sigs.is_empty() {
                     checkin(&task, &tmux, &quiet, Trigger::Death, sigs).await;
                 }
                 // Pick up a time saved by someone else (`task start`) or a changed task.md.
                 next_at = next_due(&task, clock::now(), &mut warned);
-                if pm_dead {
-                    pm_retry = handle_pm_death(&task, &tmux).await;
+                // A restart that cannot be recorded (a newer version's state) is not made.
+                if let (Some(t), true) = (pm_died, view.as_ref().is_some_and(|v| v.writable)) {
+                    pm_death = Some(t);
+                    pm_retry = handle_pm_death(&task, &tmux, t).await;
                 }
                 // Dialogs and usage limits: the PM hears of a called human or a paused spoke at once.
                 if checkin::tend_attention(&task, &tmux, clock::now()).await.worth_a_checkin() {
@@ -461,7 +499,10 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                 }
             }
             _ = tokio::time::sleep_until(pm_retry.unwrap_or_else(Instant::now)), if pm_retry.is_some() => {
-                pm_retry = handle_pm_death(&task, &tmux).await;
+                pm_retry = match pm_death {
+                    Some(t) => handle_pm_death(&task, &tmux, t).await,
+                    None => None,
+                };
             }
         }
     }
@@ -473,18 +514,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn restarts_back_off_then_give_up() {
+    fn restarts_back_off_from_the_death_then_give_up() {
         let t0: chrono::DateTime<chrono::Utc> = "2025-11-27T09:00:00Z".parse().unwrap();
         let s = |secs: i64| t0 + chrono::Duration::seconds(secs);
-        assert_eq!(restart_decision(&[], t0), Restart::Now);
-        assert_eq!(restart_decision(&[s(0)], s(1)), Restart::After(Duration::from_secs(1)));
-        assert_eq!(restart_decision(&[s(0)], s(2)), Restart::Now);
+        let ms = |m: i64| t0 + chrono::Duration::milliseconds(m);
+        // First death at 0: 1 s from the death, not at once.
         assert_eq!(
-            restart_decision(&[s(0), s(2)], s(3)),
-            Restart::After(Duration::from_secs(3))
+            restart_decision(&[], s(0), ms(30)),
+            Restart::After(Duration::from_millis(970))
         );
-        assert_eq!(restart_decision(&[s(0), s(2), s(6)], s(7)), Restart::GiveUp);
+        assert_eq!(restart_decision(&[], s(0), s(1)), Restart::Now);
+        // Second death at 10 (one restart at 1): 2 s from the death.
+        assert_eq!(
+            restart_decision(&[s(1)], s(10), s(10)),
+            Restart::After(Duration::from_secs(2))
+        );
+        assert_eq!(restart_decision(&[s(1)], s(10), s(12)), Restart::Now);
+        // Third: 4 s.
+        assert_eq!(
+            restart_decision(&[s(1), s(12)], s(20), s(23)),
+            Restart::After(Duration::from_secs(1))
+        );
+        assert_eq!(restart_decision(&[s(1), s(12)], s(20), s(24)), Restart::Now);
+        // Fourth death: give up.
+        assert_eq!(restart_decision(&[s(1), s(12), s(24)], s(30), s(30)), Restart::GiveUp);
         // Old restarts fall out of the window.
-        assert_eq!(restart_decision(&[s(0), s(2), s(6)], s(700)), Restart::Now);
+        assert_eq!(restart_decision(&[s(1), s(12), s(24)], s(700), s(701)), Restart::Now);
+    }
+
+    #[test]
+    fn the_escalation_counts_the_deaths() {
+        let t0: chrono::DateTime<chrono::Utc> = "2025-11-27T09:00:00Z".parse().unwrap();
+        let s = |secs: i64| t0 + chrono::Duration::seconds(secs);
+        let r = give_up_reason(&[s(1), s(12), s(24)], s(30), "t1");
+        assert!(r.starts_with("the PM died 4 times within 10 minutes"), "{r}");
+        assert!(r.contains("`task start t1`"), "{r}");
     }
 }

@@ -27,6 +27,7 @@ pub mod client;
 pub mod protocol;
 mod registry;
 mod server;
+mod state_guard;
 mod verbs;
 mod watcher;
 mod watches;

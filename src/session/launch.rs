@@ -109,7 +109,15 @@ pub(super) async fn start_agent(
         argv,
         host: "local".into(),
     };
-    record_start(task, &started, role, "local".into(), session_id, now)?;
+    // The pane id alone is reused by the next server; the record names the server too.
+    let server = match ctx.tmux.server_id(&started.pane).await {
+        Ok(s) => Some(s.0),
+        Err(e) => {
+            tracing::warn!(agent, pane = %started.pane, error = %e, "cannot ask tmux which server holds the pane; its id is recorded alone");
+            None
+        }
+    };
+    record_start(task, &started, role, "local".into(), session_id, server, now)?;
     Ok(started)
 }
 
@@ -121,6 +129,7 @@ pub(super) fn record_start(
     role: &str,
     host: String,
     session_id: String,
+    tmux_server: Option<String>,
     now: DateTime<Utc>,
 ) -> Result<()> {
     task.update_state(now, |st| {
@@ -132,6 +141,7 @@ pub(super) fn record_start(
         a.host = host;
         a.session = Some(started.session.clone());
         a.pane = Some(started.pane.clone());
+        a.tmux_server = tmux_server;
         a.status = "running".into();
         a.runtime = Some(started.runtime.clone());
         a.session_id = Some(session_id);

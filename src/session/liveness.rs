@@ -11,7 +11,7 @@ use crate::delivery;
 use crate::error::{Error, Result};
 use crate::runtime;
 use crate::task::CwdSpec;
-use crate::tmux::Tmux;
+use crate::tmux::{Tmux, find_pane};
 /// Liveness of one agent: the state records what was started, this what is true now
 /// (`task status`, and the supervisor's look for deaths and dialogs).
 #[derive(Debug, Clone, Serialize)]
@@ -90,7 +90,7 @@ pub async fn liveness(ctx: &Ctx, st: &crate::task::PmState, now: DateTime<Utc>) 
             });
             continue;
         };
-        let info = panes.iter().find(|p| &p.pane_id == pane_id);
+        let info = find_pane(panes, pane_id, a.tmux_server.as_deref());
         let l = match info {
             None => Liveness {
                 agent: name.clone(),

@@ -163,6 +163,6 @@ pub(super) async fn spawn_remote(
         argv,
         host: spec.destination(),
     };
-    record_start(task, &started, role, spec.to_string(), session_id, now)?;
+    record_start(task, &started, role, spec.to_string(), session_id, None, now)?;
     Ok(started)
 }

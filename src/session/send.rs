@@ -38,7 +38,7 @@ pub async fn send_with(
         Ok(CwdSpec::Remote(r)) => crate::remote::Host::connect(&r).await?.tmux()?,
         _ => ctx.tmux.clone(),
     };
-    if tmux.pane(&pane).await?.is_none() {
+    if tmux.pane_on(&pane, a.tmux_server.as_deref()).await?.is_none() {
         return Err(Error::NotRunning(format!(
             "agent '{agent}' of task '{}' is not running (its pane {pane} is gone); start it again with `task spawn`",
             task.name

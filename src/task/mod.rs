@@ -90,6 +90,28 @@ impl Task {
         Ok(loaded.state)
     }
 
+    /// Look at the state under its lock, for a supervisor that must go on whatever it
+    /// finds: a corrupt file is set aside ([`state::set_aside`]) and replaced by
+    /// `fallback` (the last good state the caller read, so agents and the ledger survive)
+    /// or a fresh state; a file from a newer version is reported, never rewritten.
+    pub fn recover_state(&self, now: chrono::DateTime<chrono::Utc>, fallback: Option<&PmState>) -> Result<StateHealth> {
+        let _l = self.lock_state()?;
+        match state::load(&self.state_path(), self.name.as_str()) {
+            Ok(st) => Ok(StateHealth::Fine(st)),
+            Err(Error::CorruptState { detail, .. }) => {
+                let copy = state::set_aside(&self.state_path(), now)?;
+                self.save_state(&fallback.cloned().unwrap_or_default())?;
+                Ok(StateHealth::SetAside {
+                    copy,
+                    detail,
+                    restored: fallback.is_some(),
+                })
+            }
+            Err(Error::StateTooNew { found, .. }) => Ok(StateHealth::TooNew { found }),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Save the state atomically.
     pub fn save_state(&self, st: &PmState) -> Result<()> {
         state::save(&self.state_path(), st)
@@ -140,6 +162,28 @@ impl Task {
     pub fn state(&self) -> Result<PmState> {
         state::load(&self.state_path(), self.name.as_str())
     }
+}
+
+/// What [`Task::recover_state`] found.
+#[derive(Debug)]
+pub enum StateHealth {
+    /// A state this build reads.
+    Fine(PmState),
+    /// It was corrupt: moved to `copy`, and replaced by the fallback (`restored`) or a
+    /// fresh state.
+    SetAside {
+        /// Where the corrupt bytes are now.
+        copy: PathBuf,
+        /// Why it did not parse.
+        detail: String,
+        /// Whether the caller's last good state replaced it (else a fresh one).
+        restored: bool,
+    },
+    /// Written by a newer version (schema `found`): left as it is.
+    TooNew {
+        /// The schema version in the file.
+        found: u64,
+    },
 }
 
 /// What `task new` did.

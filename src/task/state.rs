@@ -117,6 +117,12 @@ pub struct AgentState {
     /// tmux pane id (`%N`), when running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pane: Option<String>,
+    /// The identity of the tmux server that held `pane` when it was started
+    /// ([`crate::tmux::ServerId`]): a new server numbers its panes from `%0` again, so a
+    /// pane id is only trusted on the server it was recorded under. `None` in records
+    /// written before it was kept (those ids are trusted as they are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmux_server: Option<String>,
     /// running, stopped, dead, done.
     #[serde(default)]
     pub status: String,
@@ -361,24 +367,76 @@ pub struct Loaded {
     pub set_aside: Option<PathBuf>,
 }
 
-/// Read the state in order to change it. A corrupt file is renamed to
-/// `pm_state.json.corrupt-<UTC timestamp>` (reported in `set_aside`) and a fresh
-/// state returned; a too-new file is an error (never set aside: it is valid).
+/// Read the state in order to change it. A corrupt file is moved aside ([`set_aside`],
+/// reported in `set_aside`) and a fresh state returned; a too-new file is an error (never
+/// set aside: it is valid, only not ours to rewrite).
 pub fn load_for_update(path: &Path, task: &str, now: DateTime<Utc>) -> Result<Loaded> {
     match load(path, task) {
         Ok(state) => Ok(Loaded { state, set_aside: None }),
-        Err(Error::CorruptState { .. }) => {
-            let mut aside = path.as_os_str().to_owned();
-            aside.push(format!(".corrupt-{}", now.format("%Y%m%dT%H%M%SZ")));
-            let aside = PathBuf::from(aside);
-            std::fs::rename(path, &aside).map_err(|e| Error::io("set aside corrupt state", path, e))?;
-            Ok(Loaded {
-                state: PmState::default(),
-                set_aside: Some(aside),
-            })
-        }
+        Err(Error::CorruptState { .. }) => Ok(Loaded {
+            state: PmState::default(),
+            set_aside: Some(set_aside(path, now)?),
+        }),
         Err(e) => Err(e),
     }
+}
+
+/// The prefix of every set-aside copy's file name.
+pub const SET_ASIDE_PREFIX: &str = "pm_state.json.corrupt-";
+
+/// The name a corrupt state set aside at `now` gets: `pm_state.json.corrupt-<UTC time to
+/// the nanosecond>`, with `-<n>` added for the `n`th try, so a second corruption in the same
+/// instant (or a clock set back) gets a name of its own. Pure.
+pub fn set_aside_name(now: DateTime<Utc>, attempt: u32) -> String {
+    let stamp = now.format("%Y%m%dT%H%M%S%.9fZ");
+    match attempt {
+        0 => format!("{SET_ASIDE_PREFIX}{stamp}"),
+        n => format!("{SET_ASIDE_PREFIX}{stamp}-{n}"),
+    }
+}
+
+/// Move the corrupt file at `path` aside under a name no earlier copy has
+/// ([`set_aside_name`]): hard-linked to the new name, which fails rather than replace an
+/// existing copy, then unlinked; where hard links are not supported, renamed after checking
+/// the name is free (the caller holds the state lock). Returns the copy's path.
+pub fn set_aside(path: &Path, now: DateTime<Utc>) -> Result<PathBuf> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    for attempt in 0..1000 {
+        let aside = dir.join(set_aside_name(now, attempt));
+        match std::fs::hard_link(path, &aside) {
+            Ok(()) => {
+                std::fs::remove_file(path)
+                    .map_err(|e| Error::io("remove the corrupt state after copying it aside", path, e))?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(_) if aside.symlink_metadata().is_ok() => continue,
+            Err(_) => {
+                std::fs::rename(path, &aside).map_err(|e| Error::io("set aside corrupt state", path, e))?;
+            }
+        }
+        fsutil::sync_dir(dir)?;
+        return Ok(aside);
+    }
+    Err(Error::io(
+        "set aside corrupt state",
+        path,
+        std::io::Error::other("1000 set-aside copies with this timestamp already exist; remove old ones"),
+    ))
+}
+
+/// The copies of corrupt states set aside in the task folder `dir`, oldest first (names
+/// sort by time), so `task status` can name them until someone looks and removes them.
+pub fn set_aside_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(SET_ASIDE_PREFIX))
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
 }
 
 /// Write the state atomically (temp, fsync, rename, fsync folder).
@@ -466,10 +524,29 @@ mod tests {
         assert!(
             aside
                 .to_string_lossy()
-                .ends_with("pm_state.json.corrupt-20251127T090000Z")
+                .ends_with("pm_state.json.corrupt-20251127T090000.000000000Z"),
+            "{aside:?}"
         );
         assert_eq!(std::fs::read(&aside).unwrap(), b"{\"version\": 2, \"phase\": ");
         assert!(!p.exists());
+        // A second corruption at the very same instant keeps both copies.
+        std::fs::write(&p, b"second").unwrap();
+        let again = load_for_update(&p, "t", now).unwrap().set_aside.unwrap();
+        assert_ne!(again, aside);
+        assert!(again.to_string_lossy().ends_with(".000000000Z-1"), "{again:?}");
+        assert_eq!(std::fs::read(&again).unwrap(), b"second");
+        assert_eq!(std::fs::read(&aside).unwrap(), b"{\"version\": 2, \"phase\": ");
+        assert_eq!(set_aside_files(d.path()), vec![aside, again]);
+    }
+
+    #[test]
+    fn set_aside_names_carry_nanoseconds() {
+        let t: DateTime<Utc> = "2025-11-27T09:00:00.123456789Z".parse().unwrap();
+        assert_eq!(set_aside_name(t, 0), "pm_state.json.corrupt-20251127T090000.123456789Z");
+        assert_eq!(
+            set_aside_name(t, 2),
+            "pm_state.json.corrupt-20251127T090000.123456789Z-2"
+        );
     }
 
     #[test]

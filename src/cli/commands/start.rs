@@ -15,11 +15,18 @@ pub(crate) async fn run(
     mode: Mode,
     json: bool,
 ) -> anyhow::Result<()> {
+    let set_aside = repair_first(name, project)?;
+    if let Some(aside) = &set_aside {
+        warn(format!(
+            "pm_state.json of task '{name}' was corrupt; it was set aside as {} and a fresh state was started (look at it, then delete it; `task status {name}` lists such copies)",
+            aside.display()
+        ));
+    }
     let s = app::start::start(name, project, runtime, mode, &mut warn).await?;
     let no_daemon = mode.no_daemon;
     if json {
         return print_json(
-            &serde_json::json!({ "started": s.started, "cron_line": s.cron_line, "cron": s.cron_note, "daemon": !no_daemon, "next_checkin": s.next_checkin }),
+            &serde_json::json!({ "started": s.started, "state_set_aside": set_aside, "cron_line": s.cron_line, "cron": s.cron_note, "daemon": !no_daemon, "next_checkin": s.next_checkin }),
         );
     }
     println!(
@@ -49,4 +56,16 @@ pub(crate) async fn run(
         s.tmux_flags
     );
     Ok(())
+}
+
+/// Create or repair the task folder before starting, so a corrupt pm_state.json set aside
+/// on the way is said out loud (the start itself repairs silently). `None` when the state
+/// was fine, or when the project folder does not exist (the start says why).
+fn repair_first(name: &TaskName, project: Option<&Path>) -> anyhow::Result<Option<std::path::PathBuf>> {
+    let project = crate::task::find_project(project, name)?;
+    if !project.is_dir() {
+        return Ok(None);
+    }
+    let t = crate::task::Task::new(&project, name.clone())?;
+    Ok(crate::task::create_or_repair(&t, crate::clock::now())?.state_set_aside)
 }

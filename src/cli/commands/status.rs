@@ -27,17 +27,35 @@ pub(crate) fn run(project: Option<&Path>, name: Option<&TaskName>, json: bool) -
         }
     };
     let mut all = Vec::new();
+    // Copies of corrupt states stay until a human looks: named on every status.
+    let mut aside = Vec::new();
     for t in &tasks {
         all.push(app::status::with_liveness(t)?);
+        aside.push(task::state::set_aside_files(&t.dir()));
     }
     if json {
+        let flat: Vec<_> = aside.iter().flatten().collect();
         let v = match name {
-            Some(_) => serde_json::json!({ "schema": status::JSON_SCHEMA, "task": all.pop() }),
-            None => serde_json::json!({ "schema": status::JSON_SCHEMA, "tasks": all }),
+            Some(_) => {
+                serde_json::json!({ "schema": status::JSON_SCHEMA, "task": all.pop(), "state_set_aside": flat })
+            }
+            None => serde_json::json!({ "schema": status::JSON_SCHEMA, "tasks": all, "state_set_aside": flat }),
         };
         return print_json(&v);
     }
-    let text: Vec<String> = all.iter().map(status::render).collect();
+    let text: Vec<String> = all
+        .iter()
+        .zip(&aside)
+        .map(|(s, a)| status::render(s) + &render_set_aside(a))
+        .collect();
     print!("{}", text.join("\n"));
     Ok(())
+}
+
+/// The lines naming a task's set-aside corrupt states (empty when there are none).
+fn render_set_aside(files: &[std::path::PathBuf]) -> String {
+    files
+        .iter()
+        .map(|f| format!("Set aside (corrupt pm_state.json, look then delete): {}\n", f.display()))
+        .collect()
 }

@@ -1,0 +1,184 @@
+//! The actor's guard over its task's pm_state.json, so a bad file never silences a task.
+//!
+//! Without it a corrupt state stopped check-ins and death detection without a word (every
+//! read failed), and whoever wrote first set it aside silently with an empty state, which
+//! forgot every agent. At each look the guard: sets a corrupt file aside and puts back the
+//! last good state it read (agents, ledger, restarts), then reports it (event, log
+//! warning, escalation); reports copies set aside by anyone else and puts the agents it
+//! knew back into the fresh state; and for a state written by a newer version, which is
+//! never rewritten, logs and escalates once and lends the last good state to the death
+//! watch read-only.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+
+use crate::task::{PmState, StateHealth, Task, state};
+
+/// What the actor may use this look.
+#[derive(Debug)]
+pub struct View {
+    /// The state to watch deaths in.
+    pub state: PmState,
+    /// Whether the file on disk may be changed (false: a newer version's state).
+    pub writable: bool,
+}
+
+/// One per actor: what it last read well, and which set-aside copies it has reported.
+#[derive(Debug, Default)]
+pub struct Guard {
+    last_good: Option<PmState>,
+    known_copies: BTreeSet<PathBuf>,
+    too_new_told: Option<u64>,
+}
+
+impl Guard {
+    /// A guard that starts from the state as it is now, and takes the copies already in
+    /// the task folder as reported (they were named by whoever made them, and `task
+    /// status` lists them).
+    pub fn new(task: &Task) -> Guard {
+        Guard {
+            last_good: task.state().ok(),
+            known_copies: state::set_aside_files(&task.dir()).into_iter().collect(),
+            too_new_told: None,
+        }
+    }
+
+    /// Look at the state, repairing and reporting what needs it; `None` when it cannot be
+    /// read at all (an I/O error, logged) and nothing good was read before.
+    pub fn look(&mut self, task: &Task, now: DateTime<Utc>) -> Option<View> {
+        match task.recover_state(now, self.last_good.as_ref()) {
+            Ok(StateHealth::Fine(st)) => {
+                self.too_new_told = None;
+                let st = self.foreign_copies(task, st, now);
+                self.last_good = Some(st.clone());
+                Some(View {
+                    state: st,
+                    writable: true,
+                })
+            }
+            Ok(StateHealth::SetAside { copy, detail, restored }) => {
+                self.known_copies.insert(copy.clone());
+                report(task, &copy, &detail, restored, now);
+                let st = task.state().ok().or_else(|| self.last_good.clone())?;
+                self.last_good = Some(st.clone());
+                Some(View {
+                    state: st,
+                    writable: true,
+                })
+            }
+            Ok(StateHealth::TooNew { found }) => {
+                if self.too_new_told != Some(found) {
+                    self.too_new_told = Some(found);
+                    too_new(task, found, now);
+                }
+                self.last_good.clone().map(|state| View { state, writable: false })
+            }
+            Err(e) => {
+                tracing::warn!(task = %task.name, error = %e, "cannot read pm_state.json; deaths are watched from the last good copy");
+                self.last_good.clone().map(|state| View { state, writable: false })
+            }
+        }
+    }
+
+    /// Copies set aside by someone else since the last look (a check-in, a CLI command):
+    /// reported, and the agents this guard knew put back into the fresh state so their
+    /// deaths are still seen. Returns the state to use.
+    fn foreign_copies(&mut self, task: &Task, st: PmState, now: DateTime<Utc>) -> PmState {
+        let new: Vec<PathBuf> = state::set_aside_files(&task.dir())
+            .into_iter()
+            .filter(|c| !self.known_copies.contains(c))
+            .collect();
+        if new.is_empty() {
+            return st;
+        }
+        let mut restored = false;
+        if let Some(good) = &self.last_good {
+            let merged = task.update_state(now, |fresh| Ok(merge_known_agents(fresh, good)));
+            restored = matches!(merged, Ok(true));
+        }
+        for c in new {
+            report(task, &c, "found set aside by another command", restored, now);
+            self.known_copies.insert(c);
+        }
+        task.state().unwrap_or(st)
+    }
+}
+
+/// Put back into `fresh` the agents (and the PM's restart times) it lost when a corrupt
+/// state was replaced by an empty one; what `fresh` already knows wins. Pure; whether it
+/// changed anything.
+pub fn merge_known_agents(fresh: &mut PmState, good: &PmState) -> bool {
+    let mut changed = false;
+    for (name, a) in &good.agents {
+        if !fresh.agents.contains_key(name) {
+            fresh.agents.insert(name.clone(), a.clone());
+            changed = true;
+        }
+    }
+    if fresh.pm_restarts.is_empty() && !good.pm_restarts.is_empty() {
+        fresh.pm_restarts = good.pm_restarts.clone();
+        changed = true;
+    }
+    changed
+}
+
+/// The event, the warning and the escalation for one set-aside copy.
+fn report(task: &Task, copy: &Path, detail: &str, restored: bool, now: DateTime<Utc>) {
+    let then = if restored {
+        "the supervisor put back the last good state it had read and goes on"
+    } else {
+        "a fresh state was started"
+    };
+    tracing::warn!(task = %task.name, copy = %copy.display(), detail, restored, "pm_state.json was corrupt and was set aside");
+    if let Err(e) = crate::events::append(
+        task,
+        "state_set_aside",
+        None,
+        serde_json::json!({"copy": copy, "detail": detail, "restored": restored}),
+        now,
+    ) {
+        tracing::warn!(task = %task.name, error = %e, "cannot append to events.jsonl");
+    }
+    let reason = format!(
+        "pm_state.json was corrupt ({detail}) and was set aside as {}; {then}. Look at the copy, then delete it",
+        copy.display()
+    );
+    if let Err(e) = crate::escalation::raise(task, &reason, now) {
+        tracing::error!(task = %task.name, error = %e, "cannot call a human about the corrupt state");
+    }
+}
+
+/// Log and escalate a newer version's state once; the file is never written.
+fn too_new(task: &Task, found: u64, now: DateTime<Utc>) {
+    let reason = format!(
+        "pm_state.json was written by a newer agent-orchestrator (schema {found}, this one reads up to {}); it is left untouched and only deaths are watched: upgrade the daemon (`task daemon`)",
+        state::STATE_VERSION
+    );
+    tracing::warn!(task = %task.name, found, "pm_state.json is from a newer version; not rewriting it");
+    // Not recorded in the state (that would rewrite it): the event, the log and the notify command.
+    if let Err(e) = crate::escalation::announce(task, &reason, now) {
+        tracing::error!(task = %task.name, error = %e, "cannot call a human about the newer state");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_agents_come_back_into_a_fresh_state_without_overriding_it() {
+        let mut good = PmState::default();
+        good.agents.entry("pm".into()).or_default().status = "running".into();
+        good.agents.entry("dev".into()).or_default().status = "running".into();
+        good.pm_restarts.push("2026-11-23T09:00:00Z".parse().unwrap());
+        let mut fresh = PmState::default();
+        fresh.agents.entry("dev".into()).or_default().status = "dead".into();
+        assert!(merge_known_agents(&mut fresh, &good));
+        assert_eq!(fresh.agents["pm"].status, "running");
+        assert_eq!(fresh.agents["dev"].status, "dead", "what the fresh state knows wins");
+        assert_eq!(fresh.pm_restarts.len(), 1);
+        assert!(!merge_known_agents(&mut fresh, &good), "nothing more to put back");
+    }
+}
