@@ -27,6 +27,7 @@ pub mod handoff;
 pub mod lanes;
 pub mod logging;
 pub mod names;
+pub mod pane_lock;
 pub mod paths;
 pub mod permissions;
 pub mod preamble;
