@@ -130,3 +130,81 @@ fn sends_during_a_checkin_wait_for_it_and_are_not_merged_into_it() {
     rest.sort();
     assert_eq!(rest, (1..=5).map(|i| format!("edge-msg-{i}")).collect::<Vec<_>>());
 }
+
+/// The project bind-mounted read-only over itself for the guard's life (root only: a
+/// read-only mount stops even root, unlike permission bits).
+struct ReadOnly(std::path::PathBuf);
+
+impl ReadOnly {
+    fn mount(dir: &Path) -> ReadOnly {
+        let sh = |args: &[&str]| {
+            let o = Command::new("mount").args(args).output().expect("run mount");
+            assert!(o.status.success(), "mount {args:?}: {}", stderr(&o));
+        };
+        let d = dir.to_str().unwrap();
+        sh(&["--bind", d, d]);
+        let guard = ReadOnly(dir.to_path_buf());
+        sh(&["-o", "remount,bind,ro", d]);
+        guard
+    }
+}
+
+impl Drop for ReadOnly {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).output();
+    }
+}
+
+#[test]
+fn stop_works_on_a_read_only_project() {
+    let w = World::new();
+    start_idle_pm(&w, true);
+    assert_eq!(w.sessions(), ["aot-t1-pm"]);
+    let _ro = ReadOnly::mount(&w.project);
+    assert!(
+        std::fs::write(w.project.join("tasks/t1/probe"), b"").is_err(),
+        "the project is read-only"
+    );
+    let out = ok(&run(w.task().args(["stop", "t1"])));
+    assert!(out.contains("aot-t1-pm"), "{out}");
+    wait_for("the PM's session to end", 10, || w.sessions().is_empty().then_some(()));
+}
+
+#[test]
+fn stop_ends_the_sessions_of_a_task_whose_folder_was_deleted() {
+    let w = World::new();
+    start_idle_pm(&w, true);
+    assert_eq!(w.sessions(), ["aot-t1-pm"]);
+    std::fs::remove_dir_all(w.project.join("tasks/t1")).unwrap();
+    let out = ok(&run(w.task().args(["stop", "t1"])));
+    assert!(out.contains("aot-t1-pm"), "{out}");
+    wait_for("the PM's session to end", 10, || w.sessions().is_empty().then_some(()));
+    // A task that never existed is still "no such task", not a silent success.
+    let o = run(w.task().args(["stop", "t9"]));
+    assert!(!o.status.success(), "{}", stdout(&o));
+}
+
+#[test]
+fn a_start_refused_by_another_projects_task_of_the_same_name_says_so() {
+    let w = World::new();
+    start_idle_pm(&w, true);
+    let other = w.dir.path().join("proj2");
+    std::fs::create_dir_all(&other).unwrap();
+    let o = run(w.task().current_dir(&other).env("AO_DEMO_IDLE", "1").args([
+        "start",
+        "t1",
+        "--runtime",
+        "demo",
+        "--no-cron",
+        "--no-daemon",
+    ]));
+    assert!(!o.status.success(), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert!(err.contains("another project"), "{err}");
+    assert!(
+        err.contains(&w.project.display().to_string()),
+        "names the other project: {err}"
+    );
+    assert!(err.contains("task stop t1 --project"), "says what to do: {err}");
+    assert_eq!(w.sessions(), ["aot-t1-pm"], "the other project's PM runs on");
+}
