@@ -73,6 +73,11 @@ pub async fn acquire(
     if let Some(dir) = p.parent() {
         crate::fsutil::create_dir_all(dir)?;
     }
+    // Test hook: AO_TEST_PANE_LOCK_TIMEOUT_MS shortens the wait so a test sees it run out.
+    let timeout = std::env::var("AO_TEST_PANE_LOCK_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(timeout, Duration::from_millis);
     let start = Instant::now();
     let mut announced = false;
     loop {

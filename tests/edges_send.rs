@@ -208,3 +208,36 @@ fn a_start_refused_by_another_projects_task_of_the_same_name_says_so() {
     assert!(err.contains("task stop t1 --project"), "says what to do: {err}");
     assert_eq!(w.sessions(), ["aot-t1-pm"], "the other project's PM runs on");
 }
+
+#[test]
+fn a_send_that_waits_too_long_for_the_pane_is_not_delivered_and_names_the_holder() {
+    let w = World::new();
+    start_idle_pm(&w, true);
+    w.handoff("t1", "explore", "COMPLETE").write();
+    let go = w.dir.path().join("go");
+    let checkin = spawn_quiet(
+        w.task()
+            .env("AO_TEST_PAUSE_DELIVERY_ENTER", &go)
+            .args(["checkin", "t1"]),
+    );
+    wait_for("the check-in to hold the pane", 30, || {
+        w.dir.path().join("go.waiting").exists().then_some(())
+    });
+    let o = run(w.task().env("AO_TEST_PANE_LOCK_TIMEOUT_MS", "300").args([
+        "send",
+        "t1",
+        "pm",
+        "--message",
+        "edge-msg-late",
+    ]));
+    std::fs::write(&go, b"").unwrap();
+    assert_eq!(o.status.code(), Some(5), "not delivered: {}{}", stdout(&o), stderr(&o));
+    let said = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(said.contains("stayed locked by process"), "{said}");
+    assert!(said.contains("task checkin t1"), "names the holder: {said}");
+    let (code, out) = finish(vec![checkin]).remove(0);
+    assert_eq!(code, Some(0), "{out}");
+    let inbox = w.inbox("t1", "pm");
+    assert_eq!(inbox.len(), 1, "only the check-in arrived: {inbox:#?}");
+    assert!(!inbox[0].contains("edge-msg-late"), "{}", inbox[0]);
+}
