@@ -72,6 +72,9 @@ pub async fn acquire(
     let p = path(server_id, pane);
     if let Some(dir) = p.parent() {
         crate::fsutil::create_dir_all(dir)?;
+        // Private, like the daemon's socket and the ssh masters: no one else may hold our panes.
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
     }
     // Test hook: AO_TEST_PANE_LOCK_TIMEOUT_MS shortens the wait so a test sees it run out.
     let timeout = std::env::var("AO_TEST_PANE_LOCK_TIMEOUT_MS")
