@@ -8,6 +8,11 @@
 //! while a paste marker is left, never pasting twice — and report delivered,
 //! unconfirmed or failed with the reason.
 //!
+//! One delivery at a time per pane, whoever sends it: the whole sequence runs under the
+//! pane's cross-process lock ([`crate::pane_lock`]), and the paste goes only into an
+//! input area seen empty on the very capture taken last before it, so a message is never
+//! glued to another sender's paste and reported delivered on its own.
+//!
 //! What "ready", "pending", "busy" and "dialog" look like differs per runtime;
 //! those patterns come from the runtime profile (templates/runtimes/*.toml or
 //! the user's config), never from code.
@@ -218,6 +223,9 @@ pub struct Options {
     pub clear_keys: Vec<String>,
     /// How long unsent text must sit unchanged before it is cleared.
     pub stale_after: Duration,
+    /// How long to wait for another delivery to the same pane to finish before giving up
+    /// (not delivered, naming the holder).
+    pub lock_timeout: Duration,
 }
 
 impl Default for Options {
@@ -231,6 +239,7 @@ impl Default for Options {
             submit_enters: 1,
             clear_keys: Vec::new(),
             stale_after: Duration::from_secs(2),
+            lock_timeout: Duration::from_secs(120),
         }
     }
 }
@@ -266,18 +275,26 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
     }
     let bytes = clean.len();
 
-    // 1. Wait for an empty, ready input area.
+    // 0. One delivery at a time per pane, across processes; held until this one is judged.
+    let who = crate::pane_lock::this_process();
+    let _pane_lock = match crate::pane_lock::acquire(&tmux.address(), pane, &who, o.lock_timeout).await? {
+        Ok(lock) => lock,
+        Err(why) => return Ok(report(Outcome::Failed, why, 0, bytes)),
+    };
+
+    // 1. Wait for an empty, ready input area; the capture that shows it is `before`, so
+    //    nothing can slip into the input between the look and the paste but a keystroke.
     let start = Instant::now();
-    let mut last = Screen::Unknown;
+    let mut last: Screen;
     let mut pending_since: Option<(Instant, String)> = None;
     let mut cleared = false;
-    loop {
+    let before = loop {
         if let Some(why) = dead_check(tmux, pane).await? {
             return Ok(report(Outcome::Failed, why, 0, bytes));
         }
         let screen = tmux.capture(pane).await?;
         last = match assess(&screen, p) {
-            Screen::Ready => break,
+            Screen::Ready => break screen,
             s => s,
         };
         if matches!(last, Screen::Pending { .. }) && !cleared && !o.clear_keys.is_empty() {
@@ -308,9 +325,7 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
             ));
         }
         tokio::time::sleep(o.poll).await;
-    }
-    let _ = last;
-    let before = tmux.capture(pane).await?;
+    };
 
     // 2. Paste once, from a uniquely named buffer (deleted by -d).
     let buffer = format!("ao-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple());
@@ -345,6 +360,7 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
             bytes,
         ));
     }
+    crate::pane_lock::test_pause("AO_TEST_PAUSE_DELIVERY_ENTER").await;
     let mut enters = 0u32;
     for _ in 0..o.submit_enters.max(1) {
         tmux.send_key(pane, "Enter").await?;

@@ -27,6 +27,7 @@ pub mod handoff;
 pub(crate) mod lanes;
 pub(crate) mod logging;
 pub mod names;
+pub(crate) mod pane_lock;
 pub(crate) mod paths;
 pub(crate) mod permissions;
 pub(crate) mod preamble;

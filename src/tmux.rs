@@ -225,6 +225,17 @@ impl Tmux {
         &self.socket
     }
 
+    /// Where this server is, as one string (the ssh prefix of a remote one included): the
+    /// key of per-pane delivery locks, so pane `%0` of two servers never shares a lock.
+    /// (Its identity over restarts is [`Tmux::server_id`].)
+    pub fn address(&self) -> String {
+        let socket = self.socket.path().display().to_string();
+        match &self.via {
+            Some(ssh) => format!("{} {socket}", ssh.join(" ")),
+            None => socket,
+        }
+    }
+
     fn command(&self, args: &[&str]) -> Command {
         let base = match &self.socket {
             Socket::Name(n) => tmux_interface::Tmux::new().socket_name(n.as_str()),

@@ -24,10 +24,15 @@ pub(crate) async fn stop(t: &Task, ctx: &Ctx) -> anyhow::Result<Stop> {
         task: s.task,
         tmux: ctx.id(),
     };
-    let stopped = daemon_or_here(&req, "reading the daemon's report", async {
-        Ok(session::stop(ctx, t, clock::now()).await?)
-    })
-    .await?;
+    // A deleted task folder is stopped here: the daemon's verbs expect a task folder.
+    let stopped = if !t.exists() {
+        session::stop(ctx, t, clock::now()).await?
+    } else {
+        daemon_or_here(&req, "reading the daemon's report", async {
+            Ok(session::stop(ctx, t, clock::now()).await?)
+        })
+        .await?
+    };
     let cron_removed = if crate::cron::available() {
         crate::cron::uninstall(&crate::cron::marker(&t.project, t.name.as_str()))?
     } else {

@@ -14,9 +14,10 @@ pub async fn send(ctx: &Ctx, task: &Task, agent: &str, text: &str) -> Result<del
 }
 
 /// [`send`], waiting at most `ready_timeout` (instead of the runtime's) for the input to
-/// be ready — the supervisor's own nudges must not hold up its tick for a minute and a
-/// half — and, with `close_limit_menu`, first closing a usage-limit menu that holds the
-/// input (the runtime's `usage_limit_menu_keys`, pressed only while the menu shows).
+/// be ready and for another delivery to the same pane to end — the supervisor's own
+/// nudges must not hold up its tick for a minute and a half — and, with
+/// `close_limit_menu`, first closing a usage-limit menu that holds the input (the
+/// runtime's `usage_limit_menu_keys`, pressed only while the menu shows).
 pub async fn send_with(
     ctx: &Ctx,
     task: &Task,
@@ -57,6 +58,7 @@ pub async fn send_with(
     let mut opts = rt.delivery_options();
     if let Some(t) = ready_timeout {
         opts.ready_timeout = opts.ready_timeout.min(t);
+        opts.lock_timeout = opts.lock_timeout.min(t);
     }
     delivery::deliver(&tmux, &pane, text, &rt.patterns, &opts).await
 }

@@ -16,7 +16,25 @@ pub async fn start(ctx: &Ctx, task: &Task, runtime_flag: Option<&str>, now: Date
     let text = pm_preamble(task, now)?;
     let rt = choose_runtime(task, runtime_flag)?;
     rt.ensure_installed(&ctx.task_bin)?;
-    if ctx.tmux.has_session(&ctx.session_name(task, "pm")).await? {
+    let session = ctx.session_name(task, "pm");
+    if ctx.tmux.has_session(&session).await? {
+        // Session names hold no project: a same-named task elsewhere must not read as this one.
+        if let Some(other) = super::stop::session_task_dir(&ctx.tmux, &session)
+            .await
+            .filter(|d| *d != task.dir())
+        {
+            let other_project = other.parent().and_then(|p| p.parent()).unwrap_or(&other);
+            return Err(Error::BadInput(format!(
+                "cannot start task '{}' of {}: another project's task of the same name is running \
+                 (project {}, session {session}), and tasks share session names across projects. \
+                 Stop that one with `task stop {} --project {}`, or give this task another name",
+                task.name,
+                task.project.display(),
+                other_project.display(),
+                task.name,
+                other_project.display()
+            )));
+        }
         return Err(Error::BadInput(format!(
             "task '{}' is already running (session {}); watch it with `task attach {}` or `task status {}`",
             task.name,

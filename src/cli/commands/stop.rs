@@ -10,7 +10,8 @@ use crate::cli::output::print_json;
 
 /// Stop task `name` and say what was ended.
 pub(crate) async fn run(project: Option<&Path>, name: &TaskName, json: bool) -> anyhow::Result<()> {
-    let t = app::locate(project, name)?;
+    // Not `app::locate`: a task whose folder was deleted still has sessions to end.
+    let t = crate::task::Task::new(&crate::task::find_project(project, name)?, name.clone())?;
     let ctx = Ctx::from_env()?;
     let app::stop::Stop { stopped, cron_removed } = app::stop::stop(&t, &ctx).await?;
     if json {

@@ -1,0 +1,243 @@
+//! Edges of delivery and stop (issue 13): one delivery at a time per pane whoever sends
+//! it, and `task stop` / `task start` where the project is unusual. Real tmux on a
+//! private socket, the real `task` binary and daemon, the demo agent as the receiver.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use common::*;
+
+/// Start task `t1` with an idle demo PM (through a daemon unless `no_daemon`); its pane.
+fn start_idle_pm(w: &World, no_daemon: bool) -> String {
+    let mut c = w.task();
+    c.env("AO_DEMO_IDLE", "1")
+        .args(["start", "t1", "--runtime", "demo", "--no-cron"]);
+    if no_daemon {
+        c.arg("--no-daemon");
+    }
+    ok(&run(&mut c));
+    let pane = w.pane("t1", "pm");
+    w.wait_demo_prompt(&pane);
+    pane
+}
+
+fn spawn_quiet(c: &mut Command) -> Child {
+    c.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn task")
+}
+
+/// Every child's exit, with its output for the failure message.
+fn finish(children: Vec<Child>) -> Vec<(Option<i32>, String)> {
+    children
+        .into_iter()
+        .map(|c| {
+            let o = c.wait_with_output().unwrap();
+            (o.status.code(), format!("{}{}", stdout(&o), stderr(&o)))
+        })
+        .collect()
+}
+
+fn files_in(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
+}
+
+#[test]
+fn twenty_concurrent_sends_arrive_as_twenty_separate_submissions() {
+    let w = World::new();
+    let pane = start_idle_pm(&w, false);
+    let children: Vec<Child> = (1..=20)
+        .map(|i| {
+            spawn_quiet(
+                w.task()
+                    .args(["send", "t1", "pm", "--message", &format!("edge-msg-{i}")]),
+            )
+        })
+        .collect();
+    for (code, out) in finish(children) {
+        assert_eq!(code, Some(0), "every send is confirmed: {out}");
+    }
+    let mut got = w.inbox("t1", "pm");
+    got.sort_by_key(|m| m.trim_start_matches("edge-msg-").parse::<u32>().unwrap_or(0));
+    let want: Vec<String> = (1..=20).map(|i| format!("edge-msg-{i}")).collect();
+    assert_eq!(
+        got,
+        want,
+        "each submission is exactly one message\n{}",
+        w.capture(&pane)
+    );
+}
+
+#[test]
+fn sends_during_a_checkin_wait_for_it_and_are_not_merged_into_it() {
+    let w = World::new();
+    let pane = start_idle_pm(&w, true);
+    w.handoff("t1", "explore", "COMPLETE")
+        .body("## Completed Work\nexplore work done.\n")
+        .write();
+    let hooks = w.dir.path().join("hooks");
+    let queued = hooks.join("queued");
+    std::fs::create_dir_all(&queued).unwrap();
+    let go = hooks.join("go");
+
+    // The check-in pastes, then is held before its Enter — with the pane lock held.
+    let checkin = spawn_quiet(
+        w.task()
+            .env("AO_TEST_PAUSE_DELIVERY_ENTER", &go)
+            .args(["checkin", "t1", "--json"]),
+    );
+    wait_for("the check-in to stop between paste and Enter", 30, || {
+        hooks.join("go.waiting").exists().then_some(())
+    });
+    let sends: Vec<Child> = (1..=5)
+        .map(|i| {
+            spawn_quiet(w.task().env("AO_TEST_PANE_LOCK_WAITING", &queued).args([
+                "send",
+                "t1",
+                "pm",
+                "--message",
+                &format!("edge-msg-{i}"),
+            ]))
+        })
+        .collect();
+    wait_for("all five sends to queue behind the check-in", 30, || {
+        (files_in(&queued) >= 5).then_some(())
+    });
+    assert!(
+        w.inbox("t1", "pm").is_empty(),
+        "nothing submitted while the check-in is held"
+    );
+    std::fs::write(&go, b"").unwrap();
+
+    let (code, out) = finish(vec![checkin]).remove(0);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("\"delivered\""), "{out}");
+    for (code, out) in finish(sends) {
+        assert_eq!(code, Some(0), "{out}");
+    }
+    let inbox = w.inbox("t1", "pm");
+    assert_eq!(inbox.len(), 6, "{inbox:#?}\n{}", w.capture(&pane));
+    assert!(inbox[0].starts_with("Check-in for task t1"), "{}", inbox[0]);
+    assert!(
+        !inbox[0].contains("edge-msg"),
+        "the check-in holds only its own text: {}",
+        inbox[0]
+    );
+    let mut rest = inbox[1..].to_vec();
+    rest.sort();
+    assert_eq!(rest, (1..=5).map(|i| format!("edge-msg-{i}")).collect::<Vec<_>>());
+}
+
+/// The project bind-mounted read-only over itself for the guard's life (root only: a
+/// read-only mount stops even root, unlike permission bits).
+struct ReadOnly(std::path::PathBuf);
+
+impl ReadOnly {
+    fn mount(dir: &Path) -> ReadOnly {
+        let sh = |args: &[&str]| {
+            let o = Command::new("mount").args(args).output().expect("run mount");
+            assert!(o.status.success(), "mount {args:?}: {}", stderr(&o));
+        };
+        let d = dir.to_str().unwrap();
+        sh(&["--bind", d, d]);
+        let guard = ReadOnly(dir.to_path_buf());
+        sh(&["-o", "remount,bind,ro", d]);
+        guard
+    }
+}
+
+impl Drop for ReadOnly {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).output();
+    }
+}
+
+#[test]
+fn stop_works_on_a_read_only_project() {
+    let w = World::new();
+    start_idle_pm(&w, true);
+    assert_eq!(w.sessions(), ["aot-t1-pm"]);
+    let _ro = ReadOnly::mount(&w.project);
+    assert!(
+        std::fs::write(w.project.join("tasks/t1/probe"), b"").is_err(),
+        "the project is read-only"
+    );
+    let out = ok(&run(w.task().args(["stop", "t1"])));
+    assert!(out.contains("aot-t1-pm"), "{out}");
+    wait_for("the PM's session to end", 10, || w.sessions().is_empty().then_some(()));
+}
+
+#[test]
+fn stop_ends_the_sessions_of_a_task_whose_folder_was_deleted() {
+    let w = World::new();
+    start_idle_pm(&w, true);
+    assert_eq!(w.sessions(), ["aot-t1-pm"]);
+    std::fs::remove_dir_all(w.project.join("tasks/t1")).unwrap();
+    let out = ok(&run(w.task().args(["stop", "t1"])));
+    assert!(out.contains("aot-t1-pm"), "{out}");
+    wait_for("the PM's session to end", 10, || w.sessions().is_empty().then_some(()));
+    // A task that never existed is still "no such task", not a silent success.
+    let o = run(w.task().args(["stop", "t9"]));
+    assert!(!o.status.success(), "{}", stdout(&o));
+}
+
+#[test]
+fn a_start_refused_by_another_projects_task_of_the_same_name_says_so() {
+    let w = World::new();
+    start_idle_pm(&w, true);
+    let other = w.dir.path().join("proj2");
+    std::fs::create_dir_all(&other).unwrap();
+    let o = run(w.task().current_dir(&other).env("AO_DEMO_IDLE", "1").args([
+        "start",
+        "t1",
+        "--runtime",
+        "demo",
+        "--no-cron",
+        "--no-daemon",
+    ]));
+    assert!(!o.status.success(), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert!(err.contains("another project"), "{err}");
+    assert!(
+        err.contains(&w.project.display().to_string()),
+        "names the other project: {err}"
+    );
+    assert!(err.contains("task stop t1 --project"), "says what to do: {err}");
+    assert_eq!(w.sessions(), ["aot-t1-pm"], "the other project's PM runs on");
+}
+
+#[test]
+fn a_send_that_waits_too_long_for_the_pane_is_not_delivered_and_names_the_holder() {
+    let w = World::new();
+    start_idle_pm(&w, true);
+    w.handoff("t1", "explore", "COMPLETE").write();
+    let go = w.dir.path().join("go");
+    let checkin = spawn_quiet(
+        w.task()
+            .env("AO_TEST_PAUSE_DELIVERY_ENTER", &go)
+            .args(["checkin", "t1"]),
+    );
+    wait_for("the check-in to hold the pane", 30, || {
+        w.dir.path().join("go.waiting").exists().then_some(())
+    });
+    let o = run(w.task().env("AO_TEST_PANE_LOCK_TIMEOUT_MS", "300").args([
+        "send",
+        "t1",
+        "pm",
+        "--message",
+        "edge-msg-late",
+    ]));
+    std::fs::write(&go, b"").unwrap();
+    assert_eq!(o.status.code(), Some(5), "not delivered: {}{}", stdout(&o), stderr(&o));
+    let said = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(said.contains("stayed locked by process"), "{said}");
+    assert!(said.contains("task checkin t1"), "names the holder: {said}");
+    let (code, out) = finish(vec![checkin]).remove(0);
+    assert_eq!(code, Some(0), "{out}");
+    let inbox = w.inbox("t1", "pm");
+    assert_eq!(inbox.len(), 1, "only the check-in arrived: {inbox:#?}");
+    assert!(!inbox[0].contains("edge-msg-late"), "{}", inbox[0]);
+}
