@@ -238,3 +238,45 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+#[test]
+fn cron_mode_checkins_settle_a_killed_one_the_same_way() {
+    let w = World::new();
+    w.new_task("t1", "");
+    ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
+        "start",
+        "t1",
+        "--runtime",
+        "demo",
+        "--no-daemon",
+    ])));
+    w.wait_demo_prompt(&w.pane("t1", "pm"));
+    assert!(w.daemon_pid().is_none(), "cron mode: no daemon");
+    let h = file_name(&w.handoff("t1", "dev", "COMPLETE").write());
+    let gate = w.dir.path().join("after-deliver");
+    let mut cron = w
+        .task()
+        .env("AO_TEST_PAUSE_AFTER_DELIVER", &gate)
+        .args(["checkin", "t1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("task checkin at the delivery window", 20, || {
+        reached(&gate).exists().then_some(())
+    });
+    assert_eq!(inbox_of(&w, 1).len(), 1);
+    cron.kill().unwrap();
+    let _ = cron.wait();
+    assert!(!in_ledger(&w, "t1", &h), "killed before the record");
+
+    // The next cron run settles it from what the PM received, and sends nothing.
+    ok(&run(w.task().args(["checkin", "t1"])));
+    assert!(in_ledger(&w, "t1", &h));
+    assert_eq!(w.inbox("t1", "pm").len(), 1, "{:#?}", w.inbox("t1", "pm"));
+    let second = file_name(&w.handoff("t1", "test", "COMPLETE").write());
+    ok(&run(w.task().args(["checkin", "t1"])));
+    let inbox = inbox_of(&w, 2);
+    assert_eq!(inbox.len(), 2, "{inbox:#?}");
+    assert!(!inbox[1].contains(&h) && inbox[1].contains(&second), "{}", inbox[1]);
+}
