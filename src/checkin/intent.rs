@@ -151,6 +151,23 @@ mod tests {
     }
 
     #[test]
+    fn claude_codes_transcripts_of_the_working_folder_are_searched() {
+        let home = tempfile::tempdir().unwrap();
+        let cwd = Path::new("/tmp/ao.x/proj");
+        assert!(!in_transcripts(home.path(), cwd, "c-abcdef"), "no transcripts yet");
+        let dir = home.path().join(".claude/projects/-tmp-ao-x-proj");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("s1.jsonl"),
+            "{\"message\":\"Check-in\\n[checkin c-abcdef]\"}\n",
+        )
+        .unwrap();
+        assert!(in_transcripts(home.path(), cwd, "c-abcdef"));
+        assert!(!in_transcripts(home.path(), cwd, "c-123456"));
+        assert!(!in_transcripts(home.path(), Path::new("/elsewhere"), "c-abcdef"));
+    }
+
+    #[test]
     fn an_intent_survives_on_disk_until_cleared() {
         let d = tempfile::tempdir().unwrap();
         let task = Task::new(d.path(), "t1".parse().unwrap()).unwrap();
