@@ -82,10 +82,26 @@ pub fn raise(task: &Task, reason: &str, now: DateTime<Utc>) -> Result<bool> {
     Ok(true)
 }
 
+/// Raise an escalation about the disk itself: recorded when the state can be saved, and
+/// announced (log, notify command) even when it cannot, since that is exactly when a
+/// human is needed. The caller makes sure this happens once per episode.
+pub fn raise_even_unsaved(task: &Task, reason: &str, now: DateTime<Utc>) {
+    match raise(task, reason, now) {
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(task = %task.name, error = %e, "the escalation could not be recorded; announcing it anyway");
+            notify(task, reason);
+        }
+    }
+}
+
 /// Announce an escalation already [`record`]ed in the state, and shown in progress.md by
 /// whoever recorded it: the event, the log, the notify command.
+/// A full events.jsonl does not silence the human: the failure is logged, the notify runs.
 pub fn announce(task: &Task, reason: &str, now: DateTime<Utc>) -> Result<()> {
-    crate::events::append(task, "escalation", None, serde_json::json!({"reason": reason}), now)?;
+    if let Err(e) = crate::events::append(task, "escalation", None, serde_json::json!({"reason": reason}), now) {
+        tracing::warn!(task = %task.name, error = %e, "cannot append the escalation to events.jsonl");
+    }
     notify(task, reason);
     Ok(())
 }

@@ -21,7 +21,8 @@ use crate::task::Task;
 pub struct Event {
     /// When it happened.
     pub time: DateTime<Utc>,
-    /// What happened: `checkin`, `checkin_skipped`, `spawn`, `handoff`, `signal`, `agent_died`, `pm_restart`, `escalation`, `daemon`.
+    /// What happened: `checkin`, `checkin_skipped`, `spawn`, `handoff`, `signal`, `agent_died`, `pm_restart`, `escalation`, `daemon`,
+    /// `checkin_settled` (an interrupted check-in looked for in what the PM received), `storage_recovered`.
     pub kind: String,
     /// The agent concerned, when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -15,10 +15,13 @@
 //! The pure parts live beside the run: [`signals`] (signals and phase),
 //! [`message`] (the message), [`record`] (what a recorded check-in saves).
 
+mod hooks;
+pub mod intent;
 mod message;
 mod record;
 mod signals;
 mod snapshot;
+pub mod storage;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -34,7 +37,7 @@ use {
 };
 
 use crate::delivery::{self, Outcome};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::handoff::Loaded;
 use crate::task::{Phase, Task};
 use crate::tmux::Tmux;
@@ -174,7 +177,31 @@ struct Cycle<'a> {
     schedule: Option<&'a crate::schedule::Schedule>,
 }
 
+/// [`run_inner`] behind the storage guard: while the task's state cannot be saved,
+/// check-ins back off and a human is called once ([`storage`]).
 async fn run_cycle(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_>) -> Result<CheckinReport> {
+    if let Some(why) = storage::waiting(task) {
+        return Err(Error::Environment(format!(
+            "{why} (backing off before the next attempt)"
+        )));
+    }
+    let r = run_inner(task, tmux, now, cycle).await;
+    match &r {
+        Ok(rep) if rep.recorded || rep.delivery.is_some() || rep.skipped => storage::succeeded(task, now),
+        Ok(_) => {}
+        Err(e) => storage::failed(task, e, now),
+    }
+    r
+}
+
+/// Append to events.jsonl; a failure is logged, never a reason to deliver again.
+fn note(task: &Task, kind: &str, data: serde_json::Value, now: DateTime<Utc>) {
+    if let Err(e) = crate::events::append(task, kind, Some("pm"), data, now) {
+        tracing::warn!(task = %task.name, kind, error = %e, "cannot append to events.jsonl");
+    }
+}
+
+async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_>) -> Result<CheckinReport> {
     let Cycle {
         trigger,
         extra,
@@ -210,29 +237,81 @@ async fn run_cycle(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
     tend_attention(task, tmux, now).await;
 
     // A: under the state lock, one snapshot: evaluate, open escalations, progress.md, the message.
+    let mut plan = task.update_state(now, |st| evaluate_locked(task, st, ready, extra.clone(), now))?;
+    for reason in &plan.escalated {
+        crate::escalation::announce(task, reason, now)?;
+    }
+
+    // An unfinished intent (a crash, or a save that failed, after it was written) is
+    // settled before anything is delivered again: found in the PM's pane → recorded.
+    let mut reuse_id = None;
+    if let Some(pending) = intent::load(task)? {
+        let pane = plan.pm.as_ref().map(|p| p.0.clone());
+        let found = intent::delivered(task, tmux, pane.as_deref(), &pending.id).await?;
+        note(
+            task,
+            "checkin_settled",
+            serde_json::json!({"id": pending.id, "files": pending.files, "found": found}),
+            now,
+        );
+        if !found {
+            tracing::info!(task = %task.name, id = %pending.id, "an unfinished check-in never reached the PM; delivering it");
+            reuse_id = Some(pending.id);
+        } else {
+            tracing::info!(task = %task.name, id = %pending.id, "an unfinished check-in had reached the PM; recording it");
+            let (done, rest): (Vec<_>, Vec<_>) = plan
+                .cands
+                .iter()
+                .cloned()
+                .partition(|c| pending.files.contains(&c.loaded.file));
+            let ev = plan.ev.clone();
+            task.update_state(now, |fresh| {
+                record(fresh, &done, &ev, now);
+                Ok(())
+            })?;
+            intent::clear(task)?;
+            if rest.is_empty() {
+                return Ok(CheckinReport {
+                    trigger,
+                    skipped: true,
+                    skip_reason: Some(format!(
+                        "already delivered as [checkin {}] before an interruption; recorded now",
+                        pending.id
+                    )),
+                    task: task.name.to_string(),
+                    new_handoffs: done.iter().map(|c| c.loaded.file.clone()).collect(),
+                    signals: ev.signals,
+                    phase: ev.phase,
+                    delivery: None,
+                    recorded: true,
+                    next_checkin: task.state()?.next_checkin,
+                });
+            }
+            plan = task.update_state(now, |st| evaluate_locked(task, st, ready, extra, now))?;
+            for reason in &plan.escalated {
+                crate::escalation::announce(task, reason, now)?;
+            }
+        }
+    }
     let Plan {
         cands,
         ev,
         message,
         pm,
         quiet,
-        escalated,
-    } = task.update_state(now, |st| evaluate_locked(task, st, ready, extra, now))?;
-    for reason in &escalated {
-        crate::escalation::announce(task, reason, now)?;
-    }
+        escalated: _,
+    } = plan;
 
     let next_checkin = schedule.and_then(|s| s.next_after(now));
     if trigger == Trigger::Schedule && quiet && cands.is_empty() && ev.signals.is_empty() {
         save_next_checkin(task, next_checkin, now)?;
         let why = "nothing new";
-        crate::events::append(
+        note(
             task,
             "checkin_skipped",
-            Some("pm"),
             serde_json::json!({"trigger": trigger, "why": why}),
             now,
-        )?;
+        );
         return Ok(CheckinReport {
             trigger,
             skipped: true,
@@ -256,10 +335,9 @@ async fn run_cycle(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
             fresh.next_checkin = next_checkin;
             Ok(())
         })?;
-        crate::events::append(
+        note(
             task,
             "checkin_skipped",
-            Some("pm"),
             serde_json::json!({
                 "trigger": trigger,
                 "why": why,
@@ -269,7 +347,7 @@ async fn run_cycle(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
                 "recorded": true,
             }),
             now,
-        )?;
+        );
         return Ok(CheckinReport {
             trigger,
             skipped: true,
@@ -311,7 +389,21 @@ async fn run_cycle(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
         },
         Some((pane, runtime, _)) => {
             let rt = crate::runtime::resolve(runtime.as_deref().unwrap_or("claude"))?;
-            delivery::deliver(tmux, &pane, &message, &rt.patterns, &rt.delivery_options()).await?
+            // The intent is durable before anything is pasted; when it cannot be saved,
+            // nothing is delivered (a delivery that cannot be recorded would repeat).
+            let id = reuse_id.unwrap_or_else(intent::new_id);
+            intent::save(
+                task,
+                &intent::Intent {
+                    id: id.clone(),
+                    files: cands.iter().map(|c| c.loaded.file.clone()).collect(),
+                },
+            )?;
+            hooks::pause("BEFORE_DELIVER").await;
+            let tagged = intent::tagged(&message, &id);
+            let d = delivery::deliver(tmux, &pane, &tagged, &rt.patterns, &rt.delivery_options()).await?;
+            hooks::pause("AFTER_DELIVER").await;
+            d
         }
     };
 
@@ -326,10 +418,14 @@ async fn run_cycle(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
         fresh.next_checkin = next_checkin;
         Ok(())
     })?;
-    crate::events::append(
+    // Recorded: the intent is finished. Not delivered: it stays, and the next check-in
+    // looks for its id before delivering (an unconfirmed paste may have landed).
+    if recorded {
+        intent::clear(task)?;
+    }
+    note(
         task,
         "checkin",
-        Some("pm"),
         serde_json::json!({
             "trigger": trigger,
             "new_handoffs": cands.len(),
@@ -341,7 +437,7 @@ async fn run_cycle(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
             "recorded": recorded,
         }),
         now,
-    )?;
+    );
     Ok(CheckinReport {
         trigger,
         skipped: false,

@@ -447,11 +447,14 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
             _ = tokio::time::sleep_until(sleep_until), if due.is_some() => {
                 due = None;
                 if terminal_pending(&task, &quiet) {
-                    if let Some(r) = checkin(&task, &tmux, &quiet, Trigger::Handoff, Vec::new()).await {
-                        let delivered = r.delivery.as_ref().is_some_and(|d| d.outcome == Outcome::Delivered);
-                        if !delivered && !r.skipped {
-                            due = Some(Instant::now() + RETRY_AFTER);
-                        }
+                    // A failed check-in (the state could not be saved, say) is retried too;
+                    // checkin::storage paces the attempts and calls a human once.
+                    let retry = match checkin(&task, &tmux, &quiet, Trigger::Handoff, Vec::new()).await {
+                        Some(r) => !r.skipped && r.delivery.as_ref().is_none_or(|d| d.outcome != Outcome::Delivered),
+                        None => true,
+                    };
+                    if retry {
+                        due = Some(Instant::now() + RETRY_AFTER);
                     }
                     next_at = next_due(&task, clock::now(), &mut warned);
                 }
