@@ -25,7 +25,11 @@ fn agent_line(name: &str, status: &str, last: Option<Status>) -> String {
 
 /// A check-in message longer than this is cut: a PM pane pasted 433 KB (8,753 lines) after
 /// a rescan is unusable, and progress.md and `task log` hold everything anyway.
+/// The cap is on the message as delivered, its `[checkin c-…]` tag line included
+/// ([`super::intent::tagged`]); the rendered body leaves this much room for it.
 pub const CHECKIN_CAP: usize = 4096;
+const TAG_ROOM: usize = 64;
+const BODY_CAP: usize = CHECKIN_CAP - TAG_ROOM;
 
 /// The `Agents:` line is cut to this many characters (a big team must not eat the cap).
 const AGENTS_CAP: usize = 600;
@@ -143,7 +147,7 @@ pub fn render_checkin(
         &new_block(new, amended, new.len()),
         &signals_block(ev, ev.signals.len()),
     );
-    if full.len() <= CHECKIN_CAP {
+    if full.len() <= BODY_CAP {
         return full;
     }
     let capped = |keep_h: usize, keep_s: usize| {
@@ -179,11 +183,11 @@ pub fn render_checkin(
         lo
     };
     let n_s = ev.signals.len();
-    let keep_h = most(new.len(), &|k| capped(k, n_s).len() <= CHECKIN_CAP);
-    let keep_s = if keep_h > 0 || capped(0, n_s).len() <= CHECKIN_CAP {
+    let keep_h = most(new.len(), &|k| capped(k, n_s).len() <= BODY_CAP);
+    let keep_s = if keep_h > 0 || capped(0, n_s).len() <= BODY_CAP {
         n_s
     } else {
-        most(n_s, &|k| capped(0, k).len() <= CHECKIN_CAP)
+        most(n_s, &|k| capped(0, k).len() <= BODY_CAP)
     };
     cut(capped(keep_h, keep_s))
 }
@@ -192,10 +196,10 @@ pub fn render_checkin(
 /// cut at a character boundary and say so.
 fn cut(mut msg: String) -> String {
     const TAIL: &str = "\n… (cut at the check-in size cap)";
-    if msg.len() <= CHECKIN_CAP {
+    if msg.len() <= BODY_CAP {
         return msg;
     }
-    let mut at = CHECKIN_CAP - TAIL.len();
+    let mut at = BODY_CAP - TAIL.len();
     while !msg.is_char_boundary(at) {
         at -= 1;
     }
@@ -282,7 +286,9 @@ mod tests {
         let now: DateTime<Utc> = "2025-11-27T10:00:00Z".parse().unwrap();
         let new = handoffs(500);
         let msg = render_checkin(&task, &PmState::default(), &new, &BTreeSet::new(), &ev(3), now);
-        assert!(msg.len() <= CHECKIN_CAP, "{} bytes", msg.len());
+        assert!(msg.len() <= BODY_CAP, "{} bytes", msg.len());
+        let delivered = super::super::intent::tagged(&msg, &super::super::intent::new_id());
+        assert!(delivered.len() <= CHECKIN_CAP, "{} bytes with its tag", delivered.len());
         assert!(msg.contains("New handoffs (500):"), "{msg}");
         assert!(
             msg.contains("dev-20251127-090000.md"),
@@ -296,7 +302,7 @@ mod tests {
         assert_eq!(msg.matches(": a").count(), 3, "every signal kept: {msg}");
         // Signals are kept before handoffs; too many are counted as well.
         let msg = render_checkin(&task, &PmState::default(), &new, &BTreeSet::new(), &ev(100), now);
-        assert!(msg.len() <= CHECKIN_CAP, "{} bytes", msg.len());
+        assert!(msg.len() <= BODY_CAP, "{} bytes", msg.len());
         assert!(msg.contains("… and 500 more handoffs"), "{msg}");
         assert!(msg.contains("more signals not listed"), "{msg}");
         // A small one is untouched.

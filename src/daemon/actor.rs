@@ -465,9 +465,8 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
             }
             () = watches.changed() => {
                 crate::session::pull_remotes(&task).await;
-                if due.is_none() {
-                    due = Some(Instant::now() + DEBOUNCE);
-                }
+                // The watch already folded a burst into one pull: no debounce on top.
+                due = Some(Instant::now());
             }
             _ = pulls.tick() => {
                 watches.refresh(&task);
