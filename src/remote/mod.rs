@@ -49,6 +49,12 @@ fn key(spec: &RemoteSpec) -> String {
     format!("{}:{}", spec.destination(), spec.port.unwrap_or(0))
 }
 
+/// Per host: whether it has rsync (see [`Host::has_rsync`]).
+fn rsync_hosts() -> &'static std::sync::Mutex<HashMap<String, bool>> {
+    static R: OnceLock<std::sync::Mutex<HashMap<String, bool>>> = OnceLock::new();
+    R.get_or_init(Default::default)
+}
+
 /// An ssh config file to use instead of `~/.ssh/config` (`AO_SSH_CONFIG`).
 fn config_file() -> Option<PathBuf> {
     std::env::var_os("AO_SSH_CONFIG")
@@ -254,6 +260,17 @@ impl Host {
         .map(|_| ())
     }
 
+    /// Whether the host has rsync, asked once per host (every pull would otherwise pay
+    /// an extra round trip for it) and again after a failed pull.
+    async fn has_rsync(&self) -> bool {
+        if let Some(known) = rsync_hosts().lock().expect("not poisoned").get(&key(&self.spec)) {
+            return *known;
+        }
+        let has = self.has_program("rsync").await;
+        rsync_hosts().lock().expect("not poisoned").insert(key(&self.spec), has);
+        has
+    }
+
     /// Whether `program` is found on the host's PATH (or exists, for a path).
     pub async fn has_program(&self, program: &str) -> bool {
         self.run(
@@ -278,7 +295,7 @@ impl Host {
         };
         let _turn = gate.lock().await;
         let forced = std::env::var("AO_PULL_WITH").is_ok_and(|v| v == "sftp");
-        if forced || crate::shell::which("rsync").is_none() || !self.has_program("rsync").await {
+        if forced || crate::shell::which("rsync").is_none() || !self.has_rsync().await {
             return self.pull_sftp(remote_task_dir, local_task_dir).await;
         }
         let partial = local_task_dir.join(".pull-partial");
@@ -315,6 +332,8 @@ impl Host {
         tracing::debug!(status = ?out.status, stderr = %String::from_utf8_lossy(&out.stderr).trim(), "rsync pull");
         // 23/24: some files vanished or could not be read mid-transfer; the next pull retries.
         if !out.status.success() && !matches!(out.status.code(), Some(23 | 24)) {
+            // Whether the host has rsync is asked again next time (it may be what failed).
+            rsync_hosts().lock().expect("not poisoned").remove(&key(&self.spec));
             return Err(Error::Remote(format!(
                 "pulling {}:{remote_task_dir} failed: {}",
                 self.spec.destination(),
