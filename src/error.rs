@@ -87,9 +87,9 @@ pub enum Error {
     #[error("{0}")]
     Remote(String),
 
-    /// The hub-and-spoke protocol refused a spawn or send; the message starts with its reason code.
+    /// The hub-and-spoke protocol refused a spawn or send; its reason code is a value.
     #[error("{0}")]
-    Refused(String),
+    Refused(crate::protocol::reason::Refusal),
 
     /// An I/O operation on a specific path failed.
     #[error("{action} {path}: {source}")]
@@ -162,6 +162,7 @@ mod tests {
         assert_eq!(Error::BadInput("x".into()).exit_code(), EXIT_BAD_INPUT);
         assert_eq!(Error::Environment("x".into()).exit_code(), EXIT_FAILURE);
         assert_eq!(Error::Remote("x".into()).exit_code(), EXIT_FAILURE);
-        assert_eq!(Error::Refused("x".into()).exit_code(), EXIT_REFUSED);
+        let refused = crate::protocol::reason::Refusal::new(crate::protocol::reason::Reason::SpawnRejectDuplicate, "x");
+        assert_eq!(Error::Refused(refused).exit_code(), EXIT_REFUSED);
     }
 }

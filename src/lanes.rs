@@ -85,7 +85,7 @@ pub async fn observe(
             seen.pane_dead = now.signed_duration_since(h.since).num_seconds() > START_GRACE_SECS;
         }
         // A remote agent's pane is on its host: its handoffs (pulled) and stale recovery free its lane.
-        (Some(_), false) => seen.pane_dead = a.is_some_and(|a| a.status == "dead" || a.status == "stopped"),
+        (Some(_), false) => seen.pane_dead = a.is_some_and(|a| a.status.is_gone()),
     }
     (seen, terminal)
 }
@@ -252,7 +252,7 @@ pub async fn take(
                 serde_json::json!({"reason": r, "handoff": handoff}),
                 now,
             )?;
-            Err(Error::Refused(format!("{}: {why}", r.code())))
+            Err(Error::Refused(crate::protocol::reason::Refusal::new(r, &why)))
         }
         Decision::Queue => {
             crate::events::append(

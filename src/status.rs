@@ -194,10 +194,7 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
             last_handoff: l.map(|l| l.file.clone()),
             last_handoff_time: l.map(|l| l.name.stamp.format("%Y-%m-%d %H:%M:%S").to_string()),
             recommended_next: l.and_then(|l| l.handoff.recommended_next.clone()),
-            state: st
-                .map(|s| s.status.clone())
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "unknown".into()),
+            state: st.map_or_else(|| "unknown".into(), |s| s.status.to_string()),
             host: st.map(|s| s.host.clone()).unwrap_or_else(|| "local".into()),
             session: st.and_then(|s| s.session.clone()),
             pane: None,

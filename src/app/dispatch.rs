@@ -12,7 +12,7 @@ use crate::daemon::{
     protocol::{Refusal, Request, Response, Supervised},
 };
 use crate::delivery::Report;
-use crate::error::{EXIT_REFUSED, Error, Exit};
+use crate::error::{Error, Exit};
 use crate::protocol::lane::Reason;
 use crate::session::{SpawnReport, Stopped};
 use crate::task::Task;
@@ -91,23 +91,17 @@ where
 
 /// A refusal by this process's lanes, as the [`Refusal`] the daemon would have answered.
 fn typed_refusal(e: anyhow::Error) -> anyhow::Error {
-    match e.downcast_ref::<Error>().and_then(Refusal::of) {
-        Some(r) => r.into(),
-        None => e,
+    match e.downcast_ref::<Error>() {
+        Some(Error::Refused(r)) => r.clone().into(),
+        _ => e,
     }
 }
 
-/// Why the protocol refused, when `e` is a refusal: the [`Refusal`]'s reason, or, for the
-/// spawn gate's refusal (an exit-6 message starting with its code), the code it starts with.
+/// Why the protocol refused, when `e` is a refusal (from the lanes, the gate or the daemon).
 pub(crate) fn refusal_reason(e: &anyhow::Error) -> Option<Reason> {
-    e.chain().find_map(|c| {
-        if let Some(r) = c.downcast_ref::<Refusal>() {
-            return Some(r.reason);
-        }
-        match (c.downcast_ref::<Exit>(), c.downcast_ref::<Error>()) {
-            (Some(x), _) if x.code == EXIT_REFUSED => Reason::from_message(&x.message),
-            (_, Some(e @ Error::Refused(_))) => Refusal::of(e).map(|r| r.reason),
+    e.chain()
+        .find_map(|c| match (c.downcast_ref::<Refusal>(), c.downcast_ref::<Error>()) {
+            (Some(r), _) | (_, Some(Error::Refused(r))) => Some(r.reason),
             _ => None,
-        }
-    })
+        })
 }

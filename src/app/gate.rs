@@ -6,13 +6,13 @@
 //! into the refusal exit code.
 
 use crate::clock;
-use crate::error::{EXIT_REFUSED, Exit};
+use crate::protocol::reason::Refusal;
 use crate::protocol::{gate, roster::Roster};
 use crate::session::Ctx;
 use crate::task::Task;
 
 /// Let the caller (found from the environment) `verb` ("spawn" or "send") `agent`, or
-/// refuse with the gate's advice, recorded, exiting [`EXIT_REFUSED`].
+/// refuse with the gate's advice, recorded, as a [`Refusal`] (exit 6).
 pub(crate) fn check(t: &Task, ctx: &Ctx, agent: &str, verb: &str) -> anyhow::Result<()> {
     let st = t.state()?;
     let caller = gate::Caller::from_env(&ctx.tmux.socket().path());
@@ -35,5 +35,9 @@ pub(crate) fn check(t: &Task, ctx: &Ctx, agent: &str, verb: &str) -> anyhow::Res
         serde_json::json!({"reason": reason, "verb": verb, "caller": caller.agent}),
         clock::now(),
     );
-    Err(Exit::new(EXIT_REFUSED, advice).into())
+    Err(Refusal {
+        reason,
+        message: advice,
+    }
+    .into())
 }

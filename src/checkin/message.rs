@@ -8,15 +8,15 @@ use chrono::{DateTime, Utc};
 use super::signals::Evaluation;
 use crate::handoff::{self, Loaded, Status};
 use crate::preamble;
-use crate::task::{PmState, Task};
+use crate::task::{AgentStatus, PmState, Task};
 
 /// One agent in the message's `Agents:` line: a finished run says how it ended
 /// (`explore done`); any other adds its last report (`dev running (last handoff IN_PROGRESS)`),
 /// which may be from an earlier run.
-fn agent_line(name: &str, status: &str, last: Option<Status>) -> String {
-    let words = status.replace('_', " ");
+fn agent_line(name: &str, status: &AgentStatus, last: Option<Status>) -> String {
+    let words = status.as_str().replace('_', " ");
     match last {
-        Some(s) if !matches!(status, "done" | "blocked" | "needs_review") => {
+        Some(s) if !status.is_finished() => {
             format!("{name} {words} (last handoff {s})")
         }
         _ => format!("{name} {words}"),

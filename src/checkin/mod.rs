@@ -43,7 +43,7 @@ use crate::task::{Phase, Task};
 use crate::tmux::Tmux;
 
 /// What caused a check-in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Trigger {
     /// `task checkin` (cron or a human).
@@ -58,8 +58,9 @@ pub enum Trigger {
     Attention,
 }
 
-/// What a check-in did.
-#[derive(Debug, Clone, Serialize)]
+/// What a check-in did; `task checkin --json` prints it, and it crosses the daemon's socket
+/// as itself.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct CheckinReport {
     /// What caused it.
     pub trigger: Trigger,

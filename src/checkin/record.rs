@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 
 use super::signals::{Evaluation, SignalKind};
 use crate::handoff::{Candidate, Loaded, Status};
-use crate::task::{LineageEntry, PmState};
+use crate::task::{AgentStatus, LineageEntry, PmState};
 
 /// What a spoke's recorded status becomes after a handoff it wrote, or `None`
 /// to keep it. A terminal handoff ends the agent's run — the same rule that
@@ -13,14 +13,14 @@ use crate::task::{LineageEntry, PmState};
 /// `blocked` or `needs_review`; a dead or stopped one keeps saying so, and an
 /// IN_PROGRESS report changes nothing. The PM is not a spoke: its session lasts
 /// the whole task (and the daemon restarts it only while it is `running`).
-pub fn status_after(agent: &str, current: &str, status: Status) -> Option<&'static str> {
-    if agent == "pm" || !matches!(current, "running" | "unknown" | "") {
+pub fn status_after(agent: &str, current: &AgentStatus, status: Status) -> Option<AgentStatus> {
+    if agent == "pm" || !matches!(current, AgentStatus::Running | AgentStatus::Unknown) {
         return None;
     }
     match status {
-        Status::Complete => Some("done"),
-        Status::Blocked => Some("blocked"),
-        Status::NeedsReview => Some("needs_review"),
+        Status::Complete => Some(AgentStatus::Done),
+        Status::Blocked => Some(AgentStatus::Blocked),
+        Status::NeedsReview => Some(AgentStatus::NeedsReview),
         Status::InProgress => None,
     }
 }
@@ -51,11 +51,8 @@ pub fn apply_handoffs(state: &mut PmState, new: &[Loaded], now: DateTime<Utc>) {
             .and_then(|t| t.timestamp_nanos_opt())
             .is_none_or(|started| l.mtime_ns >= started);
         match status_after(l.agent(), &a.status, l.handoff.status) {
-            Some(s) if this_run => a.status = s.into(),
+            Some(s) if this_run => a.status = s,
             _ => {}
-        }
-        if a.status.is_empty() {
-            a.status = "unknown".into();
         }
     }
 }

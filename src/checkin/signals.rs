@@ -15,7 +15,7 @@ use crate::task::{Phase, PmState, Task};
 pub const ESCALATE_AFTER_REJECTIONS: u32 = 3;
 
 /// The kinds of signal (docs/protocol.md#signals, failed gates included).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SignalKind {
     /// An agent finished a subtask.
@@ -68,7 +68,7 @@ impl SignalKind {
 }
 
 /// One signal.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Signal {
     /// Its kind.
     pub kind: SignalKind,

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use super::*;
 use crate::handoff::{Loaded, Status};
 use crate::protocol::roster::Roster;
-use crate::task::{self, Phase, PmState, Task};
+use crate::task::{self, AgentStatus, Phase, PmState, Task};
 
 fn l(file: &str, text: &str) -> Loaded {
     Loaded::from_text(file, text)
@@ -274,24 +274,22 @@ fn the_pm_is_told_of_a_called_human_and_a_paused_spoke_once_and_never_quoted_int
 
 #[test]
 fn a_terminal_handoff_ends_a_spokes_run() {
-    assert_eq!(status_after("explore", "running", Status::Complete), Some("done"));
-    assert_eq!(status_after("test", "running", Status::Blocked), Some("blocked"));
+    let after = |agent: &str, current: &str, status: Status| status_after(agent, &current.into(), status);
+    assert_eq!(after("explore", "running", Status::Complete), Some(AgentStatus::Done));
+    assert_eq!(after("test", "running", Status::Blocked), Some(AgentStatus::Blocked));
     assert_eq!(
-        status_after("dev", "unknown", Status::NeedsReview),
-        Some("needs_review")
+        after("dev", "unknown", Status::NeedsReview),
+        Some(AgentStatus::NeedsReview)
     );
-    assert_eq!(status_after("dev", "running", Status::InProgress), None);
     assert_eq!(
-        status_after("dev", "dead", Status::Complete),
-        None,
-        "a death stays visible"
+        after("dev", "", Status::Complete),
+        Some(AgentStatus::Done),
+        "an old file's empty status"
     );
-    assert_eq!(status_after("dev", "stopped", Status::Complete), None);
-    assert_eq!(
-        status_after("pm", "running", Status::Complete),
-        None,
-        "the PM is not a spoke"
-    );
+    assert_eq!(after("dev", "running", Status::InProgress), None);
+    assert_eq!(after("dev", "dead", Status::Complete), None, "a death stays visible");
+    assert_eq!(after("dev", "stopped", Status::Complete), None);
+    assert_eq!(after("pm", "running", Status::Complete), None, "the PM is not a spoke");
 }
 
 #[test]
@@ -320,10 +318,10 @@ fn the_agent_list_reflects_the_handoffs_it_reports() {
     dev.mtime_ns = (t0 + chrono::Duration::minutes(35)).timestamp_nanos_opt().unwrap();
     let new = vec![explore, dev];
     apply_handoffs(&mut st, &new, t0 + chrono::Duration::minutes(45));
-    assert_eq!(st.agents["explore"].status, "done");
+    assert_eq!(st.agents["explore"].status, AgentStatus::Done);
     assert_eq!(st.agents["explore"].last_status, Some(Status::Complete));
-    assert_eq!(st.agents["dev"].status, "running", "the new run goes on");
-    assert_eq!(st.agents["pm"].status, "running");
+    assert_eq!(st.agents["dev"].status, AgentStatus::Running, "the new run goes on");
+    assert_eq!(st.agents["pm"].status, AgentStatus::Running);
 
     let d = tempfile::tempdir().unwrap();
     let task = Task::new(d.path(), "t1".parse().unwrap()).unwrap();

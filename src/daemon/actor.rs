@@ -18,7 +18,7 @@ use crate::clock;
 use crate::delivery::Outcome;
 use crate::handoff;
 use crate::schedule::{self, Schedule};
-use crate::task::Task;
+use crate::task::{AgentStatus, Task};
 use crate::tmux::Tmux;
 
 /// Debounce between a hint and the scan it causes: a burst becomes one check-in.
@@ -104,7 +104,7 @@ pub enum Msg {
     /// The named handoff was closed after writing or renamed into place.
     Final(String, handoff::How),
     /// Check in now and send back the report as JSON.
-    CheckinNow(oneshot::Sender<std::result::Result<serde_json::Value, String>>),
+    CheckinNow(oneshot::Sender<super::protocol::Response>),
 }
 
 /// A cheap handle on a running actor.
@@ -270,7 +270,7 @@ async fn deaths(
     let mut out = Vec::new();
     for (name, a) in &st.agents {
         // Remote panes live on another tmux server; pulls and status cover them.
-        if a.status != "running" || is_remote(&a.host) {
+        if a.status != AgentStatus::Running || is_remote(&a.host) {
             continue;
         }
         let Some(pane) = &a.pane else { continue };
@@ -294,7 +294,7 @@ async fn deaths(
         if *writable {
             update_state(task, "an agent's death", |fresh| {
                 if let Some(x) = fresh.agents.get_mut(name) {
-                    x.status = "dead".into();
+                    x.status = AgentStatus::Dead;
                 }
             });
         }
@@ -432,7 +432,10 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                 Some(Msg::CheckinNow(reply)) => {
                     let sched = schedule_of(&task).ok();
                     let r = checkin::run_with(&task, &tmux, clock::now(), Trigger::Manual, Vec::new(), &|l| quiet.ready(&dir, l), sched.as_ref()).await;
-                    let _ = reply.send(r.map(|r| serde_json::to_value(r).unwrap_or_default()).map_err(|e| e.to_string()));
+                    let _ = reply.send(r.map_or_else(
+                        |e| super::protocol::Response::error(&e),
+                        |r| super::protocol::Response::Checkin { report: Box::new(r) },
+                    ));
                     next_at = next_due(&task, clock::now(), &mut warned);
                 }
             },

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::protocol::lane::Reason;
+pub use crate::protocol::reason::Refusal;
 
 /// Protocol version; a request with another version gets an error response.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -91,33 +91,6 @@ pub struct Supervised {
     pub task: String,
 }
 
-/// A refusal by the hub-and-spoke protocol, its reason code a value. The daemon answers
-/// one as [`Response::Refused`]; the client turns it back into this error, which the CLI
-/// exits [`crate::error::EXIT_REFUSED`] with and `task spawn --json` prints the reason of.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
-#[error("{message}")]
-pub struct Refusal {
-    /// Why (`SPAWN_REJECT_*`).
-    pub reason: Reason,
-    /// What to tell the user; starts with the reason code.
-    pub message: String,
-}
-
-impl Refusal {
-    /// The refusal a library error stands for. The lanes refuse with an
-    /// [`Error::Refused`] whose message starts with its code: this is the one place
-    /// that code is read back, on whichever side ran the spawn.
-    pub fn of(e: &Error) -> Option<Refusal> {
-        match e {
-            Error::Refused(message) => Reason::from_message(message).map(|reason| Refusal {
-                reason,
-                message: message.clone(),
-            }),
-            _ => None,
-        }
-    }
-}
-
 /// A response from the daemon: one variant per verb's report, a refusal with its reason,
 /// or an error with the exit code the CLI should use.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -130,7 +103,7 @@ pub enum Response {
     /// The tasks supervised ([`Request::Tasks`]).
     Tasks { tasks: Vec<Supervised> },
     /// A check-in's report, as `task checkin --json` prints it ([`Request::Checkin`]).
-    Checkin { report: serde_json::Value },
+    Checkin { report: Box<crate::checkin::CheckinReport> },
     /// What a spawn did, as `task spawn --json` prints it ([`Request::Spawn`]).
     Spawned { report: Box<crate::session::SpawnReport> },
     /// The delivery report of a message ([`Request::Send`]).
@@ -158,9 +131,11 @@ impl Response {
     /// The answer to a failed request: a refusal with its reason, or an error carrying the
     /// library error's exit code.
     pub fn error(e: &Error) -> Response {
-        match Refusal::of(e) {
-            Some(refusal) => Response::Refused { refusal },
-            None => Response::Error {
+        match e {
+            Error::Refused(refusal) => Response::Refused {
+                refusal: refusal.clone(),
+            },
+            _ => Response::Error {
                 message: e.to_string(),
                 code: e.exit_code(),
             },
@@ -179,6 +154,7 @@ impl Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::reason::Reason;
 
     fn round_trip(r: &Response) -> serde_json::Value {
         let line = serde_json::to_string(&Envelope {
@@ -211,7 +187,7 @@ mod tests {
 
     #[test]
     fn a_refusal_crosses_the_socket_with_its_reason_as_a_value() {
-        let e = Error::Refused("SPAWN_REJECT_ACTIVE_LANE: dev's lane is busy".into());
+        let e = Error::Refused(Refusal::new(Reason::SpawnRejectActiveLane, "dev's lane is busy"));
         let r = Response::error(&e);
         let v = round_trip(&r);
         assert_eq!(v["kind"], "refused");

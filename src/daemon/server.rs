@@ -135,11 +135,9 @@ impl Supervisor {
         let (tx, rx) = oneshot::channel();
         let _ = e.handle.tx.send(Msg::CheckinNow(tx)).await;
         tokio::spawn(async move {
-            let resp = match rx.await {
-                Ok(Ok(report)) => Response::Checkin { report },
-                Ok(Err(message)) => Response::failure(message),
-                Err(_) => Response::failure("the task's actor stopped"),
-            };
+            let resp = rx
+                .await
+                .unwrap_or_else(|_| Response::failure("the task's actor stopped"));
             let _ = reply.send(resp);
         });
     }

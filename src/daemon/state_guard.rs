@@ -176,8 +176,12 @@ mod tests {
         let mut fresh = PmState::default();
         fresh.agents.entry("dev".into()).or_default().status = "dead".into();
         assert!(merge_known_agents(&mut fresh, &good));
-        assert_eq!(fresh.agents["pm"].status, "running");
-        assert_eq!(fresh.agents["dev"].status, "dead", "what the fresh state knows wins");
+        assert_eq!(fresh.agents["pm"].status, "running".into());
+        assert_eq!(
+            fresh.agents["dev"].status,
+            "dead".into(),
+            "what the fresh state knows wins"
+        );
         assert_eq!(fresh.pm_restarts.len(), 1);
         assert!(!merge_known_agents(&mut fresh, &good), "nothing more to put back");
     }

@@ -20,69 +20,7 @@ pub const DEFAULT_STALE: Duration = Duration::from_secs(10 * 60);
 /// Default window in which the same spawn again is a duplicate.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_secs(10);
 
-/// Every outcome of a spawn request; printed, in `--json`, events.jsonl and `task status`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-#[allow(
-    clippy::enum_variant_names,
-    reason = "the names are the protocol's reason codes (SPAWN_OK, …)"
-)]
-pub enum Reason {
-    /// Started.
-    SpawnOk,
-    /// The lane was busy; held until it frees (`--queue`).
-    SpawnQueued,
-    /// A queued spawn was started because its lane freed.
-    SpawnDequeued,
-    /// Refused: the lane is busy (and no `--queue`, or its queue is full).
-    SpawnRejectActiveLane,
-    /// Refused: the same spawn moments ago.
-    SpawnRejectDuplicate,
-    /// Refused: the caller is a spoke.
-    SpawnRejectSpokeCaller,
-    /// Started after reclaiming a lane whose agent showed no sign of life.
-    SpawnRecoveredStale,
-}
-
-impl Reason {
-    /// The code as printed.
-    pub fn code(self) -> &'static str {
-        match self {
-            Reason::SpawnOk => "SPAWN_OK",
-            Reason::SpawnQueued => "SPAWN_QUEUED",
-            Reason::SpawnDequeued => "SPAWN_DEQUEUED",
-            Reason::SpawnRejectActiveLane => "SPAWN_REJECT_ACTIVE_LANE",
-            Reason::SpawnRejectDuplicate => "SPAWN_REJECT_DUPLICATE",
-            Reason::SpawnRejectSpokeCaller => "SPAWN_REJECT_SPOKE_CALLER",
-            Reason::SpawnRecoveredStale => "SPAWN_RECOVERED_STALE",
-        }
-    }
-
-    /// All codes, for docs and for recognising one at the start of an error message.
-    pub const ALL: [Reason; 7] = [
-        Reason::SpawnOk,
-        Reason::SpawnQueued,
-        Reason::SpawnDequeued,
-        Reason::SpawnRejectActiveLane,
-        Reason::SpawnRejectDuplicate,
-        Reason::SpawnRejectSpokeCaller,
-        Reason::SpawnRecoveredStale,
-    ];
-
-    /// The code a message starts with, if any (answers from the daemon carry only text).
-    pub fn from_message(msg: &str) -> Option<Reason> {
-        Reason::ALL.into_iter().find(|r| {
-            msg.strip_prefix(r.code())
-                .is_some_and(|rest| rest.starts_with(':') || rest.is_empty())
-        })
-    }
-}
-
-impl std::fmt::Display for Reason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.code())
-    }
-}
+pub use super::reason::Reason;
 
 /// Why a lane came free.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -417,9 +355,7 @@ mod tests {
     #[test]
     fn codes_round_trip_through_messages() {
         for r in Reason::ALL {
-            assert_eq!(Reason::from_message(&format!("{}: because", r.code())), Some(r));
             assert_eq!(serde_json::to_value(r).unwrap(), r.code());
         }
-        assert_eq!(Reason::from_message("SPAWN_OKAY: no"), None);
     }
 }

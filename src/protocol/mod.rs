@@ -5,5 +5,6 @@
 
 pub mod gate;
 pub mod lane;
+pub mod reason;
 pub mod results;
 pub mod roster;

@@ -142,7 +142,7 @@ pub(super) fn record_start(
         a.session = Some(started.session.clone());
         a.pane = Some(started.pane.clone());
         a.tmux_server = tmux_server;
-        a.status = "running".into();
+        a.status = crate::task::AgentStatus::Running;
         a.runtime = Some(started.runtime.clone());
         a.session_id = Some(session_id);
         a.started_at = Some(now);

@@ -15,7 +15,7 @@ pub fn remote_hosts(task: &Task) -> Vec<crate::task::RemoteSpec> {
 /// but able to amend): those worth watching live ([`crate::remote::watch`]). A stopped
 /// task watches nothing and holds no connection.
 pub fn watched_hosts(task: &Task) -> Vec<crate::task::RemoteSpec> {
-    hosts_of(task, |a| !matches!(a.status.as_str(), "stopped" | "dead"))
+    hosts_of(task, |a| !a.status.is_gone())
 }
 
 fn hosts_of(task: &Task, keep: impl Fn(&crate::task::AgentState) -> bool) -> Vec<crate::task::RemoteSpec> {

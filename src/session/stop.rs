@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::Ctx;
 use crate::error::Result;
-use crate::task::{CwdSpec, Task};
+use crate::task::{AgentStatus, CwdSpec, Task};
 /// What `task stop` did, split so that a session still running on an unreachable host
 /// is never reported as ended.
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
@@ -60,7 +60,7 @@ pub async fn stop(ctx: &Ctx, task: &Task, now: DateTime<Utc>) -> Result<Stopped>
                     continue;
                 }
             }
-            a.status = "stopped".into();
+            a.status = AgentStatus::Stopped;
             if let Some(at) = a.attention.take() {
                 ended_episodes.push((name.clone(), at));
             }
@@ -75,8 +75,8 @@ pub async fn stop(ctx: &Ctx, task: &Task, now: DateTime<Utc>) -> Result<Stopped>
         if let Some(at) = a.attention.take() {
             ended_episodes.push((name.clone(), at));
         }
-        if a.status == "running" || a.status.is_empty() {
-            a.status = "stopped".into();
+        if matches!(a.status, AgentStatus::Running | AgentStatus::Unknown) {
+            a.status = AgentStatus::Stopped;
         }
     }
     for (name, at) in &ended_episodes {

@@ -1,5 +1,6 @@
 //! The task folder: where it is, what it holds, how it is created and repaired.
 
+mod agent_status;
 pub mod lock;
 pub mod state;
 pub mod taskmd;
@@ -10,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::names::TaskName;
 
+pub use agent_status::AgentStatus;
 pub use state::{AgentState, Escalation, LineageEntry, Phase, PmState};
 pub use taskmd::{CwdSpec, RemoteSpec, TaskSpec};
 

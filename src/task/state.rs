@@ -123,9 +123,9 @@ pub struct AgentState {
     /// written before it was kept (those ids are trusted as they are).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tmux_server: Option<String>,
-    /// running, stopped, dead, done.
+    /// running, stopped, dead, done, blocked, needs_review (or unknown).
     #[serde(default)]
-    pub status: String,
+    pub status: super::AgentStatus,
     /// Status of its last handoff.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_status: Option<Status>,

@@ -3,10 +3,8 @@
 
 use std::path::Path;
 
-use crate::app::{
-    self,
-    checkin::{ByDaemon, Checkin},
-};
+use crate::app::{self, checkin::Checkin};
+use crate::checkin::CheckinReport;
 use crate::delivery::Outcome;
 use crate::error::{EXIT_UNDELIVERED, Exit};
 use crate::names::TaskName;
@@ -18,53 +16,40 @@ use crate::cli::output::{outcome_word, print_checkin, print_json};
 pub(crate) async fn run(project: Option<&Path>, name: &TaskName, json: bool) -> anyhow::Result<()> {
     let t = app::locate(project, name)?;
     let ctx = Ctx::from_env()?;
-    match app::checkin::checkin(&t, &ctx).await? {
-        Checkin::ByDaemon(c) => by_daemon(name, &c, json),
-        Checkin::Here(report) => {
-            if json {
-                print_json(&report)?;
-            } else {
-                print_checkin(&report);
-            }
-            match &report.delivery {
-                None => Ok(()),
-                Some(d) if d.outcome == Outcome::Delivered => Ok(()),
-                Some(d) => Err(Exit::new(
-                    EXIT_UNDELIVERED,
-                    format!(
-                        "check-in not delivered ({}); the handoffs stay new for the next check-in",
-                        d.reason
-                    ),
-                )
-                .into()),
-            }
-        }
+    let (report, by_daemon) = match app::checkin::checkin(&t, &ctx).await? {
+        Checkin::ByDaemon(r) => (r, true),
+        Checkin::Here(r) => (r, false),
+    };
+    if json {
+        print_json(&report)?;
+    } else if by_daemon {
+        print_by_daemon(name, &report);
+    } else {
+        print_checkin(&report);
+    }
+    match &report.delivery {
+        None => Ok(()),
+        Some(d) if d.outcome == Outcome::Delivered => Ok(()),
+        Some(d) => Err(Exit::new(
+            EXIT_UNDELIVERED,
+            format!(
+                "check-in not delivered ({}); the handoffs stay new for the next check-in",
+                d.reason
+            ),
+        )
+        .into()),
     }
 }
 
-/// Render the report of a check-in the daemon ran (`--json`: its JSON, as it sent it).
-fn by_daemon(name: &TaskName, c: &ByDaemon, json: bool) -> anyhow::Result<()> {
-    let s = &c.summary;
-    if json {
-        print_json(&c.report)?;
-    } else {
-        let delivery = match (&s.skip_reason, &s.delivery) {
-            (Some(why), _) => format!("not sent: {why}"),
-            (None, Some(d)) => outcome_word(d.outcome),
-            (None, None) => "none".to_string(),
-        };
-        println!(
-            "{name}: check-in by the daemon: {} new handoff(s); delivery {delivery}",
-            s.new_handoffs.len(),
-        );
-    }
-    if s.delivered() {
-        return Ok(());
-    }
-    let reason = s.delivery.as_ref().map_or("?", |d| d.reason.as_str());
-    Err(Exit::new(
-        EXIT_UNDELIVERED,
-        format!("check-in not delivered ({reason}); the handoffs stay new"),
-    )
-    .into())
+/// The one line for a check-in the daemon ran (its own log has the rest).
+fn print_by_daemon(name: &TaskName, r: &CheckinReport) {
+    let delivery = match (&r.skip_reason, &r.delivery) {
+        (Some(why), _) => format!("not sent: {why}"),
+        (None, Some(d)) => outcome_word(d.outcome),
+        (None, None) => "none".to_string(),
+    };
+    println!(
+        "{name}: check-in by the daemon: {} new handoff(s); delivery {delivery}",
+        r.new_handoffs.len(),
+    );
 }
