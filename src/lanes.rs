@@ -21,10 +21,6 @@ use crate::task::{PmState, Task};
 /// A pane not recorded this long after its lane was acquired belongs to a spawn that died half-way.
 const START_GRACE_SECS: i64 = 60;
 
-fn is_local(host: &str) -> bool {
-    host.is_empty() || host == "local"
-}
-
 /// The agent's newest handoff written after `since`, if terminal and `ready`.
 fn terminal_since(
     task: &Task,
@@ -61,7 +57,7 @@ pub async fn observe(
         pane_dead: false,
         last_sign: a.and_then(|a| a.last_activity),
     };
-    let local = a.is_none_or(|a| is_local(&a.host));
+    let local = a.is_none_or(|a| a.host.is_local());
     match (&h.pane, local) {
         (Some(p), true) => match ctx
             .tmux

@@ -195,7 +195,7 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
             last_handoff_time: l.map(|l| l.name.stamp.format("%Y-%m-%d %H:%M:%S").to_string()),
             recommended_next: l.and_then(|l| l.handoff.recommended_next.clone()),
             state: st.map_or_else(|| "unknown".into(), |s| s.status.to_string()),
-            host: st.map(|s| s.host.clone()).unwrap_or_else(|| "local".into()),
+            host: st.map_or_else(|| "local".into(), |s| s.host.to_string()),
             session: st.and_then(|s| s.session.clone()),
             pane: None,
             exit_status: None,

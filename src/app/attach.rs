@@ -5,7 +5,7 @@ use std::convert::Infallible;
 
 use crate::error::Error;
 use crate::session::Ctx;
-use crate::task::{CwdSpec, Task};
+use crate::task::Task;
 
 /// Replace this process with the attach to `agent`'s session; returns only on failure
 /// (no such session, or the exec failed).
@@ -17,8 +17,8 @@ pub(crate) fn attach(t: &Task, agent: &str) -> anyhow::Result<Infallible> {
     let host = t
         .state()
         .ok()
-        .and_then(|st| st.agents.get(agent).map(|a| a.host.clone()));
-    if let Some(Ok(CwdSpec::Remote(r))) = host.as_deref().map(crate::task::taskmd::parse_cwd) {
+        .and_then(|st| st.agents.get(agent).and_then(|a| a.host.remote().cloned()));
+    if let Some(r) = host {
         // `ssh -t <host> tmux … attach`, every word quoted for the remote shell.
         let tmux = rt.block_on(crate::remote::Host::connect(&r))?.tmux()?;
         if !rt.block_on(tmux.has_session(&session))? {

@@ -43,9 +43,6 @@ pub fn apply_handoffs(state: &mut PmState, new: &[Loaded], now: DateTime<Utc>) {
                 "spoke".into()
             };
         }
-        if a.host.is_empty() {
-            a.host = "local".into();
-        }
         let this_run = a
             .started_at
             .and_then(|t| t.timestamp_nanos_opt())

@@ -36,9 +36,6 @@ fn pull_every() -> Duration {
 const LIVENESS_EVERY: Duration = Duration::from_secs(5);
 /// After an undelivered check-in, try again this soon.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
-fn is_remote(host: &str) -> bool {
-    !host.is_empty() && host != "local"
-}
 
 /// PM restarts allowed within [`RESTART_WINDOW`] before the task is BLOCKED and a human called.
 pub const MAX_PM_RESTARTS: usize = 3;
@@ -270,7 +267,7 @@ async fn deaths(
     let mut out = Vec::new();
     for (name, a) in &st.agents {
         // Remote panes live on another tmux server; pulls and status cover them.
-        if a.status != AgentStatus::Running || is_remote(&a.host) {
+        if a.status != AgentStatus::Running || a.host.remote().is_some() {
             continue;
         }
         let Some(pane) = &a.pane else { continue };

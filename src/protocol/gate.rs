@@ -44,7 +44,7 @@ fn pane_owner<'a>(caller: &Caller, state: &'a PmState) -> Option<(&'a String, &'
     state
         .agents
         .iter()
-        .find(|(_, a)| a.pane.as_ref() == Some(pane) && (a.host.is_empty() || a.host == "local"))
+        .find(|(_, a)| a.pane.as_ref() == Some(pane) && a.host.is_local())
 }
 
 /// Decide whether `caller` may spawn or message agents of a task. Pure.
@@ -81,7 +81,7 @@ mod tests {
         let a = st.agents.entry(agent.into()).or_default();
         a.role = role.into();
         a.pane = Some(pane.into());
-        a.host = "local".into();
+        a.host = crate::task::AgentHost::Local;
         st
     }
 

@@ -117,7 +117,15 @@ pub(super) async fn start_agent(
             None
         }
     };
-    record_start(task, &started, role, "local".into(), session_id, server, now)?;
+    record_start(
+        task,
+        &started,
+        role,
+        crate::task::AgentHost::Local,
+        session_id,
+        server,
+        now,
+    )?;
     Ok(started)
 }
 
@@ -127,7 +135,7 @@ pub(super) fn record_start(
     task: &Task,
     started: &Started,
     role: &str,
-    host: String,
+    host: crate::task::AgentHost,
     session_id: String,
     tmux_server: Option<String>,
     now: DateTime<Utc>,

@@ -10,7 +10,6 @@ use super::Ctx;
 use crate::delivery;
 use crate::error::{Error, Result};
 use crate::runtime;
-use crate::task::CwdSpec;
 use crate::tmux::{Tmux, find_pane};
 /// Liveness of one agent: the state records what was started, this what is true now
 /// (`task status`, and the supervisor's look for deaths and dialogs).
@@ -41,15 +40,15 @@ pub async fn liveness(ctx: &Ctx, st: &crate::task::PmState, now: DateTime<Utc>) 
     let mut servers: BTreeMap<String, Option<(Tmux, Vec<crate::tmux::PaneInfo>)>> = BTreeMap::new();
     servers.insert("local".into(), Some((ctx.tmux.clone(), ctx.tmux.list_panes().await?)));
     for a in st.agents.values() {
-        if servers.contains_key(&a.host) || a.host.is_empty() {
+        if a.host.is_local() || servers.contains_key(&a.host.to_string()) {
             continue;
         }
-        let server = match crate::task::taskmd::parse_cwd(&a.host) {
-            Ok(CwdSpec::Remote(r)) => {
+        let server = match a.host.remote() {
+            Some(r) => {
                 let found = async {
-                    let host = tokio::time::timeout(Duration::from_secs(5), crate::remote::Host::connect(&r))
+                    let host = tokio::time::timeout(Duration::from_secs(5), crate::remote::Host::connect(r))
                         .await
-                        .map_err(|_| Error::BadInput(format!("{} did not answer within 5 s", r.destination())))??;
+                        .map_err(|_| Error::Remote(format!("{} did not answer within 5 s", r.destination())))??;
                     let tmux = host.tmux()?;
                     let panes = tmux.list_panes().await?;
                     Ok::<_, Error>((tmux, panes))
@@ -59,14 +58,14 @@ pub async fn liveness(ctx: &Ctx, st: &crate::task::PmState, now: DateTime<Utc>) 
                     .map_err(|e| tracing::warn!(host = %r.destination(), error = %e, "host unreachable"))
                     .ok()
             }
-            _ => None,
+            None => None,
         };
-        servers.insert(a.host.clone(), server);
+        servers.insert(a.host.to_string(), server);
     }
     let mut out = Vec::new();
     for (name, a) in &st.agents {
-        let host = if a.host.is_empty() { "local" } else { a.host.as_str() };
-        let Some((tmux, panes)) = servers.get(host).and_then(|s| s.as_ref()) else {
+        let host = a.host.to_string();
+        let Some((tmux, panes)) = servers.get(&host).and_then(|s| s.as_ref()) else {
             out.push(Liveness {
                 agent: name.clone(),
                 pane: "unreachable".into(),

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::task::{CwdSpec, Task};
+use crate::task::Task;
 /// The remote hosts this task has agents on (from the state): the supervisor pulls only
 /// when there is somewhere to pull from.
 pub fn remote_hosts(task: &Task) -> Vec<crate::task::RemoteSpec> {
@@ -22,9 +22,9 @@ fn hosts_of(task: &Task, keep: impl Fn(&crate::task::AgentState) -> bool) -> Vec
     let Ok(st) = task.state() else { return Vec::new() };
     let mut out: Vec<crate::task::RemoteSpec> = Vec::new();
     for a in st.agents.values().filter(|a| keep(a)) {
-        if let Ok(CwdSpec::Remote(r)) = crate::task::taskmd::parse_cwd(&a.host) {
-            if !out.contains(&r) {
-                out.push(r);
+        if let Some(r) = a.host.remote() {
+            if !out.contains(r) {
+                out.push(r.clone());
             }
         }
     }
@@ -100,18 +100,18 @@ pub async fn pull_remotes(task: &Task) -> Vec<String> {
 
 /// Record (or clear) since when a host's agents cannot be reached; writes only on a change.
 fn mark_reachable(task: &Task, spec: &crate::task::RemoteSpec, ok: bool) -> Result<()> {
-    let host = spec.to_string();
+    let on_it = |a: &crate::task::AgentState| a.host.remote() == Some(spec);
     let changes = |st: &crate::task::PmState| {
         st.agents
             .values()
-            .any(|a| a.host == host && a.unreachable_since.is_some() == ok)
+            .any(|a| on_it(a) && a.unreachable_since.is_some() == ok)
     };
     if !changes(&task.state()?) {
         return Ok(());
     }
     let now = crate::clock::now();
     task.update_state(now, |st| {
-        for a in st.agents.values_mut().filter(|a| a.host == host) {
+        for a in st.agents.values_mut().filter(|a| on_it(a)) {
             match (ok, a.unreachable_since) {
                 (true, Some(_)) => a.unreachable_since = None,
                 (false, None) => a.unreachable_since = Some(now),

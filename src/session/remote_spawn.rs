@@ -163,6 +163,14 @@ pub(super) async fn spawn_remote(
         argv,
         host: spec.destination(),
     };
-    record_start(task, &started, role, spec.to_string(), session_id, None, now)?;
+    record_start(
+        task,
+        &started,
+        role,
+        crate::task::AgentHost::Remote(spec.clone()),
+        session_id,
+        None,
+        now,
+    )?;
     Ok(started)
 }

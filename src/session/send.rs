@@ -6,7 +6,7 @@ use super::Ctx;
 use crate::delivery;
 use crate::error::{Error, Result};
 use crate::runtime;
-use crate::task::{CwdSpec, Task};
+use crate::task::Task;
 /// Deliver a message to a running agent with verified delivery: a message pasted into a
 /// busy or closed screen is lost silently, so it is sent once the input is ready and confirmed.
 pub async fn send(ctx: &Ctx, task: &Task, agent: &str, text: &str) -> Result<delivery::Report> {
@@ -35,9 +35,9 @@ pub async fn send_with(
         ))
     })?;
     let pane = a.pane.clone().unwrap_or_default();
-    let tmux = match crate::task::taskmd::parse_cwd(&a.host) {
-        Ok(CwdSpec::Remote(r)) => crate::remote::Host::connect(&r).await?.tmux()?,
-        _ => ctx.tmux.clone(),
+    let tmux = match a.host.remote() {
+        Some(r) => crate::remote::Host::connect(r).await?.tmux()?,
+        None => ctx.tmux.clone(),
     };
     if tmux.pane_on(&pane, a.tmux_server.as_deref()).await?.is_none() {
         return Err(Error::NotRunning(format!(

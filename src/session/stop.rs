@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::Ctx;
 use crate::error::Result;
-use crate::task::{AgentStatus, CwdSpec, Task};
+use crate::task::{AgentStatus, Task};
 /// What `task stop` did, split so that a session still running on an unreachable host
 /// is never reported as ended.
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
@@ -41,7 +41,7 @@ pub async fn stop(ctx: &Ctx, task: &Task, now: DateTime<Utc>) -> Result<Stopped>
     let mut ended_episodes = Vec::new();
     for (name, a) in st.agents.iter_mut() {
         let Some(session) = a.session.clone() else { continue };
-        if let Ok(CwdSpec::Remote(r)) = crate::task::taskmd::parse_cwd(&a.host) {
+        if let Some(r) = a.host.remote().cloned() {
             // An unreachable host must not keep the local sessions running: report and go on.
             let ended = async {
                 crate::remote::Host::connect(&r)
@@ -171,9 +171,9 @@ async fn stop_read_only(ctx: &Ctx, task: &Task) -> Result<Stopped> {
     let mut out = Stopped::default();
     for a in st.agents.values() {
         let Some(session) = a.session.as_deref() else { continue };
-        if let Ok(CwdSpec::Remote(r)) = crate::task::taskmd::parse_cwd(&a.host) {
+        if let Some(r) = a.host.remote() {
             let ended = async {
-                crate::remote::Host::connect(&r)
+                crate::remote::Host::connect(r)
                     .await?
                     .tmux()?
                     .kill_session(session)

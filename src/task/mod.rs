@@ -1,5 +1,6 @@
 //! The task folder: where it is, what it holds, how it is created and repaired.
 
+mod agent_host;
 mod agent_status;
 pub mod lock;
 pub mod state;
@@ -11,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::names::TaskName;
 
+pub use agent_host::AgentHost;
 pub use agent_status::AgentStatus;
 pub use state::{AgentState, Escalation, LineageEntry, Phase, PmState};
 pub use taskmd::{CwdSpec, RemoteSpec, TaskSpec};

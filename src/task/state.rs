@@ -108,9 +108,9 @@ pub struct AgentState {
     /// hub or spoke.
     #[serde(default)]
     pub role: String,
-    /// `local`, or the remote destination.
-    #[serde(default = "local")]
-    pub host: String,
+    /// `local`, or the remote host (its `cwd:` spec).
+    #[serde(default)]
+    pub host: super::AgentHost,
     /// tmux session name, when running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
@@ -159,10 +159,6 @@ pub struct AgentState {
     /// Fields added by newer builds, kept on rewrite.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
-}
-
-fn local() -> String {
-    "local".into()
 }
 
 /// One edge of the handoff chain (docs/protocol.md#progress-and-lineage).
@@ -292,7 +288,7 @@ fn migrate_v1(mut obj: serde_json::Map<String, Value>) -> std::result::Result<Pm
     if let Some(Value::Object(agents)) = obj.remove("agents") {
         for (name, v) in agents {
             let a = AgentState {
-                host: local(),
+                host: super::AgentHost::Local,
                 session: v.as_str().map(str::to_string),
                 status: "unknown".into(),
                 ..AgentState::default()
@@ -464,7 +460,7 @@ mod tests {
             "dev".into(),
             AgentState {
                 role: "spoke".into(),
-                host: "local".into(),
+                host: crate::task::AgentHost::Local,
                 status: "running".into(),
                 last_status: Some(Status::NeedsReview),
                 ..Default::default()
