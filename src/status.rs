@@ -34,8 +34,8 @@ pub struct AgentRow {
     pub host: String,
     /// tmux session, when recorded.
     pub session: Option<String>,
-    /// Pane liveness: alive, dead, gone, not-started (null when tmux was not asked).
-    pub pane: Option<String>,
+    /// Pane liveness: alive, dead, gone, not-started, unreachable (null when tmux was not asked).
+    pub pane: Option<crate::session::PaneState>,
     /// Exit status of a dead pane.
     pub exit_status: Option<i32>,
     /// Signal that killed a dead pane.
@@ -332,7 +332,7 @@ pub fn render(s: &TaskStatus) -> String {
                 {
                     format!("{p}, paused")
                 }
-                (Some(p), None) => p.clone(),
+                (Some(p), None) => p.to_string(),
                 (None, _) => "-".into(),
             };
             let pane = match a.unreachable_since {

@@ -5,7 +5,7 @@
 //! written over the matching rows, and each lane's staleness is refreshed from it.
 
 use crate::clock;
-use crate::session::{self, Ctx};
+use crate::session::{self, Ctx, PaneState};
 use crate::status::{self, TaskStatus};
 use crate::task::Task;
 
@@ -34,14 +34,14 @@ fn add_liveness(t: &Task, s: &mut TaskStatus) {
     };
     for l in live {
         if let Some(row) = s.agents.iter_mut().find(|r| r.name == l.agent) {
-            row.pane = Some(l.pane.clone());
+            row.pane = Some(l.pane);
             row.exit_status = l.exit_status;
             row.exit_signal = l.exit_signal;
             row.idle_secs = l.idle_secs;
             row.waiting_for_human = l.waiting_for_human;
         }
         if let Some(lane) = s.lanes.iter_mut().find(|r| r.agent == l.agent) {
-            lane.refresh(l.idle_secs.filter(|_| l.pane == "alive"));
+            lane.refresh(l.idle_secs.filter(|_| l.pane == PaneState::Alive));
         }
     }
 }

@@ -11,14 +11,49 @@ use crate::delivery;
 use crate::error::{Error, Result};
 use crate::runtime;
 use crate::tmux::{Tmux, find_pane};
+/// What an agent's pane is now, seen through tmux. `task status --json` prints the word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PaneState {
+    /// Its command runs.
+    Alive,
+    /// Its command exited (the pane is kept, with the exit status).
+    Dead,
+    /// The pane no longer exists (or belongs to another tmux server now).
+    Gone,
+    /// The agent was never started.
+    NotStarted,
+    /// Its host cannot be reached.
+    Unreachable,
+}
+
+impl PaneState {
+    /// The word printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PaneState::Alive => "alive",
+            PaneState::Dead => "dead",
+            PaneState::Gone => "gone",
+            PaneState::NotStarted => "not-started",
+            PaneState::Unreachable => "unreachable",
+        }
+    }
+}
+
+impl std::fmt::Display for PaneState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Liveness of one agent: the state records what was started, this what is true now
 /// (`task status`, and the supervisor's look for deaths and dialogs).
 #[derive(Debug, Clone, Serialize)]
 pub struct Liveness {
     /// Agent name.
     pub agent: String,
-    /// alive, dead, gone (no pane), or not-started.
-    pub pane: String,
+    /// What its pane is now.
+    pub pane: PaneState,
     /// Exit status when dead.
     pub exit_status: Option<i32>,
     /// The signal that killed it, when dead by a signal.
@@ -68,7 +103,7 @@ pub async fn liveness(ctx: &Ctx, st: &crate::task::PmState, now: DateTime<Utc>) 
         let Some((tmux, panes)) = servers.get(&host).and_then(|s| s.as_ref()) else {
             out.push(Liveness {
                 agent: name.clone(),
-                pane: "unreachable".into(),
+                pane: PaneState::Unreachable,
                 exit_status: None,
                 exit_signal: None,
                 idle_secs: None,
@@ -80,7 +115,7 @@ pub async fn liveness(ctx: &Ctx, st: &crate::task::PmState, now: DateTime<Utc>) 
         let Some(pane_id) = &a.pane else {
             out.push(Liveness {
                 agent: name.clone(),
-                pane: "not-started".into(),
+                pane: PaneState::NotStarted,
                 exit_status: None,
                 exit_signal: None,
                 idle_secs: None,
@@ -93,7 +128,7 @@ pub async fn liveness(ctx: &Ctx, st: &crate::task::PmState, now: DateTime<Utc>) 
         let l = match info {
             None => Liveness {
                 agent: name.clone(),
-                pane: "gone".into(),
+                pane: PaneState::Gone,
                 exit_status: None,
                 exit_signal: None,
                 idle_secs: None,
@@ -121,7 +156,7 @@ pub async fn liveness(ctx: &Ctx, st: &crate::task::PmState, now: DateTime<Utc>) 
                 }
                 Liveness {
                     agent: name.clone(),
-                    pane: if p.dead { "dead".into() } else { "alive".into() },
+                    pane: if p.dead { PaneState::Dead } else { PaneState::Alive },
                     exit_status: p.dead_status.filter(|_| p.dead),
                     exit_signal: p.dead_signal.filter(|_| p.dead),
                     idle_secs: (p.activity > 0).then(|| (now.timestamp() - p.activity).max(0)),

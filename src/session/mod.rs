@@ -33,7 +33,7 @@ mod stop;
 
 pub use crate::context::Ctx;
 pub use crate::lanes::SpawnMode;
-pub use liveness::liveness;
+pub use liveness::{PaneState, liveness};
 pub use prepare::{Prepared, prepare};
 pub use pull::{pull_remotes, pull_remotes_unless_fresh, remote_hosts, watched_hosts};
 pub use send::{send, send_with};
