@@ -62,13 +62,35 @@ pub struct Blocker {
     pub text: String,
 }
 
+/// A lane as `task status` sees it now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaneState {
+    /// Nobody holds it.
+    Free,
+    /// Held by an agent that shows signs of life.
+    Busy,
+    /// Held, but silent for `stale_after_secs`: the next spawn (or queued spawn) reclaims it.
+    Stale,
+}
+
+impl std::fmt::Display for LaneState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LaneState::Free => "free",
+            LaneState::Busy => "busy",
+            LaneState::Stale => "stale",
+        })
+    }
+}
+
 /// One lane as `task status` shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct LaneRow {
     /// The agent type.
     pub agent: String,
-    /// busy, stale (reclaimable by the next spawn) or free.
-    pub state: String,
+    /// Free, busy or stale.
+    pub state: LaneState,
     /// Held since.
     pub since: Option<DateTime<Utc>>,
     /// The handoff the holder was started with.
@@ -95,7 +117,7 @@ impl LaneRow {
         }
         if self.since.is_some() {
             let stale = self.idle_secs.is_some_and(|i| i >= self.stale_after_secs as i64);
-            self.state = if stale { "stale" } else { "busy" }.into();
+            self.state = if stale { LaneState::Stale } else { LaneState::Busy };
         }
     }
 }
@@ -230,7 +252,7 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
             });
             let mut row = LaneRow {
                 agent: agent.clone(),
-                state: "free".into(),
+                state: LaneState::Free,
                 since: l.holder.as_ref().map(|h| h.since),
                 handoff: l.holder.as_ref().map(|h| h.handoff.clone()),
                 queued: l.queued.as_ref().map(|q| q.handoff.clone()),
@@ -384,7 +406,7 @@ pub fn render(s: &TaskStatus) -> String {
             };
             t.add_row(vec![
                 format!("  {}", l.agent),
-                l.state.clone(),
+                l.state.to_string(),
                 opt_time(l.since),
                 l.idle_secs
                     .filter(|_| l.since.is_some())
