@@ -173,6 +173,12 @@ impl Quiet {
             sha256: None,
         };
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        // A close that changed nothing is no write: the writer of an atomic rename closes
+        // its file after the rename (inotify reports the close under the new name), and
+        // that must not restart the quiet time of a file already vouched for.
+        if how == How::Closed && seen.get(file).is_some_and(|p| p.look.same(&look)) {
+            return;
+        }
         seen.insert(
             file.to_string(),
             Obs {
@@ -283,6 +289,45 @@ mod tests {
         assert!(!q.ready_at(f, look(10, "a"), true, t0));
         assert!(!q.ready_at(f, look(10, "z"), true, t0 + QUIET));
         assert!(q.ready_at(f, look(10, "z"), true, t0 + 2 * QUIET));
+    }
+
+    #[test]
+    fn the_close_after_an_atomic_rename_keeps_it_final() {
+        let d = tempfile::tempdir().unwrap();
+        let f = "dev-20251127-090000.md";
+        std::fs::write(
+            d.path().join(f),
+            "# Handoff: dev\n**Status:** COMPLETE\n\n## Completed Work\nx\n",
+        )
+        .unwrap();
+        let q = Quiet::default();
+        let t0 = Instant::now();
+        q.saw_at(d.path(), f, How::Renamed, t0);
+        q.saw_at(d.path(), f, How::Closed, t0);
+        let m = std::fs::metadata(d.path().join(f)).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        let now = Look {
+            ino: m.ino(),
+            size: m.len(),
+            mtime_ns: crate::fsutil::mtime_ns(&m),
+            sha256: Some("h".into()),
+        };
+        assert!(q.ready_at(f, now, true, t0), "final at once: the close wrote nothing");
+        // A close after a real write (an append) starts the quiet time again.
+        std::fs::write(
+            d.path().join(f),
+            "# Handoff: dev\n**Status:** COMPLETE\n\n## Completed Work\nxy\n",
+        )
+        .unwrap();
+        q.saw_at(d.path(), f, How::Closed, t0);
+        let m = std::fs::metadata(d.path().join(f)).unwrap();
+        let changed = Look {
+            ino: m.ino(),
+            size: m.len(),
+            mtime_ns: crate::fsutil::mtime_ns(&m),
+            sha256: Some("h2".into()),
+        };
+        assert!(!q.ready_at(f, changed, true, t0));
     }
 
     #[test]
