@@ -43,22 +43,8 @@ pub async fn stop(ctx: &Ctx, task: &Task, now: DateTime<Utc>) -> Result<Stopped>
         let Some(session) = a.session.clone() else { continue };
         if let Some(r) = a.host.remote().cloned() {
             // An unreachable host must not keep the local sessions running: report and go on.
-            let ended = async {
-                crate::remote::Host::connect(&r)
-                    .await?
-                    .tmux()?
-                    .kill_session(&session)
-                    .await
-            }
-            .await;
-            match ended {
-                Ok(true) => out.ended.push(format!("{session}@{}", r.destination())),
-                Ok(false) => out.already_gone.push(format!("{session}@{}", r.destination())),
-                Err(e) => {
-                    tracing::warn!(host = %r.destination(), error = %e, "cannot stop a remote agent");
-                    out.unreachable.push(format!("{session}@{}", r.destination()));
-                    continue;
-                }
+            if !kill_remote(&r, &session, &mut out).await {
+                continue;
             }
             a.status = AgentStatus::Stopped;
             if let Some(at) = a.attention.take() {
@@ -163,6 +149,29 @@ async fn stop_orphans(ctx: &Ctx, task: &Task) -> Result<Stopped> {
     Ok(out)
 }
 
+/// End `session` on the remote host `r`, noting the outcome in `out`; `false` when the
+/// host could not be reached (the session may still run there).
+async fn kill_remote(r: &crate::task::RemoteSpec, session: &str, out: &mut Stopped) -> bool {
+    let ended = async {
+        crate::remote::Host::connect(r)
+            .await?
+            .tmux()?
+            .kill_session(session)
+            .await
+    }
+    .await;
+    match ended {
+        Ok(true) => out.ended.push(format!("{session}@{}", r.destination())),
+        Ok(false) => out.already_gone.push(format!("{session}@{}", r.destination())),
+        Err(e) => {
+            tracing::warn!(host = %r.destination(), error = %e, "cannot stop a remote agent");
+            out.unreachable.push(format!("{session}@{}", r.destination()));
+            return false;
+        }
+    }
+    true
+}
+
 /// The project is read-only: end the sessions its state names, and write nothing (no
 /// state, events or lanes; nobody else can change a read-only state meanwhile either).
 async fn stop_read_only(ctx: &Ctx, task: &Task) -> Result<Stopped> {
@@ -172,22 +181,7 @@ async fn stop_read_only(ctx: &Ctx, task: &Task) -> Result<Stopped> {
     for a in st.agents.values() {
         let Some(session) = a.session.as_deref() else { continue };
         if let Some(r) = a.host.remote() {
-            let ended = async {
-                crate::remote::Host::connect(r)
-                    .await?
-                    .tmux()?
-                    .kill_session(session)
-                    .await
-            }
-            .await;
-            match ended {
-                Ok(true) => out.ended.push(format!("{session}@{}", r.destination())),
-                Ok(false) => out.already_gone.push(format!("{session}@{}", r.destination())),
-                Err(e) => {
-                    tracing::warn!(host = %r.destination(), error = %e, "cannot stop a remote agent");
-                    out.unreachable.push(format!("{session}@{}", r.destination()));
-                }
-            }
+            kill_remote(r, session, &mut out).await;
             continue;
         }
         kill_local(ctx, session, &mut out).await?;

@@ -92,10 +92,11 @@ pub(crate) fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-pub(crate) fn write_handoff(dir: &Path, i: usize) {
-    let from: agent_orchestrator::names::AgentName = "dev".parse().unwrap();
+/// A COMPLETE handoff from `agent` (step `i`), written as `task handoff` writes it; its file name.
+pub(crate) fn write_handoff_from(dir: &Path, agent: &str, i: usize) -> String {
+    let from: agent_orchestrator::names::AgentName = agent.parse().unwrap();
     let body = format!("## Completed Work\nstep {i}\n");
-    agent_orchestrator::handoff::write(
+    let p = agent_orchestrator::handoff::write(
         dir,
         &agent_orchestrator::handoff::NewHandoff {
             from: &from,
@@ -107,6 +108,11 @@ pub(crate) fn write_handoff(dir: &Path, i: usize) {
         },
     )
     .unwrap();
+    p.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+pub(crate) fn write_handoff(dir: &Path, i: usize) {
+    write_handoff_from(dir, "dev", i);
 }
 
 pub(crate) fn bench_daemon(args: &[String]) {

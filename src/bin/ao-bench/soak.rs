@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::daemon::{Env, cpu_secs, rss_kib};
+use crate::daemon::{Env, cpu_secs, rss_kib, write_handoff_from};
 use crate::{arg, ms};
 
 /// The spokes each task runs (the PM is the sixth agent of a task's team, not counted).
@@ -47,24 +47,6 @@ fn pm_handoff(dir: &Path, to: &str) {
         },
     )
     .unwrap();
-}
-
-fn spoke_handoff(dir: &Path, agent: &str, i: usize) -> String {
-    let from: agent_orchestrator::names::AgentName = agent.parse().unwrap();
-    let body = format!("## Completed Work\nsoak step {i}\n");
-    let p = agent_orchestrator::handoff::write(
-        dir,
-        &agent_orchestrator::handoff::NewHandoff {
-            from: &from,
-            status: agent_orchestrator::handoff::Status::Complete,
-            target: None,
-            next: None,
-            body: &body,
-            now: chrono::Local::now(),
-        },
-    )
-    .unwrap();
-    p.file_name().unwrap().to_string_lossy().into_owned()
 }
 
 fn tmux_server_pid(e: &Env) -> Option<u32> {
@@ -239,7 +221,7 @@ pub(crate) fn bench_soak(args: &[String]) {
         if now >= next_write {
             let t = &names[i % tasks];
             let agent = SPOKES[dice.below(SPOKES.len())];
-            let name = spoke_handoff(&e.project.join("tasks").join(t).join("handoffs"), agent, i);
+            let name = write_handoff_from(&e.project.join("tasks").join(t).join("handoffs"), agent, i);
             written.insert((t.clone(), name), Instant::now());
             i += 1;
             next_write += gap;
