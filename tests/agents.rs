@@ -151,7 +151,7 @@ fn hostile_messages_arrive_literally_exactly_once() {
     let inbox = w.inbox("t1", "echo");
     let expected: Vec<String> = messages
         .iter()
-        .map(|m| agent_orchestrator::delivery::sanitize(m))
+        .map(|m| agent_orchestrator::core::screen::sanitize(m))
         .collect();
     assert_eq!(inbox.len(), expected.len(), "each message exactly once");
     for (i, (got, want)) in inbox.iter().zip(&expected).enumerate() {
@@ -333,7 +333,7 @@ fn cron_line_installed_once_and_removed_on_stop() {
     // Without crontab on PATH (only tmux), the line is printed for the user and nothing is installed.
     let only_tmux = w.dir.path().join("only-tmux");
     std::fs::create_dir_all(&only_tmux).unwrap();
-    let tmux_bin = agent_orchestrator::shell::which("tmux").expect("tmux on PATH");
+    let tmux_bin = agent_orchestrator::io::program::which("tmux").expect("tmux on PATH");
     std::os::unix::fs::symlink(tmux_bin, only_tmux.join("tmux")).unwrap();
     let before = std::fs::read_to_string(w.crontab_file()).unwrap();
     let o = run(w.task().env("PATH", &only_tmux).env("AO_DEMO_IDLE", "1").args([
@@ -369,7 +369,8 @@ fn the_demo_task_runs_to_complete() {
         .args(["watch", "dds-writer-pool", "--timeout", "240", "--poll-ms", "200"]));
     let out = ok(&o);
     assert!(out.contains("is COMPLETE"), "{out}");
-    let (names, _) = agent_orchestrator::handoff::list(&w.project.join("tasks/dds-writer-pool/handoffs")).unwrap();
+    let (names, _) =
+        agent_orchestrator::store::handoffs::list(&w.project.join("tasks/dds-writer-pool/handoffs")).unwrap();
     let seq: Vec<&str> = names.iter().map(|n| n.agent.as_str()).collect();
     assert_eq!(
         seq,

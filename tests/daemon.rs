@@ -59,16 +59,16 @@ fn a_handoff_wakes_the_pm_and_a_burst_is_one_checkin() {
     // Ten handoffs landing within a few ms become one check-in listing all ten. They are
     // written (with their fsyncs) aside and renamed in, so a loaded machine cannot stretch
     // the burst past the debounce.
-    let task = agent_orchestrator::task::Task::new(&w.project, "t1".parse().unwrap()).unwrap();
-    let from: agent_orchestrator::names::AgentName = "test".parse().unwrap();
+    let task = agent_orchestrator::store::task::Task::new(&w.project, "t1".parse().unwrap()).unwrap();
+    let from: agent_orchestrator::core::names::AgentName = "test".parse().unwrap();
     let aside = task.dir().join("scratchpad/burst");
     std::fs::create_dir_all(&aside).unwrap();
     for _ in 0..10 {
-        agent_orchestrator::handoff::write(
+        agent_orchestrator::store::handoffs::write(
             &aside,
-            &agent_orchestrator::handoff::NewHandoff {
+            &agent_orchestrator::core::handoff::NewHandoff {
                 from: &from,
-                status: agent_orchestrator::handoff::Status::Complete,
+                status: agent_orchestrator::core::handoff::Status::Complete,
                 target: None,
                 next: None,
                 body: "## Completed Work\nran a test\n",

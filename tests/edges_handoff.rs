@@ -368,5 +368,5 @@ fn a_status_line_without_a_body_is_not_announced_when_the_body_follows_after_a_p
 
 /// The daemon's quiet time for a handoff that reads complete.
 fn handoff_quiet() -> Duration {
-    agent_orchestrator::handoff::QUIET
+    agent_orchestrator::store::handoffs::QUIET
 }

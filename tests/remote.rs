@@ -382,7 +382,7 @@ fn the_demo_task_runs_end_to_end_with_dev_on_the_remote_host_under_the_daemon() 
             )
         },
     );
-    let (names, _) = agent_orchestrator::handoff::list(&tdir.join("handoffs")).unwrap();
+    let (names, _) = agent_orchestrator::store::handoffs::list(&tdir.join("handoffs")).unwrap();
     let seq: Vec<&str> = names.iter().map(|n| n.agent.as_str()).collect();
     assert_eq!(
         seq,

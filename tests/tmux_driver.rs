@@ -2,7 +2,7 @@
 
 mod common;
 
-use agent_orchestrator::tmux::{SessionSpec, Socket, Tmux};
+use agent_orchestrator::io::tmux::{SessionSpec, Socket, Tmux};
 use common::*;
 
 fn rt() -> tokio::runtime::Runtime {

@@ -3,9 +3,9 @@
 
 use std::convert::Infallible;
 
-use crate::error::Error;
-use crate::session::Ctx;
-use crate::task::Task;
+use crate::app::session::Ctx;
+use crate::core::error::Error;
+use crate::store::task::Task;
 
 /// Replace this process with the attach to `agent`'s session; returns only on failure
 /// (no such session, or the exec failed).
@@ -20,7 +20,7 @@ pub(crate) fn attach(t: &Task, agent: &str) -> anyhow::Result<Infallible> {
         .and_then(|st| st.agents.get(agent).and_then(|a| a.host.remote().cloned()));
     if let Some(r) = host {
         // `ssh -t <host> tmux … attach`, every word quoted for the remote shell.
-        let tmux = rt.block_on(crate::remote::Host::connect(&r))?.tmux()?;
+        let tmux = rt.block_on(crate::io::remote::Host::connect(&r))?.tmux()?;
         if !rt.block_on(tmux.has_session(&session))? {
             return Err(Error::NotRunning(format!(
                 "agent '{agent}' of task '{name}' is not running on {} (no tmux session {session} there)",
@@ -28,7 +28,7 @@ pub(crate) fn attach(t: &Task, agent: &str) -> anyhow::Result<Infallible> {
             ))
             .into());
         }
-        return Err(crate::remote::attach_exec(&r, &tmux, &session).into());
+        return Err(crate::io::remote::attach_exec(&r, &tmux, &session).into());
     }
     if !rt.block_on(ctx.tmux.has_session(&session))? {
         return Err(Error::NotRunning(format!(

@@ -2,22 +2,23 @@
 
 use std::time::{Duration, Instant};
 
-use crate::daemon::{client, protocol::Request};
-use crate::error::Error;
+use crate::core::error::Error;
+use crate::core::wire::Request;
+use crate::io::control;
 
 /// Ask the running daemon to stop and wait (up to 10 s) until it no longer answers.
 /// `Ok(false)` when no daemon was running.
 pub(crate) fn shutdown() -> anyhow::Result<bool> {
-    if !client::running() {
+    if !control::running() {
         return Ok(false);
     }
     // The answer may be cut short by the daemon exiting; what counts is that it stops.
-    let _ = client::request(&Request::Shutdown);
+    let _ = control::request(&Request::Shutdown);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while client::running() && Instant::now() < deadline {
+    while control::running() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    if client::running() {
+    if control::running() {
         return Err(Error::Environment("the daemon did not stop within 10 s".into()).into());
     }
     Ok(true)

@@ -7,15 +7,13 @@
 
 use std::future::Future;
 
-use crate::daemon::{
-    client,
-    protocol::{Refusal, Request, Response, Supervised},
-};
-use crate::delivery::Report;
-use crate::error::{Error, Exit};
-use crate::protocol::lane::Reason;
-use crate::session::{SpawnReport, Stopped};
-use crate::task::Task;
+use crate::core::error::{Error, Exit};
+use crate::core::protocol::lane::Reason;
+use crate::core::report::Report;
+use crate::core::report::{SpawnReport, Stopped};
+use crate::core::wire::{Refusal, Request, Response, Supervised};
+use crate::io::control;
+use crate::store::task::Task;
 
 /// How the daemon names a task in its requests and its registry.
 pub(crate) fn supervised(t: &Task) -> Supervised {
@@ -62,7 +60,7 @@ impl Answer for Stopped {
 /// runs it in this process). A refusal comes back as a [`Refusal`]; other errors keep
 /// the exit code the daemon sent; `what` names the report should the answer be another.
 pub(crate) fn via_daemon<T: Answer>(req: &Request, what: &'static str) -> anyhow::Result<Option<T>> {
-    let Some(resp) = client::request(req)? else {
+    let Some(resp) = control::request(req)? else {
         return Ok(None);
     };
     match T::from_response(resp) {

@@ -5,18 +5,18 @@
 //! outcome in pm_state.json (`task status`) and a `spawn_refused` event — and turns it
 //! into the refusal exit code.
 
-use crate::clock;
-use crate::protocol::reason::Refusal;
-use crate::protocol::{gate, roster::Roster};
-use crate::session::Ctx;
-use crate::task::Task;
+use crate::app::session::Ctx;
+use crate::core::clock;
+use crate::core::protocol::gate;
+use crate::core::protocol::reason::Refusal;
+use crate::store::task::Task;
 
 /// Let the caller (found from the environment) `verb` ("spawn" or "send") `agent`, or
 /// refuse with the gate's advice, recorded, as a [`Refusal`] (exit 6).
 pub(crate) fn check(t: &Task, ctx: &Ctx, agent: &str, verb: &str) -> anyhow::Result<()> {
     let st = t.state()?;
-    let caller = gate::Caller::from_env(&ctx.tmux.socket().path());
-    let roster = Roster::for_task(t)?;
+    let caller = gate::Caller::from_vars(|k| std::env::var(k).ok(), &ctx.tmux.socket().path());
+    let roster = crate::store::roster::for_task(t)?;
     let (reason, advice) = gate::decide(&caller, &st, &roster, verb);
     let Some(advice) = advice else { return Ok(()) };
     if verb == "spawn" {
@@ -28,7 +28,7 @@ pub(crate) fn check(t: &Task, ctx: &Ctx, agent: &str, verb: &str) -> anyhow::Res
         })?;
     }
     // The event log is a record, not the refusal: failing to append must not hide it.
-    let _ = crate::events::append(
+    let _ = crate::store::events::append(
         t,
         "spawn_refused",
         Some(agent),

@@ -8,14 +8,22 @@
 //! drift from it. Warnings that must reach the user while the work goes on are passed
 //! to a `warn` callback, in the order they arise.
 
+pub(crate) mod agents;
 pub(crate) mod attach;
+pub(crate) mod attend;
 pub(crate) mod checkin;
+pub(crate) mod context;
 pub(crate) mod daemon;
 pub(crate) mod dispatch;
+pub(crate) mod escalation;
 pub(crate) mod gate;
 pub(crate) mod handoff;
+pub(crate) mod lanes;
 pub(crate) mod progress;
 pub(crate) mod send;
+pub(crate) mod service;
+pub(crate) mod session;
+pub(crate) mod settle;
 pub(crate) mod spawn;
 pub(crate) mod start;
 pub(crate) mod status;
@@ -24,8 +32,8 @@ pub(crate) mod watch;
 
 use std::path::Path;
 
-use crate::names::TaskName;
-use crate::task::{self, Task};
+use crate::core::names::TaskName;
+use crate::store::task::{self, Task};
 
 /// The existing task `name`, in `project` or wherever it is found from there (see
 /// [`task::find_project`]); every verb that works on a task starts here, so "no such

@@ -2,20 +2,20 @@
 
 use std::path::PathBuf;
 
-use crate::clock;
-use crate::handoff;
-use crate::task::Task;
+use crate::core::clock;
+use crate::store::handoffs;
+use crate::store::task::Task;
 
 /// Write progress.md from the handoffs and state as they are now and return its path;
 /// handoffs that cannot be read are skipped and reported to `warn`.
 pub(crate) fn refresh(t: &Task, warn: &mut dyn FnMut(String)) -> anyhow::Result<PathBuf> {
     let st = t.state()?;
-    let (names, skipped) = handoff::list(&t.handoffs())?;
+    let (names, skipped) = handoffs::list(&t.handoffs())?;
     for s in &skipped {
         warn(format!("skipped handoffs/{}: {}", s.file, s.reason));
     }
-    let recent = crate::progress::unprocessed(t, &st, &names)?;
+    let recent = crate::store::progress::unprocessed(t, &st, &names)?;
     let open: Vec<String> = st.escalations.iter().map(|e| e.reason.clone()).collect();
-    crate::progress::write_progress(t, &st, &names, &recent, &open, clock::now())?;
+    crate::store::progress::write_progress(t, &st, &names, &recent, &open, clock::now())?;
     Ok(t.progress_path())
 }

@@ -2,12 +2,12 @@
 
 use std::path::PathBuf;
 
-use crate::daemon::protocol::Request;
-use crate::delivery::Report;
-use crate::error::Error;
-use crate::names::AgentName;
-use crate::session::{self, Ctx};
-use crate::task::Task;
+use crate::app::session::{self, Ctx};
+use crate::core::error::Error;
+use crate::core::names::AgentName;
+use crate::core::report::Report;
+use crate::core::wire::Request;
+use crate::store::task::Task;
 
 use super::dispatch::{daemon_or_here, supervised};
 

@@ -3,14 +3,13 @@
 
 use std::path::Path;
 
-use crate::clock;
-use crate::daemon::{
-    client,
-    protocol::{Request, Response},
-};
-use crate::names::AgentName;
-use crate::session::{self, Ctx, Prepared, SpawnMode, SpawnReport};
-use crate::task::Task;
+use crate::app::session::{self, Ctx, Prepared, SpawnMode};
+use crate::core::clock;
+use crate::core::names::AgentName;
+use crate::core::report::SpawnReport;
+use crate::core::wire::{Request, Response};
+use crate::io::control;
+use crate::store::task::Task;
 
 use super::dispatch::{daemon_or_here, supervised};
 
@@ -73,7 +72,7 @@ pub(crate) fn who_starts_the_queue(t: &Task) -> anyhow::Result<QueueNote> {
     let s = supervised(t);
     let name = &t.name;
     let supervised_now = matches!(
-        client::request(&Request::Tasks)?,
+        control::request(&Request::Tasks)?,
         Some(Response::Tasks { tasks }) if tasks.contains(&s)
     );
     if supervised_now {
@@ -82,8 +81,8 @@ pub(crate) fn who_starts_the_queue(t: &Task) -> anyhow::Result<QueueNote> {
             started_daemon: None,
         });
     }
-    if crate::daemon::registered(&s) && !client::running() {
-        let log = client::spawn_background()?;
+    if crate::store::registry::registered(&s) && !control::running() {
+        let log = control::spawn_background()?;
         return Ok(QueueNote {
             when: "starts as soon as the lane frees".into(),
             started_daemon: Some(format!(
@@ -92,12 +91,12 @@ pub(crate) fn who_starts_the_queue(t: &Task) -> anyhow::Result<QueueNote> {
             )),
         });
     }
-    let marker = crate::cron::marker(&t.project, name.as_str());
-    let when = if crate::cron::installed(&marker) {
+    let marker = crate::io::cron::marker(&t.project, name.as_str());
+    let when = if crate::io::cron::installed(&marker) {
         let sched = t
             .spec()
             .ok()
-            .and_then(|sp| crate::cron::schedule(sp.setting("checkin")).ok())
+            .and_then(|sp| crate::io::cron::schedule(sp.setting("checkin")).ok())
             .unwrap_or_else(|| "its schedule".into());
         format!(
             "starts at the first check-in after the lane frees: task '{name}' runs without the daemon, and its crontab line runs `task checkin` on `{sched}`; run `task checkin {name}` to check in now"

@@ -5,16 +5,14 @@ use std::path::Path;
 
 use chrono::{DateTime, Utc};
 
-use crate::clock;
-use crate::daemon::{
-    client,
-    protocol::{Request, Response},
-};
-use crate::error::Error;
-use crate::names::TaskName;
-use crate::schedule::Schedule;
-use crate::session::{self, Ctx};
-use crate::task::{self, Task};
+use crate::app::session::{self, Ctx};
+use crate::core::clock;
+use crate::core::error::Error;
+use crate::core::names::TaskName;
+use crate::core::wire::{Request, Response};
+use crate::io::control;
+use crate::io::schedule::Schedule;
+use crate::store::task::{self, Task};
 
 use super::dispatch::supervised;
 
@@ -30,7 +28,7 @@ pub(crate) struct Mode {
 /// What `task start` did.
 pub(crate) struct Started {
     /// The PM's session, pane, runtime and preamble.
-    pub started: session::Started,
+    pub started: crate::core::report::Started,
     /// When the first scheduled check-in is due (`None`: no usable schedule).
     pub next_checkin: Option<DateTime<Utc>>,
     /// Set when this start launched the daemon: what was started, and its log.
@@ -69,7 +67,7 @@ pub(crate) async fn start(
     let setting = t.spec().ok().and_then(|s| s.setting("checkin").map(str::to_string));
     let sched = match (no_daemon, no_cron) {
         (false, _) => Schedule::parse(setting.as_deref()),
-        (true, false) if crate::cron::available() => Schedule::crontab(setting.as_deref()),
+        (true, false) if crate::io::cron::available() => Schedule::crontab(setting.as_deref()),
         // `--no-cron`, or no crontab: nothing here schedules check-ins (`task watch`, or
         // the line the user adds by hand, may).
         (true, _) => Err(String::new()),
@@ -82,7 +80,7 @@ pub(crate) async fn start(
             t.task_md().display()
         ));
     }
-    crate::checkin::save_next_checkin(&t, next_checkin, now)?;
+    crate::app::checkin::save_next_checkin(&t, next_checkin, now)?;
     let mut cron_line = None;
     let mut cron_note = None;
     let mut daemon_note = None;
@@ -90,16 +88,16 @@ pub(crate) async fn start(
         daemon_note = register(&t)?;
     } else if !no_cron {
         let spec = t.spec()?;
-        let sched = crate::cron::schedule(spec.setting("checkin")).map_err(Error::BadInput)?;
-        let line = crate::cron::line(
+        let sched = crate::io::cron::schedule(spec.setting("checkin")).map_err(Error::BadInput)?;
+        let line = crate::io::cron::line(
             &sched,
             &ctx.task_bin,
             &t.project,
             name.as_str(),
             &t.dir().join(".checkin.log"),
         );
-        if crate::cron::available() {
-            crate::cron::install(&line, &crate::cron::marker(&t.project, name.as_str()))?;
+        if crate::io::cron::available() {
+            crate::io::cron::install(&line, &crate::io::cron::marker(&t.project, name.as_str()))?;
             cron_note = Some("installed".to_string());
         } else {
             cron_note = Some("crontab is not installed; add this line with `crontab -e`".to_string());
@@ -120,22 +118,22 @@ pub(crate) async fn start(
 /// say so, with its log).
 fn register(t: &Task) -> anyhow::Result<Option<String>> {
     let mut note = None;
-    if !client::running() {
-        let log = client::spawn_background()?;
+    if !control::running() {
+        let log = control::spawn_background()?;
         note = Some(format!(
             "started the supervisor daemon in the background (log: {})",
             log.display()
         ));
     }
     let s = supervised(t);
-    match client::request(&Request::Register {
+    match control::request(&Request::Register {
         project: s.project,
         task: s.task,
     })? {
         Some(Response::Ok) => Ok(note),
         // The daemon's exit code says whose fault it was (bad input, or its environment).
         Some(Response::Error { message, code }) => {
-            Err(crate::error::Exit::new(code, format!("the daemon refused the task: {message}")).into())
+            Err(crate::core::error::Exit::new(code, format!("the daemon refused the task: {message}")).into())
         }
         other => Err(Error::Environment(format!(
             "unexpected answer from the daemon: {other:?}; is it the same version? (`task shutdown`, then retry)"

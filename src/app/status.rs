@@ -1,17 +1,25 @@
-//! A task's status with its panes' liveness merged in.
+//! `task status` and `task list`: read-only views of tasks, gathered here and rendered
+//! by [`crate::core::status`].
 //!
-//! `status::task_status` reads only the task folder (fast, no tmux); what the panes say
-//! (alive or dead, exit status, idle time, waiting for a human) is asked of tmux here and
-//! written over the matching rows, and each lane's staleness is refreshed from it.
+//! Cheap by construction: one directory listing for handoffs, one walk of artifacts,
+//! and one parsed handoff per agent (its latest), so a task with 10,000 handoffs
+//! answers in milliseconds; nothing here writes. [`task_status`] reads only the task
+//! folder (no tmux); what the panes say (alive or dead, exit status, idle time, waiting
+//! for a human) is asked of tmux by [`with_liveness`] and written over the matching
+//! rows, and each lane's staleness is refreshed from it.
 
-use crate::clock;
-use crate::session::{self, Ctx, PaneState};
-use crate::status::{self, TaskStatus};
-use crate::task::Task;
+use crate::app::session::{self, Ctx};
+use crate::core::clock;
+use crate::core::error::{Error, Result};
+use crate::core::handoff::{self, Status};
+use crate::core::model::PaneState;
+use crate::core::status::{AgentRow, Blocker, LaneRow, LaneState, ListRow, TaskStatus};
+use crate::store::handoffs;
+use crate::store::task::{self, Task};
 
 /// The status of `t`, with liveness when any agent has a pane.
 pub(crate) fn with_liveness(t: &Task) -> crate::Result<TaskStatus> {
-    let mut s = status::task_status(t)?;
+    let mut s = task_status(t)?;
     add_liveness(t, &mut s);
     Ok(s)
 }
@@ -44,4 +52,156 @@ fn add_liveness(t: &Task, s: &mut TaskStatus) {
             lane.refresh(l.idle_secs.filter(|_| l.pane == PaneState::Alive));
         }
     }
+}
+
+/// Gather a task's status. Errors only for a missing task or an unreadable state.
+pub fn task_status(task: &Task) -> Result<TaskStatus> {
+    task.require()?;
+    let state = task.state()?;
+    let mut problems = Vec::new();
+    let title = match task.spec() {
+        Ok(s) => s.title,
+        Err(e) => {
+            problems.push(e.to_string());
+            None
+        }
+    };
+    let (names, skipped) = handoffs::list(&task.handoffs())?;
+    let latest = crate::store::progress::latest_by_agent(&task.handoffs(), &names)?;
+    let unprocessed = names
+        .iter()
+        .filter(|n| state.ledger.get(&n.file_name()).is_none())
+        .count();
+
+    let mut agents: Vec<AgentRow> = Vec::new();
+    let mut order: Vec<String> = Vec::new();
+    for n in &names {
+        if !order.contains(&n.agent) {
+            order.push(n.agent.clone());
+        }
+    }
+    for a in state.agents.keys() {
+        if !order.contains(a) {
+            order.push(a.clone());
+        }
+    }
+    let mut blockers = Vec::new();
+    for name in order {
+        let l = latest.iter().find(|l| l.agent() == name);
+        let st = state.agents.get(&name);
+        if let Some(l) = l {
+            if l.handoff.status == Status::Blocked {
+                blockers.push(Blocker {
+                    agent: name.clone(),
+                    handoff: l.file.clone(),
+                    text: l
+                        .handoff
+                        .blockers()
+                        .map(|b| handoff::one_line(b, 100))
+                        .or_else(|| l.handoff.warnings.first().cloned())
+                        .unwrap_or_else(|| "no details given".into()),
+                });
+            }
+        }
+        agents.push(AgentRow {
+            last_status: l.map(|l| l.handoff.status),
+            last_handoff: l.map(|l| l.file.clone()),
+            last_handoff_time: l.map(|l| l.name.stamp.format("%Y-%m-%d %H:%M:%S").to_string()),
+            recommended_next: l.and_then(|l| l.handoff.recommended_next.clone()),
+            state: st.map_or_else(|| "unknown".into(), |s| s.status.to_string()),
+            host: st.map_or_else(|| "local".into(), |s| s.host.to_string()),
+            session: st.and_then(|s| s.session.clone()),
+            pane: None,
+            exit_status: None,
+            exit_signal: None,
+            idle_secs: None,
+            waiting_for_human: false,
+            unreachable_since: st.and_then(|s| s.unreachable_since),
+            attention: st.and_then(|s| s.attention.clone()),
+            name,
+        });
+    }
+    let now = crate::core::clock::now();
+    let spec = task.spec().ok();
+    let timing = crate::core::protocol::lane::Timing::from_spec(spec.as_ref());
+    let roster = match crate::store::roster::for_task(task) {
+        Ok(r) => r.name,
+        Err(e) => {
+            problems.push(e.to_string());
+            "?".into()
+        }
+    };
+    let lanes = state
+        .lanes
+        .iter()
+        .map(|(agent, l)| {
+            let last = l.holder.as_ref().map(|h| {
+                state
+                    .agents
+                    .get(agent)
+                    .and_then(|a| a.last_activity)
+                    .map_or(h.since, |t| t.max(h.since))
+            });
+            let mut row = LaneRow {
+                agent: agent.clone(),
+                state: LaneState::Free,
+                since: l.holder.as_ref().map(|h| h.since),
+                handoff: l.holder.as_ref().map(|h| h.handoff.clone()),
+                queued: l.queued.as_ref().map(|q| q.handoff.clone()),
+                last_reason: l.last_reason,
+                released: l.released.clone(),
+                idle_secs: last.map(|t| now.signed_duration_since(t).num_seconds().max(0)),
+                stale_after_secs: timing.stale.as_secs(),
+            };
+            row.refresh(None);
+            row
+        })
+        .collect();
+    Ok(TaskStatus {
+        roster,
+        lanes,
+        task: task.name.to_string(),
+        title,
+        dir: task.dir().display().to_string(),
+        phase: state.phase,
+        last_checkin: state.last_checkin,
+        next_checkin: state.next_checkin,
+        agents,
+        blockers,
+        handoffs: names.len(),
+        handoffs_unprocessed: unprocessed,
+        handoffs_skipped: skipped.len(),
+        artifacts: task::list_artifacts(task)?.len(),
+        escalations: state.escalations.clone(),
+        problems,
+        watcher: handoffs::watch_stats::load(),
+    })
+}
+
+/// List the tasks of a project. A task with a corrupt state is listed with its error.
+pub fn list(project: &std::path::Path) -> Result<Vec<ListRow>> {
+    let mut rows = Vec::new();
+    for t in task::list_tasks(project)? {
+        let (names, _) = handoffs::list(&t.handoffs())?;
+        let mut agents: Vec<&str> = names.iter().map(|n| n.agent.as_str()).collect();
+        agents.sort_unstable();
+        agents.dedup();
+        let (phase, last, error, extra_agents) = match t.state() {
+            Ok(s) => {
+                let extra = s.agents.keys().filter(|a| !agents.contains(&a.as_str())).count();
+                (Some(s.phase), s.last_checkin, None, extra)
+            }
+            Err(e @ (Error::CorruptState { .. } | Error::StateTooNew { .. })) => (None, None, Some(e.to_string()), 0),
+            Err(e) => return Err(e),
+        };
+        rows.push(ListRow {
+            task: t.name.to_string(),
+            phase,
+            handoffs: names.len(),
+            agents: agents.len() + extra_agents,
+            last_checkin: last,
+            error,
+        });
+    }
+    Ok(rows)
 }

@@ -1,10 +1,11 @@
 //! Stop a task: end its sessions (through the daemon when one runs) and remove its
 //! crontab line; every file is kept.
 
-use crate::clock;
-use crate::daemon::protocol::Request;
-use crate::session::{self, Ctx, Stopped};
-use crate::task::Task;
+use crate::app::session::{self, Ctx};
+use crate::core::clock;
+use crate::core::report::Stopped;
+use crate::core::wire::Request;
+use crate::store::task::Task;
 
 use super::dispatch::{daemon_or_here, supervised};
 
@@ -33,8 +34,8 @@ pub(crate) async fn stop(t: &Task, ctx: &Ctx) -> anyhow::Result<Stop> {
         })
         .await?
     };
-    let cron_removed = if crate::cron::available() {
-        crate::cron::uninstall(&crate::cron::marker(&t.project, t.name.as_str()))?
+    let cron_removed = if crate::io::cron::available() {
+        crate::io::cron::uninstall(&crate::io::cron::marker(&t.project, t.name.as_str()))?
     } else {
         false
     };

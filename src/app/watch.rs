@@ -3,13 +3,14 @@
 
 use std::time::{Duration, Instant};
 
-use crate::checkin::{CheckinReport, Trigger};
-use crate::clock;
-use crate::delivery::Outcome;
-use crate::handoff;
-use crate::schedule::Schedule;
-use crate::session::Ctx;
-use crate::task::{Phase, Task};
+use crate::app::session::Ctx;
+use crate::core::clock;
+use crate::core::model::Phase;
+use crate::core::report::Outcome;
+use crate::core::report::{CheckinReport, Trigger};
+use crate::io::schedule::Schedule;
+use crate::store::handoffs;
+use crate::store::task::Task;
 
 /// How a watch ended (other than by an error).
 pub(crate) enum End {
@@ -23,7 +24,7 @@ pub(crate) enum End {
 pub(crate) fn interval(t: &Task) -> Duration {
     t.spec()
         .ok()
-        .and_then(|s| s.setting("checkin").and_then(crate::clock::parse_duration))
+        .and_then(|s| s.setting("checkin").and_then(crate::core::clock::parse_duration))
         .unwrap_or(Duration::from_secs(600))
 }
 
@@ -45,12 +46,13 @@ pub(crate) async fn watch(
         if matches!(st.phase, Phase::Complete | Phase::Blocked) {
             return Ok(End::Finished(st.phase));
         }
-        let (names, _) = handoff::list(&t.handoffs())?;
-        let (cands, _) = st.ledger.scan(&t.handoffs(), &names)?;
+        let (names, _) = handoffs::list(&t.handoffs())?;
+        let (cands, _) = crate::store::handoffs::scan(&st.ledger, &t.handoffs(), &names)?;
         let due = last_checkin.elapsed() >= every;
         if !cands.is_empty() || due {
             let sched = Schedule::Every(every);
-            let r = crate::checkin::run(t, &ctx.tmux, clock::now(), Trigger::Manual, Vec::new(), Some(&sched)).await?;
+            let r =
+                crate::app::checkin::run(t, &ctx.tmux, clock::now(), Trigger::Manual, Vec::new(), Some(&sched)).await?;
             on_checkin(&r);
             last_checkin = Instant::now();
             if r.delivery.as_ref().is_some_and(|d| d.outcome != Outcome::Delivered) {

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::agents;
-use crate::handoff::Status;
-use crate::names::{AgentName, TaskName};
+use crate::app::agents;
+use crate::core::handoff::Status;
+use crate::core::names::{AgentName, TaskName};
 
 const AFTER_HELP: &str = "\
 Names: task and agent names are 1-63 characters of lower-case a-z, 0-9, '-' and '_',

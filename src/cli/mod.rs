@@ -3,7 +3,7 @@
 //!
 //! Human output goes to stdout, diagnostics to stderr; `--json` output is the
 //! documented, versioned shape in docs/json.md. Exit codes are those of
-//! [`crate::error`]. A verb parses nothing and decides nothing itself: it calls the
+//! [`crate::core::error`]. A verb parses nothing and decides nothing itself: it calls the
 //! application layer ([`crate::app`]) and renders what comes back.
 
 mod args;
@@ -14,14 +14,14 @@ use anyhow::Context as _;
 use clap::Parser;
 
 use crate::app::{send::What, start::Mode};
-use crate::daemon::protocol::Refusal;
-use crate::error::{self, Error, Exit};
+use crate::core::error::{self, Error, Exit};
+use crate::core::wire::Refusal;
 
 pub use args::{Cli, Command, ProjectArg, ServiceAction};
 
 /// Parse arguments, run, print errors; returns the process exit code.
 pub fn main() -> i32 {
-    crate::signals::unblock_all();
+    crate::io::signals::unblock_all();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -34,7 +34,7 @@ pub fn main() -> i32 {
             return code;
         }
     };
-    crate::logging::init(cli.verbose);
+    crate::io::logging::init(cli.verbose);
     match run(cli) {
         Ok(()) => error::EXIT_OK,
         Err(e) => {
@@ -187,7 +187,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Attach { task, agent, project } => {
             commands::attach::run(project.project.as_deref(), &task, agent.as_ref())
         }
-        Command::DemoAgent { prompt_file } => Ok(crate::demo::main(&prompt_file)?),
+        Command::DemoAgent { prompt_file } => Ok(crate::runtimes::demo::main(&prompt_file)?),
     }
 }
 
@@ -201,7 +201,7 @@ fn block_on<F: std::future::Future<Output = anyhow::Result<()>>>(f: F) -> anyhow
         .block_on(async {
             let r = f.await;
             // No ssh master outlives a CLI command.
-            crate::remote::close_all().await;
+            crate::io::remote::close_all().await;
             r
         })
 }
@@ -216,11 +216,11 @@ mod tests {
     fn every_command_the_templates_teach_exists() {
         let cmd = super::Cli::command();
         let templates = [
-            crate::preamble::PM_TEMPLATE,
-            crate::preamble::AGENT_TEMPLATE,
-            crate::preamble::SCOPE_TEMPLATE,
-            crate::preamble::CHECKIN_TEMPLATE,
-            crate::preamble::REMOTE_TEMPLATE,
+            crate::core::preamble::PM_TEMPLATE,
+            crate::core::preamble::AGENT_TEMPLATE,
+            crate::core::preamble::SCOPE_TEMPLATE,
+            crate::core::preamble::CHECKIN_TEMPLATE,
+            crate::core::preamble::REMOTE_TEMPLATE,
         ];
         let mut seen = 0;
         for t in templates {

@@ -3,8 +3,8 @@
 
 use std::io::Write;
 
-use crate::checkin::CheckinReport;
-use crate::delivery::Outcome;
+use crate::core::report::CheckinReport;
+use crate::core::report::Outcome;
 
 /// Print `v` as pretty JSON on stdout (the `--json` shapes of docs/json.md).
 pub(super) fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {

@@ -13,18 +13,22 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::state_guard::{Guard, View};
-use crate::checkin::{self, Signal, SignalKind, Trigger};
-use crate::clock;
-use crate::delivery::Outcome;
-use crate::handoff;
-use crate::schedule::{self, Schedule};
-use crate::task::{AgentStatus, Task};
-use crate::tmux::Tmux;
+use crate::app::checkin;
+use crate::core::checkin::{Signal, SignalKind};
+use crate::core::clock;
+use crate::core::handoff;
+use crate::core::model::AgentStatus;
+use crate::core::report::Outcome;
+use crate::core::report::Trigger;
+use crate::io::schedule::{self, Schedule};
+use crate::io::tmux::Tmux;
+use crate::store::handoffs;
+use crate::store::task::Task;
 
 /// Debounce between a hint and the scan it causes: a burst becomes one check-in.
 const DEBOUNCE: Duration = Duration::from_millis(150);
 /// How often remote hosts are pulled: the fallback for a missed remote watch event
-/// ([`crate::remote::watch`] pulls as soon as a remote handoff is written). Tests set
+/// ([`crate::io::remote::watch`] pulls as soon as a remote handoff is written). Tests set
 /// `AO_TEST_PULL_EVERY_SECS` to prove a handoff came by the watch.
 fn pull_every() -> Duration {
     std::env::var("AO_TEST_PULL_EVERY_SECS")
@@ -99,9 +103,9 @@ pub enum Msg {
     /// Something may have changed in handoffs/ (the reconcile tick, a rescan).
     Hint,
     /// The named handoff was closed after writing or renamed into place.
-    Final(String, handoff::How),
+    Final(String, handoffs::How),
     /// Check in now and send back the report as JSON.
-    CheckinNow(oneshot::Sender<super::protocol::Response>),
+    CheckinNow(oneshot::Sender<crate::core::wire::Response>),
 }
 
 /// A cheap handle on a running actor.
@@ -127,12 +131,12 @@ fn wakes_the_pm(l: &handoff::Loaded) -> bool {
 
 /// Whether any handoff not yet in the ledger, and final (complete and quiet), should wake
 /// the PM. Every pending terminal handoff is looked at, so each one's quiet time runs.
-fn terminal_pending(task: &Task, quiet: &handoff::Quiet) -> bool {
+fn terminal_pending(task: &Task, quiet: &handoffs::Quiet) -> bool {
     let Ok(st) = task.state() else { return false };
-    let Ok((names, _)) = handoff::list(&task.handoffs()) else {
+    let Ok((names, _)) = handoffs::list(&task.handoffs()) else {
         return false;
     };
-    match st.ledger.scan(&task.handoffs(), &names) {
+    match crate::store::handoffs::scan(&st.ledger, &task.handoffs(), &names) {
         Ok((cands, _)) => {
             let dir = task.handoffs();
             // Not `any`: each pending one must be looked at, so its quiet time runs.
@@ -188,10 +192,10 @@ fn instant_at(due: chrono::DateTime<chrono::Utc>) -> Instant {
 async fn checkin(
     task: &Task,
     tmux: &Tmux,
-    quiet: &handoff::Quiet,
+    quiet: &handoffs::Quiet,
     trigger: Trigger,
     extra: Vec<Signal>,
-) -> Option<checkin::CheckinReport> {
+) -> Option<crate::core::report::CheckinReport> {
     let dir = task.handoffs();
     let sched = schedule_of(task).ok();
     match checkin::run_with(
@@ -227,7 +231,7 @@ async fn checkin(
 /// Change the task's pm_state.json ([`Task::update_state`]). A failure is logged (error
 /// level) with the task and `what` was being saved, and returned as `false` so the caller
 /// can retry.
-fn update_state(task: &Task, what: &'static str, f: impl FnOnce(&mut crate::task::PmState)) -> bool {
+fn update_state(task: &Task, what: &'static str, f: impl FnOnce(&mut crate::core::model::PmState)) -> bool {
     match task.update_state(clock::now(), |st| {
         f(st);
         Ok(())
@@ -242,7 +246,7 @@ fn update_state(task: &Task, what: &'static str, f: impl FnOnce(&mut crate::task
 
 /// Append to the task's events.jsonl; a failure is logged, never fatal (the log is a record).
 fn event(task: &Task, kind: &str, agent: Option<&str>, data: serde_json::Value, now: chrono::DateTime<chrono::Utc>) {
-    if let Err(e) = crate::events::append(task, kind, agent, data, now) {
+    if let Err(e) = crate::store::events::append(task, kind, agent, data, now) {
         tracing::warn!(task = %task.name, kind, error = %e, "cannot append to events.jsonl");
     }
 }
@@ -271,7 +275,7 @@ async fn deaths(
             continue;
         }
         let Some(pane) = &a.pane else { continue };
-        let info = crate::tmux::find_pane(&panes, pane, a.tmux_server.as_deref());
+        let info = crate::io::tmux::find_pane(&panes, pane, a.tmux_server.as_deref());
         let (dead, detail) = match info {
             None => (true, "its tmux pane is gone".to_string()),
             Some(p) if p.dead => (
@@ -333,19 +337,19 @@ async fn handle_pm_death(task: &Task, tmux: &Tmux, died_at: chrono::DateTime<chr
         Restart::After(d) => Some(Instant::now() + d),
         Restart::GiveUp => {
             let saved = update_state(task, "the BLOCKED phase after repeated PM deaths", |st| {
-                st.phase = crate::task::Phase::Blocked;
+                st.phase = crate::core::model::Phase::Blocked;
             });
             let reason = give_up_reason(&restarts, died_at, task.name.as_str());
             // Raised once per reason, so a retry after a failed save calls no one twice.
-            if let Err(e) = crate::escalation::raise(task, &reason, now) {
+            if let Err(e) = crate::app::escalation::raise(task, &reason, now) {
                 tracing::error!(task = %task.name, error = %e, "cannot call a human about the dead PM");
                 return Some(Instant::now() + LIVENESS_EVERY);
             }
             (!saved).then(|| Instant::now() + LIVENESS_EVERY)
         }
         Restart::Now => {
-            let ctx = match crate::session::Ctx::from_env() {
-                Ok(c) => crate::session::Ctx {
+            let ctx = match crate::app::session::Ctx::from_env() {
+                Ok(c) => crate::app::session::Ctx {
                     tmux: tmux.clone(),
                     ..c
                 },
@@ -358,7 +362,7 @@ async fn handle_pm_death(task: &Task, tmux: &Tmux, died_at: chrono::DateTime<chr
             if !update_state(task, "a PM restart", |st| st.pm_restarts.push(now)) {
                 return Some(Instant::now() + LIVENESS_EVERY);
             }
-            match crate::session::restart_pm(&ctx, task, now).await {
+            match crate::app::session::restart_pm(&ctx, task, now).await {
                 Ok(s) => {
                     event(
                         task,
@@ -404,7 +408,7 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
     let mut guard = Guard::new(&task);
     // When the PM was last seen dead: its restart's backoff counts from there.
     let mut pm_death: Option<chrono::DateTime<chrono::Utc>> = None;
-    let quiet = handoff::Quiet::default();
+    let quiet = handoffs::Quiet::default();
     let dir = task.handoffs();
     let mut pulls = tokio::time::interval(pull_every());
     pulls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -430,8 +434,8 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                     let sched = schedule_of(&task).ok();
                     let r = checkin::run_with(&task, &tmux, clock::now(), Trigger::Manual, Vec::new(), &|l| quiet.ready(&dir, l), sched.as_ref()).await;
                     let _ = reply.send(r.map_or_else(
-                        |e| super::protocol::Response::error(&e),
-                        |r| super::protocol::Response::Checkin { report: Box::new(r) },
+                        |e| crate::core::wire::Response::error(&e),
+                        |r| crate::core::wire::Response::Checkin { report: Box::new(r) },
                     ));
                     next_at = next_due(&task, clock::now(), &mut warned);
                 }
@@ -464,14 +468,14 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                 }
             }
             () = watches.changed() => {
-                crate::session::pull_remotes(&task).await;
+                crate::app::session::pull_remotes(&task).await;
                 // The watch already folded a burst into one pull: no debounce on top.
                 due = Some(Instant::now());
             }
             _ = pulls.tick() => {
                 watches.refresh(&task);
-                if !crate::session::remote_hosts(&task).is_empty() {
-                    crate::session::pull_remotes(&task).await;
+                if !crate::app::session::remote_hosts(&task).is_empty() {
+                    crate::app::session::pull_remotes(&task).await;
                     if due.is_none() {
                         due = Some(Instant::now() + DEBOUNCE);
                     }

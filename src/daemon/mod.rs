@@ -23,38 +23,10 @@
 //! folder 0700, socket 0600, the peer's uid checked.
 
 mod actor;
-pub mod client;
-pub mod protocol;
-mod registry;
 mod server;
 mod state_guard;
 mod verbs;
 mod watcher;
 mod watches;
 
-use std::path::PathBuf;
-
 pub use server::run;
-
-/// Whether `task start` put the task under the daemon (it is in the registry a
-/// daemon loads when it starts), whether or not a daemon runs now.
-pub fn registered(s: &protocol::Supervised) -> bool {
-    registry::load().contains(s)
-}
-
-/// The control socket.
-pub fn socket_path() -> PathBuf {
-    crate::paths::runtime_dir().join("daemon.sock")
-}
-
-/// The single-instance lock.
-pub fn lock_path() -> PathBuf {
-    crate::paths::runtime_dir().join("daemon.lock")
-}
-
-/// Where the registry of supervised tasks lives (`$XDG_STATE_HOME/agent-orchestrator/`).
-pub fn state_dir() -> PathBuf {
-    dirs::state_dir()
-        .unwrap_or_else(|| std::env::temp_dir().join("agent-orchestrator-state"))
-        .join("agent-orchestrator")
-}

@@ -11,15 +11,15 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::error::{Error, Result};
-use crate::names::TaskName;
-use crate::task::Task;
-use crate::tmux::Tmux;
+use crate::core::error::{Error, Result};
+use crate::core::names::TaskName;
+use crate::io::tmux::Tmux;
+use crate::store::task::Task;
 
 use super::actor::{self, Msg};
-use super::protocol::{Envelope, MAX_REQUEST, PROTOCOL_VERSION, Request, Response, Supervised};
-use super::registry;
 use super::watcher::{Seen, Watcher};
+use crate::core::wire::{Envelope, MAX_REQUEST, PROTOCOL_VERSION, Request, Response, Supervised};
+use crate::store::registry;
 
 /// Reconcile scan interval (events are only hints; network filesystems give none).
 const RECONCILE_EVERY: Duration = Duration::from_secs(5);
@@ -89,7 +89,7 @@ impl Supervisor {
     }
 
     /// Tell the task watching `dir` that `file` was closed after writing or renamed in.
-    fn final_in(&self, dir: &Path, file: &str, how: crate::handoff::How) {
+    fn final_in(&self, dir: &Path, file: &str, how: crate::store::handoffs::How) {
         for e in self.entries.values().filter(|e| e.handoffs == dir) {
             let _ = e.handle.tx.try_send(Msg::Final(file.to_string(), how));
         }
@@ -204,29 +204,29 @@ async fn handle_conn(stream: UnixStream, ctl: mpsc::Sender<Control>) {
 }
 
 fn prepare_dir(dir: &Path) -> Result<()> {
-    crate::fsutil::create_dir_all(dir)?;
+    crate::store::fsutil::create_dir_all(dir)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| Error::io("restrict", dir, e))
 }
 
 /// Run the daemon in the foreground until `task shutdown`, SIGTERM or SIGINT.
 pub async fn run() -> Result<()> {
-    let dir = crate::paths::runtime_dir();
+    let dir = crate::store::paths::runtime_dir();
     prepare_dir(&dir)?;
     // A predecessor killed a moment ago may still hold the lock while it exits: retry briefly.
     let deadline = std::time::Instant::now() + Duration::from_secs(3);
     let _lock = loop {
-        if let Some(l) = crate::task::lock::Lock::try_acquire(&super::lock_path())? {
+        if let Some(l) = crate::store::task::lock::Lock::try_acquire(&crate::store::paths::lock_path())? {
             break l;
         }
-        if super::client::running() || std::time::Instant::now() >= deadline {
+        if crate::io::control::running() || std::time::Instant::now() >= deadline {
             return Err(Error::Environment(format!(
                 "a daemon is already running for this user (socket {}); stop it with `task shutdown`",
-                super::socket_path().display()
+                crate::store::paths::socket_path().display()
             )));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let sock = super::socket_path();
+    let sock = crate::store::paths::socket_path();
     if sock.exists() {
         if std::os::unix::net::UnixStream::connect(&sock).is_ok() {
             return Err(Error::Environment(format!(
@@ -328,6 +328,6 @@ pub async fn run() -> Result<()> {
     drop(sup);
     // Aborted actors may still hold a master briefly; give them a moment, then end them all.
     tokio::time::sleep(Duration::from_millis(50)).await;
-    crate::remote::close_all().await;
+    crate::io::remote::close_all().await;
     Ok(())
 }

@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
-use crate::task::{PmState, StateHealth, Task, state};
+use crate::core::model::{PmState, state};
+use crate::store::task::{StateHealth, Task};
 
 /// What the actor may use this look.
 #[derive(Debug)]
@@ -40,7 +41,9 @@ impl Guard {
     pub fn new(task: &Task) -> Guard {
         Guard {
             last_good: task.state().ok(),
-            known_copies: state::set_aside_files(&task.dir()).into_iter().collect(),
+            known_copies: crate::store::task::persist::set_aside_files(&task.dir())
+                .into_iter()
+                .collect(),
             too_new_told: None,
         }
     }
@@ -86,7 +89,7 @@ impl Guard {
     /// reported, and the agents this guard knew put back into the fresh state so their
     /// deaths are still seen. Returns the state to use.
     fn foreign_copies(&mut self, task: &Task, st: PmState, now: DateTime<Utc>) -> PmState {
-        let new: Vec<PathBuf> = state::set_aside_files(&task.dir())
+        let new: Vec<PathBuf> = crate::store::task::persist::set_aside_files(&task.dir())
             .into_iter()
             .filter(|c| !self.known_copies.contains(c))
             .collect();
@@ -132,7 +135,7 @@ fn report(task: &Task, copy: &Path, detail: &str, restored: bool, now: DateTime<
         "a fresh state was started"
     };
     tracing::warn!(task = %task.name, copy = %copy.display(), detail, restored, "pm_state.json was corrupt and was set aside");
-    if let Err(e) = crate::events::append(
+    if let Err(e) = crate::store::events::append(
         task,
         "state_set_aside",
         None,
@@ -145,7 +148,7 @@ fn report(task: &Task, copy: &Path, detail: &str, restored: bool, now: DateTime<
         "pm_state.json was corrupt ({detail}) and was set aside as {}; {then}. Look at the copy, then delete it",
         copy.display()
     );
-    if let Err(e) = crate::escalation::raise(task, &reason, now) {
+    if let Err(e) = crate::app::escalation::raise(task, &reason, now) {
         tracing::error!(task = %task.name, error = %e, "cannot call a human about the corrupt state");
     }
 }
@@ -158,7 +161,7 @@ fn too_new(task: &Task, found: u64, now: DateTime<Utc>) {
     );
     tracing::warn!(task = %task.name, found, "pm_state.json is from a newer version; not rewriting it");
     // Not recorded in the state (that would rewrite it): the event, the log and the notify command.
-    if let Err(e) = crate::escalation::announce(task, &reason, now) {
+    if let Err(e) = crate::app::escalation::announce(task, &reason, now) {
         tracing::error!(task = %task.name, error = %e, "cannot call a human about the newer state");
     }
 }

@@ -4,13 +4,13 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::clock;
-use crate::error::{Error, Result};
-use crate::names::{AgentName, TaskName};
-use crate::session::Ctx;
-use crate::task::Task;
+use crate::app::session::Ctx;
+use crate::core::clock;
+use crate::core::error::{Error, Result};
+use crate::core::names::{AgentName, TaskName};
+use crate::store::task::Task;
 
-use super::protocol::{Request, Response};
+use crate::core::wire::{Request, Response};
 
 /// Run one verb request and answer it: its report, a refusal with its reason, or an error.
 pub async fn run(req: Request) -> Response {
@@ -50,11 +50,11 @@ async fn verb(req: Request) -> Result<Response> {
             let (ctx, t) = (ctx(&tmux)?, task(&project, &name)?);
             let agent: AgentName = agent.parse()?;
             let mode = if queue {
-                crate::session::SpawnMode::Queue
+                crate::app::session::SpawnMode::Queue
             } else {
-                crate::session::SpawnMode::Start
+                crate::app::session::SpawnMode::Start
             };
-            let started = crate::session::spawn_with(
+            let started = crate::app::session::spawn_with(
                 &ctx,
                 &t,
                 &agent,
@@ -77,7 +77,7 @@ async fn verb(req: Request) -> Result<Response> {
         } => {
             let (ctx, t) = (ctx(&tmux)?, task(&project, &name)?);
             let agent: AgentName = agent.parse()?;
-            let report = crate::session::send(&ctx, &t, agent.as_str(), &text).await?;
+            let report = crate::app::session::send(&ctx, &t, agent.as_str(), &text).await?;
             Ok(Response::Sent { report })
         }
         Request::Stop {
@@ -86,7 +86,7 @@ async fn verb(req: Request) -> Result<Response> {
             tmux,
         } => {
             let (ctx, t) = (ctx(&tmux)?, task(&project, &name)?);
-            let stopped = crate::session::stop(&ctx, &t, clock::now()).await?;
+            let stopped = crate::app::session::stop(&ctx, &t, clock::now()).await?;
             Ok(Response::Stopped { stopped })
         }
         other => Err(Error::Environment(format!("not a verb request: {other:?}"))),

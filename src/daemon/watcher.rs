@@ -3,7 +3,7 @@
 //!
 //! Events are only hints (the 5 s reconcile scan covers anything missed): a close after
 //! writing restarts a handoff's quiet time, a rename into place says it is complete (see
-//! [`crate::handoff::Quiet`]). A lost event is never silent: a queue overflow is logged
+//! [`crate::store::handoffs::Quiet`]). A lost event is never silent: a queue overflow is logged
 //! as a warning, counted in `watcher.json` (shown by `task status`) and answered with a
 //! rescan of every task. A watcher that fails says why in words a user can act on: which
 //! sysctl limit to raise, or which folder is gone.
@@ -16,9 +16,10 @@ use std::path::{Path, PathBuf};
 
 use notify::{RecursiveMode, Watcher as _};
 
-use crate::error::{Error, Result};
-use crate::handoff::How;
-use crate::handoff::watch_stats::WatchStats;
+use crate::core::error::{Error, Result};
+use crate::core::model::WatchStats;
+use crate::store::handoffs::How;
+use crate::store::handoffs::watch_stats;
 
 /// What the watcher saw, for the supervisor.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +43,7 @@ impl Watcher {
             pid: std::process::id(),
             ..WatchStats::default()
         };
-        if let Err(e) = stats.save() {
+        if let Err(e) = watch_stats::save(&stats) {
             tracing::warn!(error = %e, "cannot save the watcher's counts; `task status` will not show overflows");
         }
         let mut pause = std::env::var_os("AO_TEST_PAUSE_WATCHER").map(PathBuf::from);
@@ -53,12 +54,12 @@ impl Watcher {
             match res {
                 Ok(ev) if ev.need_rescan() => {
                     stats.overflows += 1;
-                    stats.last_overflow = Some(crate::clock::now());
+                    stats.last_overflow = Some(crate::core::clock::now());
                     tracing::warn!(
                         overflows = stats.overflows,
                         "the file watcher's event queue overflowed (fs.inotify.max_queued_events): events were lost, every task rescans its handoffs; raise the limit if this repeats"
                     );
-                    if let Err(e) = stats.save() {
+                    if let Err(e) = watch_stats::save(&stats) {
                         tracing::warn!(error = %e, "cannot save the watcher's overflow count");
                     }
                     on(Seen::Rescan)

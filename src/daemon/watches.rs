@@ -1,4 +1,4 @@
-//! The remote watches of one supervised task: a [`crate::remote::watch`] per host that
+//! The remote watches of one supervised task: a [`crate::io::remote::watch`] per host that
 //! runs one of the task's agents, started and stopped as agents come and go, all
 //! feeding one channel the task's actor selects on.
 
@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::task::{RemoteSpec, Task};
+use crate::core::model::RemoteSpec;
+use crate::store::task::Task;
 
 /// The watches of one task; dropping it stops them all (and their ssh clients).
 pub struct Watches {
@@ -30,7 +31,7 @@ impl Default for Watches {
 impl Watches {
     /// Watch exactly the hosts where `task` has a running agent.
     pub fn refresh(&mut self, task: &Task) {
-        let wanted = crate::session::watched_hosts(task);
+        let wanted = crate::app::session::watched_hosts(task);
         self.running.retain(|spec, handle| {
             let keep = wanted.contains(spec) && !handle.is_finished();
             if !keep {
@@ -40,7 +41,7 @@ impl Watches {
         });
         for spec in wanted {
             if !self.running.contains_key(&spec) {
-                let run = crate::remote::watch::run(spec.clone(), task.name.to_string(), self.tx.clone());
+                let run = crate::io::remote::watch::run(spec.clone(), task.name.to_string(), self.tx.clone());
                 self.running.insert(spec, tokio::spawn(run));
             }
         }

@@ -94,13 +94,13 @@ pub(crate) fn rss_kib(pid: u32) -> u64 {
 
 /// A COMPLETE handoff from `agent` (step `i`), written as `task handoff` writes it; its file name.
 pub(crate) fn write_handoff_from(dir: &Path, agent: &str, i: usize) -> String {
-    let from: agent_orchestrator::names::AgentName = agent.parse().unwrap();
+    let from: agent_orchestrator::core::names::AgentName = agent.parse().unwrap();
     let body = format!("## Completed Work\nstep {i}\n");
-    let p = agent_orchestrator::handoff::write(
+    let p = agent_orchestrator::store::handoffs::write(
         dir,
-        &agent_orchestrator::handoff::NewHandoff {
+        &agent_orchestrator::core::handoff::NewHandoff {
             from: &from,
-            status: agent_orchestrator::handoff::Status::Complete,
+            status: agent_orchestrator::core::handoff::Status::Complete,
             target: None,
             next: None,
             body: &body,

@@ -96,7 +96,7 @@ fn header() {
 }
 
 fn runtime_has(prog: &str) -> bool {
-    agent_orchestrator::shell::which(prog).is_some()
+    agent_orchestrator::io::program::which(prog).is_some()
 }
 
 fn main() {

@@ -101,16 +101,19 @@ pub(crate) fn bench_remote(args: &[String]) {
         .enable_all()
         .build()
         .unwrap();
-    let spec = match agent_orchestrator::task::taskmd::parse_cwd(&format!("aoremote:{}", rdir.display())).unwrap() {
-        agent_orchestrator::task::CwdSpec::Remote(r) => r,
-        _ => unreachable!(),
-    };
-    let host = rt.block_on(agent_orchestrator::remote::Host::connect(&spec)).unwrap();
+    let spec =
+        match agent_orchestrator::core::model::taskmd::parse_cwd(&format!("aoremote:{}", rdir.display())).unwrap() {
+            agent_orchestrator::core::model::CwdSpec::Remote(r) => r,
+            _ => unreachable!(),
+        };
+    let host = rt
+        .block_on(agent_orchestrator::io::remote::Host::connect(&spec))
+        .unwrap();
     let local = e.project.join("tasks/r");
     let plain_dst = e.root.join("plain");
     std::fs::create_dir_all(&plain_dst).unwrap();
     let prefix = host.ssh_prefix();
-    let ssh = agent_orchestrator::shell::shell_join(&prefix[..prefix.len() - 2]);
+    let ssh = agent_orchestrator::core::shell::shell_join(&prefix[..prefix.len() - 2]);
     let remote_task = format!("{}/tasks/r", rdir.display());
     let plain = || {
         let t = Instant::now();
@@ -154,7 +157,7 @@ pub(crate) fn bench_remote(args: &[String]) {
         "-",
     );
     drop(host);
-    rt.block_on(agent_orchestrator::remote::close_all());
+    rt.block_on(agent_orchestrator::io::remote::close_all());
     sshd.stop();
     let _ = Command::new("tmux").arg("-S").arg(&rsock).arg("kill-server").output();
 }

@@ -33,13 +33,13 @@ struct Inbox {
 }
 
 fn pm_handoff(dir: &Path, to: &str) {
-    let from: agent_orchestrator::names::AgentName = "pm".parse().unwrap();
-    let target: agent_orchestrator::names::AgentName = to.parse().unwrap();
-    agent_orchestrator::handoff::write(
+    let from: agent_orchestrator::core::names::AgentName = "pm".parse().unwrap();
+    let target: agent_orchestrator::core::names::AgentName = to.parse().unwrap();
+    agent_orchestrator::store::handoffs::write(
         dir,
-        &agent_orchestrator::handoff::NewHandoff {
+        &agent_orchestrator::core::handoff::NewHandoff {
             from: &from,
-            status: agent_orchestrator::handoff::Status::InProgress,
+            status: agent_orchestrator::core::handoff::Status::InProgress,
             target: Some(&target),
             next: None,
             body: "## Instructions\nSoak: keep working.\n",

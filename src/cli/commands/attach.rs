@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use crate::app;
-use crate::names::{AgentName, TaskName};
+use crate::core::names::{AgentName, TaskName};
 
 /// Attach to `agent` (default: pm) of task `name`; returns only on failure.
 pub(crate) fn run(project: Option<&Path>, name: &TaskName, agent: Option<&AgentName>) -> anyhow::Result<()> {

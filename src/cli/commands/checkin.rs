@@ -3,12 +3,12 @@
 
 use std::path::Path;
 
+use crate::app::session::Ctx;
 use crate::app::{self, checkin::Checkin};
-use crate::checkin::CheckinReport;
-use crate::delivery::Outcome;
-use crate::error::{EXIT_UNDELIVERED, Exit};
-use crate::names::TaskName;
-use crate::session::Ctx;
+use crate::core::error::{EXIT_UNDELIVERED, Exit};
+use crate::core::names::TaskName;
+use crate::core::report::CheckinReport;
+use crate::core::report::Outcome;
 
 use crate::cli::output::{outcome_word, print_checkin, print_json};
 

@@ -6,10 +6,10 @@ use std::path::Path;
 use anyhow::Context as _;
 
 use crate::app;
-use crate::clock;
-use crate::error::Error;
-use crate::handoff::{self, NewHandoff, Status};
-use crate::names::{AgentName, TaskName};
+use crate::core::clock;
+use crate::core::error::Error;
+use crate::core::handoff::{NewHandoff, Status};
+use crate::core::names::{AgentName, TaskName};
 
 use crate::cli::output::{print_json, warn};
 
@@ -55,7 +55,7 @@ pub(crate) fn run(
 fn read_body(path: Option<&Path>) -> anyhow::Result<String> {
     let Some(path) = path else { return Ok(String::new()) };
     let mut bytes = Vec::new();
-    let cap = handoff::SIZE_CAP;
+    let cap = crate::store::handoffs::SIZE_CAP;
     if path == Path::new("-") {
         std::io::stdin()
             .lock()

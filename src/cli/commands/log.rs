@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::app;
-use crate::names::TaskName;
+use crate::core::names::TaskName;
 
 use crate::cli::output::print_json;
 
@@ -23,18 +23,18 @@ pub(crate) fn run(
         if json {
             return print_json(&st.lineage);
         }
-        print!("{}", crate::scribe::render_lineage(&st.lineage));
+        print!("{}", crate::core::scribe::render_lineage(&st.lineage));
         return Ok(());
     }
-    let path = crate::events::path(&t);
+    let path = crate::store::events::path(&t);
     let mut shown = 0usize;
     loop {
-        let all = crate::events::read(&path)?;
+        let all = crate::store::events::read(&path)?;
         for e in all.iter().skip(shown) {
             if json {
                 println!("{}", serde_json::to_string(e)?);
             } else {
-                println!("{}", crate::events::render(e));
+                println!("{}", crate::store::events::render(e));
             }
         }
         shown = all.len();

@@ -4,10 +4,10 @@ use std::path::Path;
 
 use anyhow::Context as _;
 
-use crate::clock;
-use crate::error::Error;
-use crate::names::TaskName;
-use crate::task::{self, Task};
+use crate::core::clock;
+use crate::core::error::Error;
+use crate::core::names::TaskName;
+use crate::store::task::{self, Task};
 
 use crate::cli::output::{print_json, warn};
 

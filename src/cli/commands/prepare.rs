@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use crate::app;
-use crate::names::{AgentName, TaskName};
-use crate::session::Ctx;
+use crate::app::session::Ctx;
+use crate::core::names::{AgentName, TaskName};
 
 use crate::cli::output::print_json;
 
@@ -30,7 +30,7 @@ pub(crate) async fn run(
     );
     println!("Host:     {}", p.host);
     println!("Cwd:      {}", p.cwd);
-    println!("Command:  {}", crate::shell::shell_join(&p.argv));
+    println!("Command:  {}", crate::core::shell::shell_join(&p.argv));
     println!("--- preamble ({} bytes) ---", p.preamble.len());
     print!("{}", p.preamble);
     let present: Vec<&str> = p.bundle["manifest"]["sources"]

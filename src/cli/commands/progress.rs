@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use crate::app;
-use crate::names::TaskName;
+use crate::core::names::TaskName;
 
 use crate::cli::output::warn;
 

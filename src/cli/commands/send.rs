@@ -2,10 +2,10 @@
 
 use std::path::Path;
 
+use crate::app::session::Ctx;
 use crate::app::{self, send::What};
-use crate::error::{EXIT_UNDELIVERED, Exit};
-use crate::names::{AgentName, TaskName};
-use crate::session::Ctx;
+use crate::core::error::{EXIT_UNDELIVERED, Exit};
+use crate::core::names::{AgentName, TaskName};
 
 use crate::cli::output::{outcome_word, print_json};
 
@@ -32,7 +32,7 @@ pub(crate) async fn run(
             report.enters
         );
     }
-    if report.outcome != crate::delivery::Outcome::Delivered {
+    if report.outcome != crate::core::report::Outcome::Delivered {
         return Err(Exit::new(
             EXIT_UNDELIVERED,
             format!("message to {agent} not confirmed: {}", report.reason),

@@ -8,9 +8,11 @@ use crate::cli::output::print_json;
 /// Install, uninstall or inspect the unit; print its notes or `--json` report.
 pub(crate) fn run(action: ServiceAction, json: bool) -> anyhow::Result<()> {
     let r = match action {
-        ServiceAction::Install => crate::service::install(&std::env::current_exe().context("finding own binary")?)?,
-        ServiceAction::Uninstall => crate::service::uninstall()?,
-        ServiceAction::Status => crate::service::status()?,
+        ServiceAction::Install => {
+            crate::app::service::install(&std::env::current_exe().context("finding own binary")?)?
+        }
+        ServiceAction::Uninstall => crate::app::service::uninstall()?,
+        ServiceAction::Status => crate::app::service::status()?,
     };
     if json {
         print_json(&r)

@@ -4,8 +4,7 @@ use std::path::Path;
 
 use anyhow::Context as _;
 
-use crate::agents;
-use crate::protocol::roster::Roster;
+use crate::app::agents;
 
 use crate::cli::output::print_json;
 
@@ -16,7 +15,7 @@ pub(crate) fn run(project: Option<&Path>, which: agents::Which, roster: &str, js
         Some(p) => p.to_path_buf(),
         None => std::env::current_dir().context("reading the current folder")?,
     };
-    let roster = Roster::load(roster)?;
+    let roster = crate::store::roster::load(roster)?;
     let report = agents::setup(&root, which, &roster)?;
     if json {
         return print_json(&report);

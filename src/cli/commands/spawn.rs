@@ -3,9 +3,9 @@
 use std::path::Path;
 
 use crate::app;
-use crate::names::{AgentName, TaskName};
-use crate::protocol::lane::Reason;
-use crate::session::Ctx;
+use crate::app::session::Ctx;
+use crate::core::names::{AgentName, TaskName};
+use crate::core::protocol::lane::Reason;
 
 use crate::cli::output::print_json;
 

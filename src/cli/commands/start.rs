@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use crate::app::{self, start::Mode};
-use crate::names::TaskName;
+use crate::core::names::TaskName;
 
 use crate::cli::output::{print_json, warn};
 
@@ -40,8 +40,10 @@ pub(crate) async fn run(
     match (&s.cron_line, s.cron_note.as_deref()) {
         _ if !no_daemon => println!(
             "Check-ins: the daemon checks in at once on every handoff, and on schedule (next {}).",
-            s.next_checkin
-                .map_or_else(|| "never: no usable schedule".to_string(), crate::clock::local_time)
+            s.next_checkin.map_or_else(
+                || "never: no usable schedule".to_string(),
+                crate::core::clock::local_time
+            )
         ),
         (Some(_), Some("installed")) => {
             println!("Check-ins: crontab line installed (`crontab -l` shows it; `task stop {name}` removes it).")
@@ -62,10 +64,10 @@ pub(crate) async fn run(
 /// on the way is said out loud (the start itself repairs silently). `None` when the state
 /// was fine, or when the project folder does not exist (the start says why).
 fn repair_first(name: &TaskName, project: Option<&Path>) -> anyhow::Result<Option<std::path::PathBuf>> {
-    let project = crate::task::find_project(project, name)?;
+    let project = crate::store::task::find_project(project, name)?;
     if !project.is_dir() {
         return Ok(None);
     }
-    let t = crate::task::Task::new(&project, name.clone())?;
-    Ok(crate::task::create_or_repair(&t, crate::clock::now())?.state_set_aside)
+    let t = crate::store::task::Task::new(&project, name.clone())?;
+    Ok(crate::store::task::create_or_repair(&t, crate::core::clock::now())?.state_set_aside)
 }

@@ -3,9 +3,9 @@
 use std::path::Path;
 
 use crate::app;
-use crate::names::TaskName;
-use crate::status;
-use crate::task;
+use crate::core::names::TaskName;
+use crate::core::status;
+use crate::store::task;
 
 use crate::cli::output::print_json;
 
@@ -31,7 +31,7 @@ pub(crate) fn run(project: Option<&Path>, name: Option<&TaskName>, json: bool) -
     let mut aside = Vec::new();
     for t in &tasks {
         all.push(app::status::with_liveness(t)?);
-        aside.push(task::state::set_aside_files(&t.dir()));
+        aside.push(task::persist::set_aside_files(&t.dir()));
     }
     if json {
         let flat: Vec<_> = aside.iter().flatten().collect();

@@ -3,15 +3,15 @@
 use std::path::Path;
 
 use crate::app;
-use crate::names::TaskName;
-use crate::session::Ctx;
+use crate::app::session::Ctx;
+use crate::core::names::TaskName;
 
 use crate::cli::output::print_json;
 
 /// Stop task `name` and say what was ended.
 pub(crate) async fn run(project: Option<&Path>, name: &TaskName, json: bool) -> anyhow::Result<()> {
     // Not `app::locate`: a task whose folder was deleted still has sessions to end.
-    let t = crate::task::Task::new(&crate::task::find_project(project, name)?, name.clone())?;
+    let t = crate::store::task::Task::new(&crate::store::task::find_project(project, name)?, name.clone())?;
     let ctx = Ctx::from_env()?;
     let app::stop::Stop { stopped, cron_removed } = app::stop::stop(&t, &ctx).await?;
     if json {

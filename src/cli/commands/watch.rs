@@ -3,11 +3,11 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::app::session::Ctx;
 use crate::app::{self, watch::End};
-use crate::error::{EXIT_FAILURE, Exit};
-use crate::names::TaskName;
-use crate::session::Ctx;
-use crate::task::Phase;
+use crate::core::error::{EXIT_FAILURE, Exit};
+use crate::core::model::Phase;
+use crate::core::names::TaskName;
 
 use crate::cli::output::print_checkin;
 

@@ -1,0 +1,175 @@
+//! Acting on attention episodes: look at every agent's pane, run the pure decision of
+//! [`crate::core::attention`], record the episode, and do what it says (events, a human called
+//! through the notify command, the resume message with verified delivery). Run by the
+//! daemon's liveness tick and by every check-in, so cron mode is covered too.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::core::attention::*;
+use crate::core::error::Result;
+use crate::store::task::Task;
+
+/// Resume messages wait at most this long for the input to be ready (the tick must go on).
+const RESUME_READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What [`tend`] did, by agent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Tended {
+    /// New episodes (needs_human or paused).
+    pub began: Vec<String>,
+    /// Of those, the ones paused by a usage limit.
+    pub paused: Vec<String>,
+    /// Escalated to a human now.
+    pub escalated: Vec<String>,
+    /// Sent the resume message (confirmed).
+    pub resumed: Vec<String>,
+    /// Episodes that ended.
+    pub cleared: Vec<String>,
+}
+
+impl Tended {
+    /// Whether the PM should hear of it at once (a check-in now rather than at the next
+    /// one): a human was called, or a spoke was paused. A dialog within its grace is not
+    /// news yet, and a paused PM cannot be told.
+    pub fn worth_a_checkin(&self) -> bool {
+        !self.escalated.is_empty() || self.paused.iter().any(|a| a != "pm")
+    }
+}
+
+/// One agent's episode changed: (agent, before, after, what to do).
+type Change = (String, Option<Attention>, Option<Attention>, Vec<Action>);
+
+/// Look at every agent's pane, decide, record, and act: events, escalations, resumes.
+/// Idempotent: run as often as wanted (the daemon's tick, every check-in).
+pub async fn tend(ctx: &crate::app::session::Ctx, task: &Task, now: DateTime<Utc>) -> Result<Tended> {
+    let st = task.state()?;
+    if !st.agents.values().any(|a| a.pane.is_some()) {
+        return Ok(Tended::default());
+    }
+    let live = crate::app::session::liveness(ctx, &st, now).await?;
+    tracing::debug!(task = %task.name, agents = live.len(), "looked at the agents' screens");
+    let timing = Timing::from_spec(task.spec().ok().as_ref());
+
+    // Decide and record under the state lock, on a fresh read.
+    let todo: Vec<Change> = task.update_state(now, |fresh| {
+        let mut todo: Vec<Change> = Vec::new();
+        for l in &live {
+            let Some(a) = fresh.agents.get_mut(&l.agent) else {
+                continue;
+            };
+            let d = decide(a.attention.as_ref(), &l.seen, a.last_resume, now, &timing);
+            // A due resume leaves the episode as it is (it changes once delivered), so
+            // the actions count on their own.
+            if d.next != a.attention || !d.actions.is_empty() {
+                let prev = std::mem::replace(&mut a.attention, d.next.clone());
+                todo.push((l.agent.clone(), prev, d.next, d.actions));
+            }
+        }
+        // An ended episode's escalation is no longer open.
+        for (agent, prev, _, actions) in &todo {
+            if let (Some(p), true) = (prev, actions.contains(&Action::Cleared)) {
+                fresh.close_attention_escalation(agent, p);
+            }
+        }
+        Ok(todo)
+    })?;
+
+    let mut out = Tended::default();
+    let mut closed_any = false;
+    for (agent, prev, next, actions) in todo {
+        for act in actions {
+            match (act, &prev, &next) {
+                (Action::Cleared, Some(p), _) => {
+                    closed_any |= p.escalated_at.is_some();
+                    crate::store::events::append(
+                        task,
+                        "attention_cleared",
+                        Some(&agent),
+                        serde_json::json!({"kind": p.kind, "reason": p.reason, "since": p.since, "resumed": p.resumed_at.is_some()}),
+                        now,
+                    )?;
+                    tracing::info!(task = %task.name, %agent, kind = ?p.kind, "attention episode ended");
+                    out.cleared.push(agent.clone());
+                }
+                (Action::Began, _, Some(n)) => {
+                    let kind = match n.kind {
+                        Kind::NeedsHuman => "needs_human",
+                        Kind::Paused => "paused",
+                    };
+                    crate::store::events::append(
+                        task,
+                        kind,
+                        Some(&agent),
+                        serde_json::json!({"reason": n.reason, "line": n.line, "resets_at": n.resets_at, "reset_parsed": n.reset_parsed}),
+                        now,
+                    )?;
+                    tracing::warn!(task = %task.name, %agent, kind, line = %n.line, "agent cannot go on by itself");
+                    out.began.push(agent.clone());
+                    if n.kind == Kind::Paused {
+                        out.paused.push(agent.clone());
+                    }
+                }
+                (Action::Escalate, _, Some(n)) => {
+                    crate::app::escalation::raise(task, &escalation_reason(task.name.as_str(), &agent, n), now)?;
+                    out.escalated.push(agent.clone());
+                }
+                (Action::Resume, _, Some(n)) if resume(ctx, task, &agent, n, now).await? => {
+                    out.resumed.push(agent.clone());
+                }
+                _ => {}
+            }
+        }
+    }
+    if closed_any {
+        crate::app::escalation::refresh_progress(task, now)?;
+    }
+    Ok(out)
+}
+
+/// Send the resume message; record it when confirmed. Returns whether it was delivered.
+async fn resume(
+    ctx: &crate::app::session::Ctx,
+    task: &Task,
+    agent: &str,
+    ep: &Attention,
+    now: DateTime<Utc>,
+) -> Result<bool> {
+    let text = RESUME_TEMPLATE.trim();
+    let report = match crate::app::session::send_with(ctx, task, agent, text, Some(RESUME_READY_TIMEOUT), true).await {
+        Ok(r) => r,
+        Err(e) => crate::core::report::Report {
+            outcome: crate::core::report::Outcome::Failed,
+            reason: e.to_string(),
+            enters: 0,
+            bytes: 0,
+        },
+    };
+    let delivered = report.outcome == crate::core::report::Outcome::Delivered;
+    if delivered {
+        task.update_state(now, |fresh| {
+            if let Some(a) = fresh.agents.get_mut(agent) {
+                if let Some(at) = a.attention.as_mut().filter(|x| x.since == ep.since) {
+                    at.resumed_at = Some(now);
+                }
+                a.last_resume = Some(now);
+            }
+            Ok(())
+        })?;
+    }
+    crate::store::events::append(
+        task,
+        if delivered { "resumed" } else { "resume_failed" },
+        Some(agent),
+        serde_json::json!({"resets_at": ep.resets_at, "outcome": report.outcome, "reason": report.reason}),
+        now,
+    )?;
+    if delivered {
+        tracing::info!(task = %task.name, agent, "usage limit reset; agent resumed");
+    } else {
+        tracing::warn!(task = %task.name, agent, reason = %report.reason, "could not resume the agent; trying again next time");
+    }
+    Ok(delivered)
+}

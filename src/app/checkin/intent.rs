@@ -1,0 +1,186 @@
+//! Exactly-once check-ins across a crash: the INTENT of a delivery (its id and the handoff
+//! files it reports) is saved durably before anything is pasted, the id travels in the
+//! message (`[checkin c-1a2b3c]`, templates/checkin-tag.md), and the intent is removed only
+//! once the check-in is recorded. An intent still on disk means "maybe delivered": the next
+//! check-in looks for its id in the PM's pane (with scrollback) and, for Claude Code, in
+//! its transcripts, before it ever delivers again.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::error::{Error, Result};
+use crate::io::tmux::Tmux;
+use crate::store::fsutil;
+use crate::store::task::Task;
+
+/// The tag template that carries the id in the message.
+const TAG_TEMPLATE: &str = include_str!("../../../templates/checkin-tag.md");
+
+/// Lines of scrollback searched for an id (a check-in is a few dozen lines).
+const SCROLLBACK: &str = "-5000";
+
+/// A check-in about to be delivered (or delivered and not yet recorded).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Intent {
+    /// Short id written into the message, e.g. `c-1a2b3c`.
+    pub id: String,
+    /// The handoff files the message reports.
+    pub files: Vec<String>,
+}
+
+/// Where a task's unfinished intent lives.
+pub fn path(task: &Task) -> PathBuf {
+    task.dir().join(".checkin-intent.json")
+}
+
+/// A fresh short id.
+pub fn new_id() -> String {
+    format!("c-{}", &uuid::Uuid::new_v4().simple().to_string()[..6])
+}
+
+/// The line appended to the message (pure).
+pub fn tag(id: &str) -> String {
+    crate::core::preamble::fill(TAG_TEMPLATE, &[("id", id)])
+        .trim_end()
+        .to_string()
+}
+
+/// The message as delivered: the rendered check-in and its tag on the last line (pure).
+pub fn tagged(message: &str, id: &str) -> String {
+    format!("{}\n{}", message.trim_end(), tag(id))
+}
+
+/// The unfinished intent, if any. An unreadable one is an error (never guessed away).
+pub fn load(task: &Task) -> Result<Option<Intent>> {
+    let p = path(task);
+    match std::fs::read(&p) {
+        Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| {
+            Error::Environment(format!(
+                "{} is unreadable ({e}); look in the PM's pane for its check-in, then delete the file",
+                p.display()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io("read", &p, e)),
+    }
+}
+
+/// Save the intent durably (temp file, fsync, rename). Nothing is delivered unless this worked.
+pub fn save(task: &Task, intent: &Intent) -> Result<()> {
+    let bytes = serde_json::to_vec(intent).expect("intent serialises");
+    fsutil::atomic_write(&path(task), &bytes)
+}
+
+/// Remove the intent once its check-in is recorded.
+pub fn clear(task: &Task) -> Result<()> {
+    let p = path(task);
+    match std::fs::remove_file(&p) {
+        Ok(()) => fsutil::sync_dir(&task.dir()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("remove", &p, e)),
+    }
+}
+
+/// Whether `text` shows the check-in `id` (its tag, or the id alone where a TUI wrapped
+/// the tag; pure).
+pub fn shows(text: &str, id: &str) -> bool {
+    text.contains(&tag(id)) || text.contains(id)
+}
+
+/// Claude Code's folder name for a working folder: every character that is not a
+/// letter or digit becomes `-` (pure).
+pub fn claude_slug(cwd: &Path) -> String {
+    cwd.to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+/// Whether Claude Code's transcripts of `cwd` under `home` mention `id`.
+fn in_transcripts(home: &Path, cwd: &Path, id: &str) -> bool {
+    let dir = home.join(".claude/projects").join(claude_slug(cwd));
+    let Ok(rd) = std::fs::read_dir(&dir) else { return false };
+    rd.flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .any(|e| std::fs::read(e.path()).is_ok_and(|b| shows(&String::from_utf8_lossy(&b), id)))
+}
+
+/// Whether the PM received check-in `id`: its pane (with scrollback), the demo runtime's
+/// inbox or, for Claude Code, its transcripts. A pane that cannot be read is an error: the caller must not
+/// deliver again on a guess.
+pub async fn delivered(task: &Task, tmux: &Tmux, pane: Option<&str>, id: &str) -> Result<bool> {
+    if let Some(pane) = pane {
+        if tmux.pane(pane).await?.is_some() {
+            let text = tmux
+                .run("read pane", &["capture-pane", "-p", "-J", "-S", SCROLLBACK, "-t", pane])
+                .await?;
+            if shows(&text, id) {
+                return Ok(true);
+            }
+        }
+    }
+    // The demo runtime's transcript: its inbox (its screen shows only a count).
+    let inbox = task.scratchpad().join("pm").join("inbox.jsonl");
+    if std::fs::read(&inbox).is_ok_and(|b| shows(&String::from_utf8_lossy(&b), id)) {
+        return Ok(true);
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let cwd = crate::app::session::local_cwd(task).ok();
+    Ok(matches!((home, cwd), (Some(h), Some(c)) if in_transcripts(&h, &c, id)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tag_carries_the_id_and_is_found_again() {
+        let id = new_id();
+        assert!(id.starts_with("c-") && id.len() == 8, "{id}");
+        let m = tagged("Check-in for task t1.\nDecide.\n", &id);
+        assert!(m.starts_with("Check-in for task t1."), "{m}");
+        assert!(m.ends_with(&format!("[checkin {id}]")), "{m}");
+        assert!(shows(&format!("demo> {m}\n"), &id));
+        assert!(!shows(&m, "c-ffffff"));
+    }
+
+    #[test]
+    fn claude_slugs_replace_every_separator() {
+        assert_eq!(claude_slug(Path::new("/tmp/ao.x/proj")), "-tmp-ao-x-proj");
+    }
+
+    #[test]
+    fn claude_codes_transcripts_of_the_working_folder_are_searched() {
+        let home = tempfile::tempdir().unwrap();
+        let cwd = Path::new("/tmp/ao.x/proj");
+        assert!(!in_transcripts(home.path(), cwd, "c-abcdef"), "no transcripts yet");
+        let dir = home.path().join(".claude/projects/-tmp-ao-x-proj");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("s1.jsonl"),
+            "{\"message\":\"Check-in\\n[checkin c-abcdef]\"}\n",
+        )
+        .unwrap();
+        assert!(in_transcripts(home.path(), cwd, "c-abcdef"));
+        assert!(!in_transcripts(home.path(), cwd, "c-123456"));
+        assert!(!in_transcripts(home.path(), Path::new("/elsewhere"), "c-abcdef"));
+    }
+
+    #[test]
+    fn an_intent_survives_on_disk_until_cleared() {
+        let d = tempfile::tempdir().unwrap();
+        let task = Task::new(d.path(), "t1".parse().unwrap()).unwrap();
+        crate::store::task::create_or_repair(&task, chrono::Utc::now()).unwrap();
+        assert_eq!(load(&task).unwrap(), None);
+        let i = Intent {
+            id: "c-abcdef".into(),
+            files: vec!["dev-20261123-090000.md".into()],
+        };
+        save(&task, &i).unwrap();
+        assert_eq!(load(&task).unwrap(), Some(i));
+        clear(&task).unwrap();
+        clear(&task).unwrap();
+        assert_eq!(load(&task).unwrap(), None);
+    }
+}

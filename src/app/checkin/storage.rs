@@ -1,0 +1,123 @@
+//! Check-ins while the task's state cannot be saved (disk full, read-only, I/O error):
+//! none is delivered (its intent could not be saved first), attempts back off, a human is
+//! called once per episode with the cause, and check-ins resume by themselves once a
+//! check-in gets through again. Kept in memory per process: the disk is what failed.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+
+use crate::core::error::Error;
+use crate::store::task::Task;
+
+/// First wait after a failed save; doubled after each failure up to [`MAX_BACKOFF`].
+pub const FIRST_BACKOFF: Duration = Duration::from_secs(2);
+/// The longest wait between attempts.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// One episode of failed saves.
+#[derive(Debug, Clone)]
+struct Trouble {
+    reason: String,
+    failures: u32,
+    retry_at: Instant,
+}
+
+static TROUBLE: Mutex<BTreeMap<PathBuf, Trouble>> = Mutex::new(BTreeMap::new());
+
+/// The wait after `failures` failed attempts in a row (pure).
+pub fn backoff(failures: u32) -> Duration {
+    FIRST_BACKOFF
+        .saturating_mul(1 << failures.saturating_sub(1).min(8))
+        .min(MAX_BACKOFF)
+}
+
+/// Whether an error means the task's files cannot be written (or read back).
+pub fn is_storage(e: &Error) -> bool {
+    matches!(e, Error::Io { .. })
+}
+
+/// The escalation's text for a cause (pure).
+pub fn reason(task: &Task, cause: &str) -> String {
+    format!(
+        "check-ins for task {} are stopped: its state cannot be saved ({cause}); free space or fix the permissions of {}; they resume by themselves once writing works",
+        task.name,
+        task.dir().display()
+    )
+}
+
+/// `Some(why)` while the task is backing off: the check-in must not even try.
+pub fn waiting(task: &Task) -> Option<String> {
+    let map = TROUBLE.lock().unwrap_or_else(|e| e.into_inner());
+    let t = map.get(&task.dir())?;
+    (Instant::now() < t.retry_at).then(|| t.reason.clone())
+}
+
+/// A check-in failed with `e`: back off, and call a human at the first failure of an episode.
+pub fn failed(task: &Task, e: &Error, now: DateTime<Utc>) {
+    if !is_storage(e) {
+        return;
+    }
+    let first = {
+        let mut map = TROUBLE.lock().unwrap_or_else(|e| e.into_inner());
+        let t = map.entry(task.dir()).or_insert_with(|| Trouble {
+            reason: reason(task, &e.to_string()),
+            failures: 0,
+            retry_at: Instant::now(),
+        });
+        t.failures += 1;
+        t.retry_at = Instant::now() + backoff(t.failures);
+        tracing::error!(task = %task.name, error = %e, failures = t.failures, retry_in = ?backoff(t.failures), "check-ins stopped: the task's state cannot be saved");
+        (t.failures == 1).then(|| t.reason.clone())
+    };
+    if let Some(r) = first {
+        crate::app::escalation::raise_even_unsaved(task, &r, now);
+    }
+}
+
+/// A check-in got through: end the episode, close its escalation.
+pub fn succeeded(task: &Task, now: DateTime<Utc>) {
+    let Some(t) = TROUBLE.lock().unwrap_or_else(|e| e.into_inner()).remove(&task.dir()) else {
+        return;
+    };
+    tracing::info!(task = %task.name, failures = t.failures, "the task's state can be saved again; check-ins resume");
+    let closed = task.update_state(now, |st| {
+        st.escalations.retain(|e| e.reason != t.reason);
+        Ok(())
+    });
+    if let Err(e) = closed {
+        tracing::warn!(task = %task.name, error = %e, "cannot close the escalation about saving the state");
+    }
+    if let Err(e) = crate::store::events::append(
+        task,
+        "storage_recovered",
+        None,
+        serde_json::json!({"failures": t.failures}),
+        now,
+    ) {
+        tracing::warn!(task = %task.name, error = %e, "cannot append to events.jsonl");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attempts_back_off_up_to_a_ceiling() {
+        assert_eq!(backoff(1), FIRST_BACKOFF);
+        assert_eq!(backoff(2), FIRST_BACKOFF * 2);
+        assert_eq!(backoff(3), FIRST_BACKOFF * 4);
+        assert_eq!(backoff(40), MAX_BACKOFF);
+    }
+
+    #[test]
+    fn only_io_errors_stop_check_ins() {
+        let full = Error::io("write", "/x", std::io::Error::from_raw_os_error(28));
+        assert!(is_storage(&full));
+        assert!(!is_storage(&Error::Environment("no tmux".into())));
+    }
+}

@@ -1,0 +1,343 @@
+//! The lanes' I/O edge: look at a lane holder's agent (its handoffs, its pane),
+//! release lanes whose agent is done, dead or (when someone waits) stale, and
+//! start the spawn queued behind a lane the moment it frees. The decisions are
+//! [`crate::core::protocol::lane`]'s; this module reads tmux and the task folder and
+//! writes pm_state.json under the state lock.
+//!
+//! `settle` runs on every supervisor tick and handoff (the daemon), after each
+//! `task checkin` (cron mode), and before each spawn decides, so every release
+//! path is taken by whoever looks first and no lane waits on a timer it does
+//! not need.
+
+use chrono::{DateTime, Utc};
+
+use crate::app::context::Ctx;
+use crate::core::error::Error;
+use crate::core::error::Result;
+use crate::core::handoff::Loaded;
+use crate::core::model::PmState;
+use crate::core::protocol::lane::{self, Decision, Holder, Reason, ReleaseReason, Seen, Timing};
+use crate::store::handoffs;
+use crate::store::task::Task;
+
+/// A pane not recorded this long after its lane was acquired belongs to a spawn that died half-way.
+const START_GRACE_SECS: i64 = 60;
+
+/// The agent's newest handoff written after `since`, if terminal and `ready`.
+fn terminal_since(
+    task: &Task,
+    agent: &str,
+    since: DateTime<Utc>,
+    ready: &(dyn Fn(&Loaded) -> bool + Sync),
+) -> Option<Loaded> {
+    let (names, _) = handoffs::list(&task.handoffs()).ok()?;
+    let since_ns = since.timestamp_nanos_opt().unwrap_or(0);
+    names
+        .iter()
+        .rev()
+        .filter(|n| n.agent == agent)
+        .take(4)
+        .filter_map(|n| handoffs::load(&task.handoffs(), n).ok()?.ok())
+        .find(|l| l.mtime_ns >= since_ns && l.handoff.status.is_terminal() && ready(l))
+}
+
+/// What the holder's agent has done since it took the lane; `st` is the state the
+/// caller just read (the agent's host, status and last activity come from it).
+pub async fn observe(
+    ctx: &Ctx,
+    task: &Task,
+    st: &PmState,
+    agent: &str,
+    h: &Holder,
+    ready: &(dyn Fn(&Loaded) -> bool + Sync),
+    now: DateTime<Utc>,
+) -> (Seen, Option<Loaded>) {
+    let a = st.agents.get(agent);
+    let terminal = terminal_since(task, agent, h.since, ready);
+    let mut seen = Seen {
+        terminal_handoff: terminal.is_some(),
+        pane_dead: false,
+        last_sign: a.and_then(|a| a.last_activity),
+    };
+    let local = a.is_none_or(|a| a.host.is_local());
+    match (&h.pane, local) {
+        (Some(p), true) => match ctx
+            .tmux
+            .pane_on(
+                p,
+                a.filter(|a| a.pane.as_ref() == Some(p))
+                    .and_then(|a| a.tmux_server.as_deref()),
+            )
+            .await
+        {
+            Ok(None) => seen.pane_dead = true,
+            Ok(Some(info)) => {
+                seen.pane_dead = info.dead;
+                if let Some(t) = DateTime::from_timestamp(info.activity, 0).filter(|_| info.activity > 0) {
+                    seen.last_sign = seen.last_sign.max(Some(t));
+                }
+            }
+            Err(e) => tracing::debug!(agent, error = %e, "cannot look at the lane holder's pane"),
+        },
+        (None, _) => {
+            seen.pane_dead = now.signed_duration_since(h.since).num_seconds() > START_GRACE_SECS;
+        }
+        // A remote agent's pane is on its host: its handoffs (pulled) and stale recovery free its lane.
+        (Some(_), false) => seen.pane_dead = a.is_some_and(|a| a.status.is_gone()),
+    }
+    (seen, terminal)
+}
+
+/// Release `agent`'s lane if it is still held by the holder acquired at `since`;
+/// records the event and cleans the agent's bundle. Returns whether it released.
+pub fn release(
+    task: &Task,
+    agent: &str,
+    since: Option<DateTime<Utc>>,
+    reason: ReleaseReason,
+    last: Option<&Loaded>,
+    now: DateTime<Utc>,
+) -> Result<bool> {
+    let released = task.update_state(now, |st| {
+        let Some(l) = st.lanes.get_mut(agent) else {
+            return Ok(false);
+        };
+        if l.holder.is_none() || (since.is_some() && l.holder.as_ref().map(|h| h.since) != since) {
+            return Ok(false);
+        }
+        Ok(lane::release(l, reason, now))
+    })?;
+    if released {
+        tracing::info!(task = %task.name, agent, reason = reason.as_str(), "lane released");
+        crate::store::events::append(
+            task,
+            "lane_released",
+            Some(agent),
+            serde_json::json!({"reason": reason, "handoff": last.map(|l| l.file.clone())}),
+            now,
+        )?;
+        if reason != ReleaseReason::SpawnFailed {
+            // The agent's turn is over: its bundle goes to the reviewed queue (never fails).
+            crate::store::bundle::cleanup(task, agent, last, now);
+        }
+    }
+    Ok(released)
+}
+
+/// What one settle did, for logs and tests.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Settled {
+    /// Lanes released, with why.
+    pub released: Vec<(String, ReleaseReason)>,
+    /// Queued spawns started.
+    pub dequeued: Vec<String>,
+    /// Queued spawns that could not start (the error, also in events.jsonl).
+    pub failed: Vec<(String, String)>,
+}
+
+/// How a spawn treats a busy lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpawnMode {
+    /// Refuse (SPAWN_REJECT_ACTIVE_LANE).
+    Start,
+    /// Hold it in the lane's queue (`--queue`; SPAWN_QUEUED).
+    Queue,
+    /// The supervisor starting a queued spawn whose lane freed (SPAWN_DEQUEUED).
+    Dequeue,
+}
+
+/// What taking a lane for a spawn gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Taken {
+    /// The lane is this spawn's: start the agent. `reason` is SPAWN_OK,
+    /// SPAWN_DEQUEUED or SPAWN_RECOVERED_STALE; `note` says what was reclaimed.
+    Acquired {
+        /// The reason code of the start.
+        reason: Reason,
+        /// For the caller to show.
+        note: Option<String>,
+    },
+    /// Held in the lane's queue until it frees (SPAWN_QUEUED).
+    Queued {
+        /// What holds the lane.
+        waiting_for: Option<String>,
+    },
+}
+
+/// How long, said the way people say it.
+fn spoken(d: std::time::Duration) -> String {
+    match d.as_secs() {
+        s if s < 120 => format!("{s} s"),
+        s => format!("{} minutes", s / 60),
+    }
+}
+
+/// Take `agent`'s lane for a spawn of `handoff`: first release what is due (the
+/// holder is done or dead), then decide under the state lock. A refusal is an
+/// [`Error::Refused`] whose message starts with its reason code; every outcome is
+/// recorded in the lane (`last_reason`) and in events.jsonl.
+pub async fn take(
+    ctx: &Ctx,
+    task: &Task,
+    agent: &str,
+    handoff: &str,
+    runtime: Option<&str>,
+    mode: SpawnMode,
+    now: DateTime<Utc>,
+) -> Result<Taken> {
+    let timing = Timing::from_spec(task.spec().ok().as_ref());
+    let st = task.state()?;
+    let held = st.lanes.get(agent).and_then(|l| l.holder.clone());
+    let mut last_sign = None;
+    if let Some(h) = &held {
+        let (seen, last) = observe(ctx, task, &st, agent, h, &|_| true, now).await;
+        last_sign = seen.last_sign;
+        if let Some(r) = lane::release_due(h, &seen, false, now, &timing) {
+            release(task, agent, Some(h.since), r, last.as_ref(), now)?;
+        }
+    }
+    let (decision, waiting_for) = task.update_state(now, |st| {
+        let l = st.lanes.entry(agent.to_string()).or_default();
+        let d = lane::decide(l, handoff, mode == SpawnMode::Queue, last_sign, now, &timing);
+        let waiting_for = l.holder.as_ref().map(|h| {
+            format!(
+                "{agent} started {} with {}",
+                crate::core::clock::local_time(h.since),
+                h.handoff
+            )
+        });
+        l.last_reason = Some(match (&d, mode) {
+            (Decision::Reject(r), _) => *r,
+            (Decision::Queue, _) => Reason::SpawnQueued,
+            (Decision::Acquire { stale: true }, _) => Reason::SpawnRecoveredStale,
+            (Decision::Acquire { .. }, SpawnMode::Dequeue) => Reason::SpawnDequeued,
+            (Decision::Acquire { .. }, _) => Reason::SpawnOk,
+        });
+        match &d {
+            Decision::Reject(_) => {}
+            Decision::Queue => {
+                l.queued = Some(lane::Queued {
+                    handoff: handoff.to_string(),
+                    runtime: runtime.map(str::to_string),
+                    at: now,
+                });
+            }
+            Decision::Acquire { stale } => {
+                if *stale {
+                    lane::release(l, ReleaseReason::Stale, now);
+                }
+                lane::acquire(l, handoff, now);
+            }
+        }
+        Ok((d, waiting_for))
+    })?;
+    match decision {
+        Decision::Reject(r) => {
+            let why = match r {
+                Reason::SpawnRejectDuplicate => format!(
+                    "the same spawn of {agent} with {handoff} was made moments ago (or is already queued); nothing was started"
+                ),
+                _ => format!(
+                    "{agent}'s lane is busy ({}); wait for its handoff, queue this spawn with --queue, message it with `task send`, or end it with `task stop {}`",
+                    waiting_for.as_deref().unwrap_or("held"),
+                    task.name
+                ),
+            };
+            crate::store::events::append(
+                task,
+                "spawn_refused",
+                Some(agent),
+                serde_json::json!({"reason": r, "handoff": handoff}),
+                now,
+            )?;
+            Err(Error::Refused(crate::core::protocol::reason::Refusal::new(r, &why)))
+        }
+        Decision::Queue => {
+            crate::store::events::append(
+                task,
+                "spawn_queued",
+                Some(agent),
+                serde_json::json!({"reason": Reason::SpawnQueued, "handoff": handoff}),
+                now,
+            )?;
+            Ok(Taken::Queued { waiting_for })
+        }
+        Decision::Acquire { stale: true } => {
+            crate::store::events::append(
+                task,
+                "lane_released",
+                Some(agent),
+                serde_json::json!({"reason": ReleaseReason::Stale}),
+                now,
+            )?;
+            crate::store::bundle::cleanup(task, agent, None, now);
+            Ok(Taken::Acquired {
+                reason: Reason::SpawnRecoveredStale,
+                note: Some(format!(
+                    "{agent}'s previous run showed no sign of life for {}; its lane was reclaimed",
+                    spoken(timing.stale)
+                )),
+            })
+        }
+        Decision::Acquire { stale: false } => Ok(Taken::Acquired {
+            reason: if mode == SpawnMode::Dequeue {
+                Reason::SpawnDequeued
+            } else {
+                Reason::SpawnOk
+            },
+            note: None,
+        }),
+    }
+}
+
+/// A spawn that took the lane failed before its agent started: give the lane
+/// back and forget the attempt, so a retry is not taken for a duplicate.
+pub fn give_back(task: &Task, agent: &str, handoff: &str, now: DateTime<Utc>) -> Result<()> {
+    task.update_state(now, |st| {
+        if let Some(l) = st.lanes.get_mut(agent) {
+            if l.holder
+                .as_ref()
+                .is_some_and(|h| h.since == now && h.handoff == handoff)
+            {
+                lane::release(l, ReleaseReason::SpawnFailed, now);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Record the started agent's pane in its lane (how pane death is noticed).
+pub fn record_pane(task: &Task, agent: &str, pane: &str, now: DateTime<Utc>) -> Result<()> {
+    task.update_state(now, |st| {
+        if let Some(h) = st.lanes.get_mut(agent).and_then(|l| l.holder.as_mut()) {
+            h.pane = Some(pane.to_string());
+        }
+        Ok(())
+    })
+}
+
+/// `task stop`: free every lane and drop what was queued (the handoff files stay).
+pub fn release_all(task: &Task, now: DateTime<Utc>) -> Result<Vec<String>> {
+    let st = task.state()?;
+    let mut freed = Vec::new();
+    for (agent, l) in &st.lanes {
+        if l.queued.is_some() {
+            let dropped = task.update_state(now, |fresh| {
+                Ok(fresh.lanes.get_mut(agent).and_then(|l| l.queued.take()))
+            })?;
+            if let Some(q) = dropped {
+                crate::store::events::append(
+                    task,
+                    "spawn_queue_dropped",
+                    Some(agent),
+                    serde_json::json!({"handoff": q.handoff, "why": "task stop"}),
+                    now,
+                )?;
+            }
+        }
+        if l.holder.is_some() && release(task, agent, None, ReleaseReason::Stopped, None, now)? {
+            freed.push(agent.clone());
+        }
+    }
+    Ok(freed)
+}

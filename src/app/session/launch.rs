@@ -1,0 +1,162 @@
+//! Launching an agent on this machine: its environment, its tmux session, its record.
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+
+use super::preamble::save_preamble;
+use super::{Ctx, Launch, require_cwd};
+use crate::core::error::{Error, Result};
+use crate::core::model::AgentState;
+use crate::core::report::Started;
+use crate::io::runtime::Runtime;
+use crate::io::tmux::{SessionSpec, Socket};
+use crate::store::task::Task;
+
+/// The environment every agent pane gets.
+fn agent_env(ctx: &Ctx, task: &Task, agent: &str, role: &str) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("TASK_NAME".into(), task.name.to_string()),
+        ("TASK_DIR".into(), task.dir().display().to_string()),
+        ("TASK_AGENT".into(), agent.to_string()),
+        ("TASK_ROLE".into(), role.to_string()),
+        ("AO_SESSION_PREFIX".into(), ctx.prefix.clone()),
+        (
+            "AO_TMUX_SOCKET".into(),
+            match ctx.tmux.socket() {
+                Socket::Name(n) => n.clone(),
+                Socket::Path(p) => p.display().to_string(),
+            },
+        ),
+    ];
+    for k in [
+        "AO_TMUX_GUARD_DIR",
+        "AO_DEMO_PAUSE_MS",
+        "AO_DEMO_IDLE",
+        "XDG_CONFIG_HOME",
+        "HOME",
+    ] {
+        if let Ok(v) = std::env::var(k) {
+            env.push((k.into(), v));
+        }
+    }
+    // Preambles teach plain `task …` commands (what the permission rules allow), so this
+    // binary's folder comes first on the agent's PATH.
+    let mut path: Vec<PathBuf> = ctx.task_bin.parent().map(Path::to_path_buf).into_iter().collect();
+    path.extend(std::env::var_os("PATH").iter().flat_map(std::env::split_paths));
+    if let Ok(joined) = std::env::join_paths(path) {
+        env.push(("PATH".into(), joined.to_string_lossy().into_owned()));
+    }
+    env
+}
+
+/// Start `agent` in a new local tmux session and record it in the state. Everything that
+/// can fail is checked before anything is created, so a refused start leaves no session.
+#[allow(clippy::too_many_arguments)] // called by start, restart and the local spawn; a struct would only rename them
+pub(super) async fn start_agent(
+    ctx: &Ctx,
+    task: &Task,
+    agent: &str,
+    role: &str,
+    rt: &Runtime,
+    preamble_text: &str,
+    cwd: &Path,
+    now: DateTime<Utc>,
+    resume_id: Option<&str>,
+) -> Result<Started> {
+    let session = ctx.session_name(task, agent);
+    let session_id = resume_id
+        .map(str::to_string)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let task_dir = task.dir().display().to_string();
+    let launch = Launch {
+        task,
+        agent,
+        session: &session,
+        session_id: &session_id,
+        task_dir: &task_dir,
+    };
+    // Check everything that can fail before anything is created.
+    launch.argv(ctx, rt, preamble_text, Path::new("/dev/null"))?;
+    require_cwd(task, cwd)?;
+    if ctx.tmux.has_session(&session).await? {
+        if agent == "pm" {
+            return Err(Error::BadInput(format!(
+                "the PM of task '{}' is already running in tmux session {session}; look with `task attach {}`",
+                task.name, task.name
+            )));
+        }
+        // The lane was free, so the old session's turn is over (done, dead or reclaimed).
+        tracing::info!(agent, session = %session, "replacing the agent's previous session");
+        ctx.tmux.kill_session(&session).await?;
+    }
+    let prompt_file = save_preamble(task, agent, preamble_text, now)?;
+    let argv = launch.argv(ctx, rt, preamble_text, &prompt_file)?;
+    let pane = ctx
+        .tmux
+        .new_session(&SessionSpec {
+            name: &session,
+            cwd,
+            env: agent_env(ctx, task, agent, role),
+            argv: argv.clone(),
+        })
+        .await?;
+    tracing::info!(agent, session = %session, pane = %pane, runtime = %rt.name, preamble_bytes = preamble_text.len(), "agent started");
+    let started = Started {
+        agent: agent.into(),
+        session,
+        pane,
+        runtime: rt.name.clone(),
+        preamble: prompt_file,
+        argv,
+        host: "local".into(),
+    };
+    // The pane id alone is reused by the next server; the record names the server too.
+    let server = match ctx.tmux.server_id(&started.pane).await {
+        Ok(s) => Some(s.0),
+        Err(e) => {
+            tracing::warn!(agent, pane = %started.pane, error = %e, "cannot ask tmux which server holds the pane; its id is recorded alone");
+            None
+        }
+    };
+    record_start(
+        task,
+        &started,
+        role,
+        crate::core::model::AgentHost::Local,
+        session_id,
+        server,
+        now,
+    )?;
+    Ok(started)
+}
+
+/// Write a just-started agent into the state: the one place a start is recorded, so a local
+/// and a remote start leave the same record (`host` is `local` or the remote spec).
+pub(super) fn record_start(
+    task: &Task,
+    started: &Started,
+    role: &str,
+    host: crate::core::model::AgentHost,
+    session_id: String,
+    tmux_server: Option<String>,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    task.update_state(now, |st| {
+        let a = st
+            .agents
+            .entry(started.agent.clone())
+            .or_insert_with(AgentState::default);
+        a.role = role.into();
+        a.host = host;
+        a.session = Some(started.session.clone());
+        a.pane = Some(started.pane.clone());
+        a.tmux_server = tmux_server;
+        a.status = crate::core::model::AgentStatus::Running;
+        a.runtime = Some(started.runtime.clone());
+        a.session_id = Some(session_id);
+        a.started_at = Some(now);
+        a.last_activity = Some(now);
+        Ok(())
+    })
+}

@@ -1,0 +1,186 @@
+//! Agent sessions: start the PM, spawn agents, send messages, stop, and
+//! report liveness. The tmux edge is [`crate::io::tmux`]; this module decides
+//! names, folders, environment, preambles and what is recorded.
+//!
+//! One file per thing a caller asks for: [`start()`] and [`restart_pm`] (start.rs),
+//! [`spawn()`] (spawn.rs; remote_spawn.rs when the agent runs on another host),
+//! [`prepare()`] (prepare.rs), [`send()`] (send.rs), [`stop()`] (stop.rs),
+//! [`liveness()`] (liveness.rs), [`pull_remotes`] (pull.rs). Both preambles are built
+//! in preamble.rs only, so a spawn, a remote spawn and `--prepare` cannot drift apart;
+//! launch.rs starts a local pane and records it.
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+
+use crate::core::error::{Error, Result};
+use crate::core::model::CwdSpec;
+use crate::core::names::AgentName;
+use crate::core::report::Started;
+use crate::io::runtime::{self, Runtime};
+use crate::store::fsutil;
+use crate::store::task::Task;
+
+mod launch;
+mod liveness;
+mod preamble;
+mod prepare;
+mod pull;
+mod remote_spawn;
+mod send;
+mod spawn;
+mod start;
+mod stop;
+
+pub use crate::app::context::Ctx;
+pub use crate::app::lanes::SpawnMode;
+pub use liveness::liveness;
+pub use prepare::{Prepared, prepare};
+pub use pull::{pull_remotes, pull_remotes_unless_fresh, remote_hosts, watched_hosts};
+pub use send::{send, send_with};
+pub use spawn::spawn_with;
+pub use start::{restart_pm, start};
+pub use stop::stop;
+
+/// One agent's launch as a runtime's argv sees it. The start probe, the real start, a
+/// remote start and `--prepare` fill the runtime's variables through this one place, so
+/// what `--prepare` shows is what a start runs.
+struct Launch<'a> {
+    task: &'a Task,
+    agent: &'a str,
+    session: &'a str,
+    session_id: &'a str,
+    /// The task folder as the agent sees it (a remote path on a remote host).
+    task_dir: &'a str,
+}
+
+impl Launch<'_> {
+    /// The argv that starts the agent with `prompt` (saved at `prompt_file`). It carries
+    /// what the agent may do unasked: the permission mode, and its own allow rules as
+    /// Claude Code settings (hubs, and spokes the roster lets spawn, may also run `task
+    /// spawn` and `task send`; the gate still decides).
+    fn argv(&self, ctx: &Ctx, rt: &Runtime, prompt: &str, prompt_file: &Path) -> Result<Vec<String>> {
+        let mode = rt.permission_mode(&self.task.spec()?)?;
+        let may_spawn = crate::store::roster::for_task(self.task)?.may_spawn(self.agent);
+        let settings = crate::io::permissions::claude_session_settings(may_spawn);
+        rt.argv(&runtime::Vars {
+            agent: self.agent,
+            task: self.task.name.as_str(),
+            session: self.session,
+            session_id: self.session_id,
+            prompt,
+            prompt_file,
+            task_bin: &ctx.task_bin,
+            task_dir: self.task_dir,
+            permission_mode: &mode,
+            settings: &settings,
+        })
+    }
+}
+
+/// The warning `task start` prints when agents will run every command unasked: the
+/// person who chose `bypassPermissions` must see what it means before it matters.
+pub fn permission_warning(task: &Task, runtime: &str) -> Option<String> {
+    let rt = runtime::resolve(runtime).ok()?;
+    let mode = rt.permission_mode(&task.spec().ok()?).ok()?;
+    (rt.uses_permission_mode() && mode == crate::io::permissions::BYPASS).then(|| {
+        format!(
+            "permission_mode is {mode}: every agent of task '{}' runs any command without asking. Use it only in a throwaway sandbox; Claude Code asks once to confirm (answer it with `task attach {}`)",
+            task.name, task.name
+        )
+    })
+}
+
+/// The local folder agents work in: task.md `cwd:` (relative to the project) or the project.
+/// One rule, so the folder a spawn checks, the one it starts in and the one `--prepare`
+/// shows are the same.
+pub fn local_cwd(task: &Task) -> Result<PathBuf> {
+    let spec = task.spec()?;
+    Ok(match spec.cwd {
+        Some(CwdSpec::Local { path }) if path.is_absolute() => path,
+        Some(CwdSpec::Local { path }) => task.project.join(path),
+        Some(CwdSpec::Remote(_)) | None => task.project.clone(),
+    })
+}
+
+/// Runtime for a task: `--runtime`, else task.md `runtime:`, else what the PM was started with, else `claude`,
+/// so that agents spawned later run what the task was started with unless told otherwise.
+pub fn choose_runtime(task: &Task, flag: Option<&str>) -> Result<Runtime> {
+    if let Some(f) = flag {
+        return runtime::resolve(f);
+    }
+    if let Some(r) = task.spec().ok().and_then(|s| s.setting("runtime").map(str::to_string)) {
+        return runtime::resolve(&r);
+    }
+    if let Some(r) = task
+        .state()
+        .ok()
+        .and_then(|s| s.agents.get("pm").and_then(|a| a.runtime.clone()))
+    {
+        return runtime::resolve(&r);
+    }
+    runtime::resolve("claude")
+}
+
+/// The `spawn` line of events.jsonl, with the reason code.
+fn spawn_event(task: &Task, agent: &str, reason: &str, s: &Started, now: DateTime<Utc>) -> Result<()> {
+    crate::store::events::append(
+        task,
+        "spawn",
+        Some(agent),
+        serde_json::json!({"reason": reason, "session": s.session, "pane": s.pane, "runtime": s.runtime, "host": s.host}),
+        now,
+    )
+}
+
+/// Resolve a `--handoff` argument: absolute, relative to the current folder, or to the task folder,
+/// since a PM names the file it just wrote in whichever of these forms comes to hand.
+pub fn find_handoff(task: &Task, arg: &Path) -> Result<PathBuf> {
+    let candidates = if arg.is_absolute() {
+        vec![arg.to_path_buf()]
+    } else {
+        vec![fsutil::absolute(arg)?, task.dir().join(arg), task.handoffs().join(arg)]
+    };
+    candidates.into_iter().find(|p| p.is_file()).ok_or_else(|| {
+        Error::BadInput(format!(
+            "handoff file {} not found (looked in the current folder and {}); write it with `task handoff {} --from pm …`",
+            arg.display(),
+            task.dir().display(),
+            task.name
+        ))
+    })
+}
+
+/// Refuse a working folder that does not exist: a typo in task.md's `cwd:` must be
+/// reported before a lane is taken or a session made, not created as an empty folder.
+fn require_cwd(task: &Task, cwd: &Path) -> Result<()> {
+    if !cwd.is_dir() {
+        return Err(Error::BadInput(format!(
+            "the agents' working folder {} does not exist; create it or fix cwd: in {}",
+            cwd.display(),
+            task.task_md().display()
+        )));
+    }
+    Ok(())
+}
+
+/// Where `agent` runs: the remote spec when task.md's `cwd:` is remote and the agent's role
+/// is one of `remote_agents:`, else `None` (local).
+fn remote_for(spec: &crate::core::model::TaskSpec, agent: &AgentName) -> Option<crate::core::model::RemoteSpec> {
+    match (&spec.cwd, remote_roles(spec).iter().any(|r| r == agent.as_str())) {
+        (Some(CwdSpec::Remote(r)), true) => Some(r.clone()),
+        _ => None,
+    }
+}
+
+/// The roles that run on the remote host when task.md's `cwd:` is remote
+/// (`remote_agents: dev, architect` by default): the PM, scribe and test stay local, beside
+/// the task folder the supervisor reads.
+pub fn remote_roles(spec: &crate::core::model::TaskSpec) -> Vec<String> {
+    spec.setting("remote_agents")
+        .unwrap_or("dev, architect")
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}

@@ -1,0 +1,126 @@
+//! Bringing remote agents' work home: every remote host's handoffs and artifacts are
+//! pulled into the local task folder, which stays the one the supervisor reads.
+
+use std::time::Duration;
+
+use crate::core::error::{Error, Result};
+use crate::store::task::Task;
+/// The remote hosts this task has agents on (from the state): the supervisor pulls only
+/// when there is somewhere to pull from.
+pub fn remote_hosts(task: &Task) -> Vec<crate::core::model::RemoteSpec> {
+    hosts_of(task, |_| true)
+}
+
+/// The remote hosts where this task has an agent that may still write (running, or done
+/// but able to amend): those worth watching live ([`crate::io::remote::watch`]). A stopped
+/// task watches nothing and holds no connection.
+pub fn watched_hosts(task: &Task) -> Vec<crate::core::model::RemoteSpec> {
+    hosts_of(task, |a| !a.status.is_gone())
+}
+
+fn hosts_of(
+    task: &Task,
+    keep: impl Fn(&crate::core::model::AgentState) -> bool,
+) -> Vec<crate::core::model::RemoteSpec> {
+    let Ok(st) = task.state() else { return Vec::new() };
+    let mut out: Vec<crate::core::model::RemoteSpec> = Vec::new();
+    for a in st.agents.values().filter(|a| keep(a)) {
+        if let Some(r) = a.host.remote() {
+            if !out.contains(r) {
+                out.push(r.clone());
+            }
+        }
+    }
+    out
+}
+
+/// When each task's remote hosts were last all pulled without a problem (this process).
+fn last_pulled() -> &'static std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, std::time::Instant>> {
+    static LAST: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, std::time::Instant>>,
+    > = std::sync::OnceLock::new();
+    LAST.get_or_init(Default::default)
+}
+
+/// [`pull_remotes`], unless this process finished a clean pull of the task less than
+/// `within` ago. The daemon pulls the moment a remote handoff is written and then checks
+/// in; pulling again before that check-in would only add a round trip to its latency.
+pub async fn pull_remotes_unless_fresh(task: &Task, within: Duration) -> Vec<String> {
+    let fresh = last_pulled()
+        .lock()
+        .map(|m| m.get(&task.dir()).is_some_and(|t| t.elapsed() < within))
+        .unwrap_or(false);
+    if fresh {
+        tracing::debug!(task = %task.name, "remote hosts pulled moments ago; not again");
+        return Vec::new();
+    }
+    pull_remotes(task).await
+}
+
+/// Pull every remote host's handoffs and artifacts of this task into the local folder.
+/// An unreachable host is reported and skipped; the others are still pulled.
+pub async fn pull_remotes(task: &Task) -> Vec<String> {
+    let mut problems = Vec::new();
+    let hosts = remote_hosts(task);
+    // What a pull brings is what existed when it started: freshness counts from here.
+    let started = std::time::Instant::now();
+    tracing::debug!(task = %task.name, hosts = hosts.len(), "pulling remote hosts");
+    for spec in hosts {
+        let r = async {
+            let host = crate::io::remote::Host::connect_backoff(&spec).await?;
+            let cwd = host.cwd().await?;
+            // A pull never holds a check-in hostage: rsync has its own --timeout, SFTP this one.
+            tokio::time::timeout(
+                Duration::from_secs(120),
+                host.pull(&format!("{cwd}/tasks/{}", task.name), &task.dir()),
+            )
+            .await
+            .map_err(|_| {
+                Error::Remote(format!(
+                    "pulling from {} took over 120 s; retried next time",
+                    spec.destination()
+                ))
+            })?
+        }
+        .await;
+        if let Err(e) = &r {
+            tracing::warn!(host = %spec.destination(), error = %e, "pull failed");
+            problems.push(e.to_string());
+        }
+        if let Err(e) = mark_reachable(task, &spec, r.is_ok()) {
+            tracing::warn!(error = %e, "cannot record the host's reachability");
+        }
+    }
+    if let Ok(mut m) = last_pulled().lock() {
+        if problems.is_empty() {
+            m.insert(task.dir(), started);
+        } else {
+            m.remove(&task.dir());
+        }
+    }
+    problems
+}
+
+/// Record (or clear) since when a host's agents cannot be reached; writes only on a change.
+fn mark_reachable(task: &Task, spec: &crate::core::model::RemoteSpec, ok: bool) -> Result<()> {
+    let on_it = |a: &crate::core::model::AgentState| a.host.remote() == Some(spec);
+    let changes = |st: &crate::core::model::PmState| {
+        st.agents
+            .values()
+            .any(|a| on_it(a) && a.unreachable_since.is_some() == ok)
+    };
+    if !changes(&task.state()?) {
+        return Ok(());
+    }
+    let now = crate::core::clock::now();
+    task.update_state(now, |st| {
+        for a in st.agents.values_mut().filter(|a| on_it(a)) {
+            match (ok, a.unreachable_since) {
+                (true, Some(_)) => a.unreachable_since = None,
+                (false, None) => a.unreachable_since = Some(now),
+                _ => {}
+            }
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,177 @@
+//! A spawn on another host, when task.md's `cwd:` is remote and the agent's role runs there.
+
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+
+use super::launch::record_start;
+use super::preamble::{Place, handoff_file_name, save_preamble, spoke_preamble};
+use super::{Ctx, Launch};
+use crate::core::error::{Error, Result};
+use crate::core::names::AgentName;
+use crate::core::protocol::roster::Roster;
+use crate::core::report::Started;
+use crate::io::runtime::Runtime;
+use crate::io::tmux::SessionSpec;
+use crate::store::task::Task;
+
+/// Spawn on a remote host (docs/protocol.md#task-folder): create the task folders there,
+/// push the PM's handoff and the preamble, check the runtime is installed there,
+/// then start the agent in the host's own tmux server over the ssh master.
+#[allow(clippy::too_many_arguments)] // one call site, the spawn; a struct would only rename them
+pub(super) async fn spawn_remote(
+    ctx: &Ctx,
+    task: &Task,
+    agent: &AgentName,
+    roster: &Roster,
+    spec: &crate::core::model::RemoteSpec,
+    rt: &Runtime,
+    handoff_path: &Path,
+    handoff_text: &str,
+    now: DateTime<Utc>,
+) -> Result<Started> {
+    let host = crate::io::remote::Host::connect(spec).await?;
+    let cwd = host.cwd().await?;
+    let destination = spec.destination();
+    let place = Place::Remote {
+        destination: &destination,
+        cwd: &cwd,
+    };
+    let rdir = place.task_dir(task);
+    let session = ctx.session_name(task, agent.as_str());
+    let role = roster.role_of(agent.as_str()).as_str();
+    let file_name = handoff_file_name(handoff_path);
+    let text = spoke_preamble(task, agent.as_str(), roster, &place, handoff_path, handoff_text, now);
+    let local_copy = save_preamble(task, agent.as_str(), &text, now)?;
+    let prompt_file = format!(
+        "{rdir}/scratchpad/{agent}/{}",
+        local_copy
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    );
+    let session_id = uuid::Uuid::new_v4().to_string();
+    let mut argv = Launch {
+        task,
+        agent: agent.as_str(),
+        session: &session,
+        session_id: &session_id,
+        task_dir: &rdir,
+    }
+    .argv(ctx, rt, &text, Path::new(&prompt_file))?;
+    // The program must exist on the host; the built-in demo agent needs `task` there.
+    if argv[0] == ctx.task_bin.display().to_string() && !host.has_program(&argv[0]).await {
+        argv[0] = "task".into();
+    }
+    if !host.has_program(&argv[0]).await {
+        return Err(Error::BadInput(format!(
+            "`{}` is not installed on {} (runtime {}); install it there or choose another runtime with --runtime — nothing was started",
+            argv[0],
+            spec.destination(),
+            rt.name
+        )));
+    }
+    // Like locally: a missing working folder is a mistake to report, not to create.
+    if host
+        .run("look for the working folder", &["test", "-d", &cwd], None)
+        .await
+        .is_err()
+    {
+        return Err(Error::BadInput(format!(
+            "the remote working folder {cwd} does not exist on {}; create it there or fix cwd: in {} — nothing was started",
+            spec.destination(),
+            task.task_md().display()
+        )));
+    }
+    let mut dirs: Vec<String> = ["handoffs", "scratchpad"]
+        .iter()
+        .map(|d| format!("{rdir}/{d}"))
+        .collect();
+    dirs.push(format!("{rdir}/artifacts/{agent}"));
+    dirs.push(format!("{rdir}/scratchpad/{agent}"));
+    for d in crate::store::task::ARTIFACT_KINDS {
+        dirs.push(format!("{rdir}/artifacts/{d}"));
+    }
+    let mut mkdir = vec!["mkdir", "-p", "--"];
+    mkdir.extend(dirs.iter().map(String::as_str));
+    host.run("create the task folders", &mkdir, None).await?;
+    // task.md goes along, so the agent sees the goal and `task handoff` there finds the task.
+    let task_md = std::fs::read(task.task_md()).map_err(|e| Error::io("read", task.task_md(), e))?;
+    host.put(&format!("{rdir}/task.md"), &task_md).await?;
+    // The file itself (bytes and mtime), so the next pull sees it unchanged and leaves it.
+    let raw = std::fs::read(handoff_path).map_err(|e| Error::io("read", handoff_path, e))?;
+    let mtime = std::fs::metadata(handoff_path)
+        .ok()
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs() as i64);
+    host.put_with_mtime(&format!("{rdir}/handoffs/{file_name}"), &raw, mtime)
+        .await?;
+    host.put(&prompt_file, text.as_bytes()).await?;
+    // The context bundle goes along, replacing the host's earlier copy whole.
+    let bundle = crate::store::bundle::files(task, agent.as_str())?;
+    let remote_bundle = format!("{rdir}/active_agents/{agent}");
+    host.run(
+        "clear the old context bundle",
+        &["rm", "-rf", "--", &remote_bundle],
+        None,
+    )
+    .await?;
+    let bundle_dirs: std::collections::BTreeSet<String> = bundle
+        .iter()
+        .filter_map(|(rel, _)| Path::new(rel).parent().map(|p| format!("{rdir}/{}", p.display())))
+        .collect();
+    if !bundle_dirs.is_empty() {
+        let mut mkdir = vec!["mkdir", "-p", "--"];
+        mkdir.extend(bundle_dirs.iter().map(String::as_str));
+        host.run("create the bundle folders", &mkdir, None).await?;
+    }
+    for (rel, bytes) in &bundle {
+        host.put(&format!("{rdir}/{rel}"), bytes).await?;
+    }
+
+    let tmux = host.tmux()?;
+    if tmux.has_session(&session).await? {
+        // The lane was free: the old session's turn is over.
+        tmux.kill_session(&session).await?;
+    }
+    let mut env = vec![
+        ("TASK_NAME".to_string(), task.name.to_string()),
+        ("TASK_DIR".into(), rdir.clone()),
+        ("TASK_AGENT".into(), agent.to_string()),
+        ("TASK_ROLE".into(), role.to_string()),
+    ];
+    for k in ["AO_DEMO_PAUSE_MS", "AO_DEMO_IDLE"] {
+        if let Ok(v) = std::env::var(k) {
+            env.push((k.into(), v));
+        }
+    }
+    let pane = tmux
+        .new_session(&SessionSpec {
+            name: &session,
+            cwd: Path::new(&cwd),
+            env,
+            argv: argv.clone(),
+        })
+        .await?;
+    tracing::info!(agent = %agent, host = %spec.destination(), session = %session, pane = %pane, "remote agent started");
+    let started = Started {
+        agent: agent.to_string(),
+        session,
+        pane,
+        runtime: rt.name.clone(),
+        preamble: local_copy,
+        argv,
+        host: spec.destination(),
+    };
+    record_start(
+        task,
+        &started,
+        role,
+        crate::core::model::AgentHost::Remote(spec.clone()),
+        session_id,
+        None,
+        now,
+    )?;
+    Ok(started)
+}

@@ -1,0 +1,178 @@
+//! `task spawn`: take the agent's lane, deploy its context bundle, start it here or on
+//! its remote host, and record what was done; a failed start gives the lane back.
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+
+use super::launch::start_agent;
+use super::preamble::{Place, spoke_preamble};
+use super::remote_spawn::spawn_remote;
+use super::{Ctx, SpawnMode, choose_runtime, find_handoff, local_cwd, remote_for, require_cwd, spawn_event};
+use crate::core::error::{Error, Result};
+use crate::core::handoff;
+use crate::core::names::AgentName;
+use crate::core::report::SpawnReport;
+use crate::store::fsutil;
+use crate::store::task::Task;
+
+/// Spawn `agent` with the PM's handoff (the spoke preamble, then the handoff itself),
+/// taking its lane first so two agents never work one lane. The mode says what a busy lane means: the gate's `--queue` waits for the
+/// lane, and a queued spawn started later by the settle must not queue again.
+pub async fn spawn_with(
+    ctx: &Ctx,
+    task: &Task,
+    agent: &AgentName,
+    handoff_arg: &Path,
+    runtime_flag: Option<&str>,
+    mode: SpawnMode,
+    now: DateTime<Utc>,
+) -> Result<SpawnReport> {
+    use crate::core::protocol::lane::Reason;
+    task.require()?;
+    let spec = task.spec()?;
+    let roster = crate::store::roster::for_task(task)?;
+    let role = roster.role_of(agent.as_str()).as_str();
+    let mut notes = Vec::new();
+    if agent.as_str() == "pm" {
+        return Err(Error::BadInput(format!(
+            "the PM is started with `task start {}`, not spawned",
+            task.name
+        )));
+    }
+    if roster.member(agent.as_str()).is_none() {
+        notes.push(format!(
+            "'{agent}' is not in roster '{}'; it runs as a spoke",
+            roster.name
+        ));
+    }
+    let remote = remote_for(&spec, agent);
+    let (path, contents) = read_spawn_handoff(task, handoff_arg)?;
+    let mut warnings = Vec::new();
+    let handoff_text = handoff::decode(&contents.bytes, &mut warnings);
+    let rt = choose_runtime(task, runtime_flag)?;
+    let cwd = local_cwd(task)?;
+    if remote.is_none() {
+        // Everything that can fail before the lane is taken.
+        rt.ensure_installed(&ctx.task_bin)?;
+        require_cwd(task, &cwd)?;
+    }
+
+    // The lane: taken, queued, or refused with its reason code.
+    let key = path.display().to_string();
+    let reason = match crate::app::lanes::take(ctx, task, agent.as_str(), &key, runtime_flag, mode, now).await? {
+        crate::app::lanes::Taken::Queued { waiting_for } => {
+            return Ok(SpawnReport {
+                reason: Reason::SpawnQueued,
+                agent: agent.to_string(),
+                role: role.into(),
+                roster: roster.name.clone(),
+                started: None,
+                waiting_for,
+                notes,
+            });
+        }
+        crate::app::lanes::Taken::Acquired { reason, note } => {
+            notes.extend(note);
+            reason
+        }
+    };
+
+    // The context bundle (docs/protocol.md#context-bundles); a problem with it is reported, it does not stop the agent.
+    let plan = BundlePlan::new(task, agent.as_str(), &roster, &path, &handoff_text);
+    if let Err(e) = crate::store::bundle::deploy(&plan.input(task, agent.as_str(), role, now)) {
+        tracing::warn!(agent = %agent, error = %e, "context bundle not deployed");
+        notes.push(format!("context bundle not deployed: {e}"));
+    }
+
+    let started = async {
+        if let Some(r) = &remote {
+            return spawn_remote(ctx, task, agent, &roster, r, &rt, &path, &handoff_text, now).await;
+        }
+        let place = Place::Local { cwd: &cwd };
+        let text = spoke_preamble(task, agent.as_str(), &roster, &place, &path, &handoff_text, now);
+        start_agent(ctx, task, agent.as_str(), role, &rt, &text, &cwd, now, None).await
+    }
+    .await;
+    let started = match started {
+        Ok(s) => s,
+        Err(e) => {
+            crate::app::lanes::give_back(task, agent.as_str(), &key, now)?;
+            return Err(e);
+        }
+    };
+    crate::app::lanes::record_pane(task, agent.as_str(), &started.pane, now)?;
+    spawn_event(task, agent.as_str(), reason.code(), &started, now)?;
+    Ok(SpawnReport {
+        reason,
+        agent: agent.to_string(),
+        role: role.into(),
+        roster: roster.name.clone(),
+        started: Some(started),
+        waiting_for: None,
+        notes,
+    })
+}
+
+/// What a spawn's context bundle is made from; shared by the spawn and `--prepare`
+/// so that what `--prepare` shows is what a spawn deploys.
+pub(super) struct BundlePlan {
+    phase: crate::core::model::Phase,
+    handoff: handoff::Handoff,
+    file: String,
+    agent_md: String,
+}
+
+impl BundlePlan {
+    pub(super) fn new(
+        task: &Task,
+        agent: &str,
+        roster: &crate::core::protocol::roster::Roster,
+        path: &Path,
+        text: &str,
+    ) -> BundlePlan {
+        BundlePlan {
+            phase: roster
+                .phase_for(agent)
+                .unwrap_or_else(|| task.state().map(|s| s.phase).unwrap_or_default()),
+            handoff: handoff::parse(text),
+            file: path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            agent_md: crate::store::bundle::agent_definition(task, agent, roster),
+        }
+    }
+
+    pub(super) fn input<'a>(
+        &'a self,
+        task: &'a Task,
+        agent: &'a str,
+        role: &'a str,
+        now: DateTime<Utc>,
+    ) -> crate::store::bundle::Deploy<'a> {
+        crate::store::bundle::Deploy {
+            task,
+            agent,
+            role,
+            phase: self.phase,
+            spawn_handoff: &self.file,
+            handoff: &self.handoff,
+            agent_md: &self.agent_md,
+            now,
+        }
+    }
+}
+
+/// The PM's handoff for a spawn, found and read under the regular-file rules.
+pub(super) fn read_spawn_handoff(task: &Task, handoff_arg: &Path) -> Result<(PathBuf, fsutil::Contents)> {
+    let path = find_handoff(task, handoff_arg)?;
+    match fsutil::read_regular(&path, crate::store::handoffs::SIZE_CAP)? {
+        Ok(c) => Ok((path, c)),
+        Err(skip) => Err(Error::BadInput(format!(
+            "refusing to read handoff {}: {}",
+            path.display(),
+            skip.reason()
+        ))),
+    }
+}

@@ -1,0 +1,86 @@
+//! Starting the PM: `task start`, and the supervisor's restart of a PM that died.
+
+use chrono::{DateTime, Utc};
+
+use super::launch::start_agent;
+use super::preamble::pm_preamble;
+use super::{Ctx, choose_runtime, spawn_event};
+use crate::core::error::{Error, Result};
+use crate::core::report::Started;
+use crate::io::runtime;
+use crate::store::task::Task;
+
+/// Start the task's PM, creating or repairing the task folder first, so that one command
+/// takes a bare goal to a running coordinator; a PM already running is refused, not doubled.
+pub async fn start(ctx: &Ctx, task: &Task, runtime_flag: Option<&str>, now: DateTime<Utc>) -> Result<Started> {
+    crate::store::task::create_or_repair(task, now)?;
+    let text = pm_preamble(task, now)?;
+    let rt = choose_runtime(task, runtime_flag)?;
+    rt.ensure_installed(&ctx.task_bin)?;
+    let session = ctx.session_name(task, "pm");
+    if ctx.tmux.has_session(&session).await? {
+        // Session names hold no project: a same-named task elsewhere must not read as this one.
+        if let Some(other) = super::stop::session_task_dir(&ctx.tmux, &session)
+            .await
+            .filter(|d| *d != task.dir())
+        {
+            let other_project = other.parent().and_then(|p| p.parent()).unwrap_or(&other);
+            return Err(Error::BadInput(format!(
+                "cannot start task '{}' of {}: another project's task of the same name is running \
+                 (project {}, session {session}), and tasks share session names across projects. \
+                 Stop that one with `task stop {} --project {}`, or give this task another name",
+                task.name,
+                task.project.display(),
+                other_project.display(),
+                task.name,
+                other_project.display()
+            )));
+        }
+        return Err(Error::BadInput(format!(
+            "task '{}' is already running (session {}); watch it with `task attach {}` or `task status {}`",
+            task.name,
+            ctx.session_name(task, "pm"),
+            task.name,
+            task.name
+        )));
+    }
+    let s = start_agent(ctx, task, "pm", "hub", &rt, &text, &task.project, now, None).await?;
+    spawn_event(task, "pm", "SPAWN_OK", &s, now)?;
+    Ok(s)
+}
+
+/// Restart a dead PM, so a task never stalls without its coordinator: its dead session is
+/// replaced; the conversation is resumed when the runtime has a `resume_argv` and the PM's
+/// session id is known (Claude Code `--resume`), so the PM keeps what it knew; else it
+/// starts afresh with its preamble.
+pub async fn restart_pm(ctx: &Ctx, task: &Task, now: DateTime<Utc>) -> Result<Started> {
+    let st = task.state()?;
+    let pm = st.agents.get("pm").cloned().unwrap_or_default();
+    let mut rt = runtime::resolve(pm.runtime.as_deref().unwrap_or("claude"))?;
+    let session = pm.session.clone().unwrap_or_else(|| ctx.session_name(task, "pm"));
+    ctx.tmux.kill_session(&session).await?;
+    let resume = match (&rt.profile.resume_argv, &pm.session_id) {
+        (Some(argv), Some(id)) if !argv.is_empty() => {
+            rt.profile.argv = argv.clone();
+            Some(id.clone())
+        }
+        _ => None,
+    };
+    // A roster that no longer loads fails here as it would a moment later in the launch
+    // (which asks the roster what the PM may run): either way before anything starts.
+    let text = pm_preamble(task, now)?;
+    let s = start_agent(
+        ctx,
+        task,
+        "pm",
+        "hub",
+        &rt,
+        &text,
+        &task.project,
+        now,
+        resume.as_deref(),
+    )
+    .await?;
+    spawn_event(task, "pm", "SPAWN_OK", &s, now)?;
+    Ok(s)
+}

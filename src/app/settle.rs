@@ -1,0 +1,88 @@
+//! Settling a task's lanes: release every lane whose agent is done, dead or (when someone
+//! waits) stale, then start the spawn queued behind each lane that freed. Run by the
+//! daemon's tick, every check-in and every spawn, so no lane waits on a timer; the
+//! decisions are [`crate::core::protocol::lane`]'s and the lane I/O is [`crate::app::lanes`]'s.
+
+use chrono::{DateTime, Utc};
+
+use crate::app::context::Ctx;
+use crate::app::lanes::{Settled, observe, release};
+use crate::core::error::Result;
+use crate::core::handoff::Loaded;
+use crate::core::protocol::lane::{self, Reason, Timing};
+use crate::store::task::Task;
+
+/// Release what is due and start what was waiting. Never fails as a whole: a
+/// problem with one lane is logged and the others are still settled.
+pub async fn settle(ctx: &Ctx, task: &Task, ready: &(dyn Fn(&Loaded) -> bool + Sync), now: DateTime<Utc>) -> Settled {
+    let mut out = Settled::default();
+    let Ok(st) = task.state() else { return out };
+    if st.lanes.is_empty() {
+        return out;
+    }
+    let timing = Timing::from_spec(task.spec().ok().as_ref());
+    for (agent, l) in &st.lanes {
+        let Some(h) = &l.holder else { continue };
+        let (seen, last) = observe(ctx, task, &st, agent, h, ready, now).await;
+        let Some(reason) = lane::release_due(h, &seen, l.queued.is_some(), now, &timing) else {
+            continue;
+        };
+        match release(task, agent, Some(h.since), reason, last.as_ref(), now) {
+            Ok(true) => out.released.push((agent.clone(), reason)),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(task = %task.name, agent, error = %e, "cannot release a lane"),
+        }
+    }
+    let Ok(st) = task.state() else { return out };
+    for (agent, l) in &st.lanes {
+        if l.holder.is_some() || l.queued.is_none() {
+            continue;
+        }
+        match start_queued(ctx, task, agent, now).await {
+            Ok(Some(_)) => out.dequeued.push(agent.clone()),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(task = %task.name, agent, error = %e, "a queued spawn could not start");
+                let _ = crate::store::events::append(
+                    task,
+                    "spawn_dequeue_failed",
+                    Some(agent),
+                    serde_json::json!({"error": e.to_string()}),
+                    now,
+                );
+                out.failed.push((agent.clone(), e.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Take the queued spawn out of a free lane and start it (SPAWN_DEQUEUED).
+async fn start_queued(
+    ctx: &Ctx,
+    task: &Task,
+    agent: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<crate::core::report::SpawnReport>> {
+    let q = task.update_state(now, |st| {
+        Ok(st
+            .lanes
+            .get_mut(agent)
+            .filter(|l| l.holder.is_none())
+            .and_then(|l| l.queued.take()))
+    })?;
+    let Some(q) = q else { return Ok(None) };
+    let name: crate::core::names::AgentName = agent.parse()?;
+    let r = crate::app::session::spawn_with(
+        ctx,
+        task,
+        &name,
+        std::path::Path::new(&q.handoff),
+        q.runtime.as_deref(),
+        crate::app::session::SpawnMode::Dequeue,
+        now,
+    )
+    .await?;
+    debug_assert!(matches!(r.reason, Reason::SpawnDequeued | Reason::SpawnQueued));
+    Ok(Some(r))
+}

@@ -1,0 +1,129 @@
+//! Handoff file names: `{agent}-{YYYYMMDD}-{HHMMSS}.md`.
+//!
+//! Two handoffs from one agent in the same second get a numeric suffix,
+//! `{agent}-{YYYYMMDD}-{HHMMSS}-2.md`, `-3`, … so nothing is ever overwritten.
+//! Names sort by timestamp first, then suffix, which is the order the scribe
+//! and lineage present them in.
+
+use chrono::NaiveDateTime;
+
+use crate::core::names;
+
+/// A parsed handoff file name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandoffName {
+    /// The agent that wrote it (validated against the name allowlist).
+    pub agent: String,
+    /// The timestamp in the name (the writer's local time).
+    pub stamp: NaiveDateTime,
+    /// 1 for the plain name, 2.. for same-second collisions.
+    pub seq: u32,
+}
+
+impl HandoffName {
+    /// Parse a file name (not a path). `None` for anything that is not a handoff name.
+    pub fn parse(file_name: &str) -> Option<HandoffName> {
+        let stem = file_name.strip_suffix(".md")?;
+        let parts: Vec<&str> = stem.rsplitn(4, '-').collect();
+        // Try "agent-date-time-seq" first, then "agent-date-time".
+        if parts.len() == 4 && is_digits(parts[0], 1..=6) && parts[0] != "1" && !parts[0].starts_with('0') {
+            if let Some(n) = Self::from_parts(parts[3], parts[2], parts[1], parts[0]) {
+                return Some(n);
+            }
+        }
+        let parts: Vec<&str> = stem.rsplitn(3, '-').collect();
+        if parts.len() == 3 {
+            return Self::from_parts(parts[2], parts[1], parts[0], "1");
+        }
+        None
+    }
+
+    fn from_parts(agent: &str, date: &str, time: &str, seq: &str) -> Option<HandoffName> {
+        if !is_digits(date, 8..=8) || !is_digits(time, 6..=6) || names::validate("agent", agent).is_err() {
+            return None;
+        }
+        let stamp = NaiveDateTime::parse_from_str(&format!("{date}{time}"), "%Y%m%d%H%M%S").ok()?;
+        Some(HandoffName {
+            agent: agent.to_string(),
+            stamp,
+            seq: seq.parse().ok()?,
+        })
+    }
+
+    /// The file name for this handoff.
+    pub fn file_name(&self) -> String {
+        let base = format!("{}-{}", self.agent, self.stamp.format("%Y%m%d-%H%M%S"));
+        if self.seq <= 1 {
+            format!("{base}.md")
+        } else {
+            format!("{base}-{}.md", self.seq)
+        }
+    }
+
+    /// Sort key: time, then collision suffix, then agent.
+    pub fn sort_key(&self) -> (NaiveDateTime, u32, &str) {
+        (self.stamp, self.seq, &self.agent)
+    }
+}
+
+fn is_digits(s: &str, len: std::ops::RangeInclusive<usize>) -> bool {
+    len.contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Option<(String, String, u32)> {
+        HandoffName::parse(s).map(|n| (n.agent, n.stamp.format("%Y%m%d%H%M%S").to_string(), n.seq))
+    }
+
+    #[test]
+    fn parses_plain_and_suffixed() {
+        assert_eq!(
+            p("pm-20251127-090000.md"),
+            Some(("pm".into(), "20251127090000".into(), 1))
+        );
+        assert_eq!(
+            p("dev-20251127-154500-2.md"),
+            Some(("dev".into(), "20251127154500".into(), 2))
+        );
+        assert_eq!(
+            p("security-reviewer-20251127-154500.md"),
+            Some(("security-reviewer".into(), "20251127154500".into(), 1))
+        );
+        assert_eq!(
+            p("a-1-20251127-154500.md"),
+            Some(("a-1".into(), "20251127154500".into(), 1))
+        );
+    }
+
+    #[test]
+    fn rejects_non_handoffs() {
+        for s in [
+            "pm.md",
+            "pm-20251127-090000.txt",
+            "pm-2025112-090000.md",
+            "pm-20251327-090000.md",
+            "pm-20251127-256000.md",
+            ".pm-20251127-090000.md",
+            "Pm-20251127-090000.md",
+            "-20251127-090000.md",
+            "README.md",
+            "pm-20251127-090000-0.md",
+        ] {
+            assert_eq!(p(s), None, "{s}");
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        for s in [
+            "pm-20251127-090000.md",
+            "dev-20251127-154500-2.md",
+            "x_y-20200101-000000-17.md",
+        ] {
+            assert_eq!(HandoffName::parse(s).unwrap().file_name(), s);
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! Reading an agent's screen: the patterns of one runtime (ready, pending, busy,
+//! dialog, usage limit, paste marker) and what a captured screen says by them. Pure, so
+//! every profile's screens are unit-tested from captures; delivery and attention act on
+//! the verdicts.
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+/// Screen patterns of one runtime, as written in its profile (regexes).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PatternSpec {
+    /// The input area is empty and accepting input.
+    pub ready: Vec<String>,
+    /// The input area holds text that has not been submitted.
+    pub pending: Vec<String>,
+    /// A collapsed paste is still in the input area (e.g. `[Pasted text #1`).
+    pub paste_marker: Vec<String>,
+    /// The agent is working.
+    pub busy: Vec<String>,
+    /// A permission or trust dialog waits for a human.
+    pub dialog: Vec<String>,
+    /// The agent stopped at a usage or rate limit and will need a nudge once it resets
+    /// (see [`crate::core::attention`]); the matching line is where the reset time is read from.
+    pub usage_limit: Vec<String>,
+    /// A menu the agent opens over a usage limit (Claude Code's "What do you want to do?"
+    /// with "Stop and wait for limit to reset"); it holds the input, so it is closed with the
+    /// profile's `usage_limit_menu_keys` before the resume message is typed.
+    pub usage_limit_menu: Vec<String>,
+    /// How many of the last non-empty screen lines form the input area (default 8).
+    pub input_lines: Option<usize>,
+}
+
+/// Compiled [`PatternSpec`].
+#[derive(Debug, Clone)]
+pub struct Patterns {
+    ready: Vec<Regex>,
+    pending: Vec<Regex>,
+    paste_marker: Vec<Regex>,
+    busy: Vec<Regex>,
+    dialog: Vec<Regex>,
+    usage_limit: Vec<Regex>,
+    usage_limit_menu: Vec<Regex>,
+    input_lines: usize,
+}
+
+fn compile(list: &[String], what: &str) -> std::result::Result<Vec<Regex>, String> {
+    list.iter()
+        .map(|p| Regex::new(&format!("(?m){p}")).map_err(|e| format!("{what} pattern {p:?}: {e}")))
+        .collect()
+}
+
+impl PatternSpec {
+    /// Compile; an invalid regex names the pattern.
+    pub fn compile(&self) -> std::result::Result<Patterns, String> {
+        Ok(Patterns {
+            ready: compile(&self.ready, "ready")?,
+            pending: compile(&self.pending, "pending")?,
+            paste_marker: compile(&self.paste_marker, "paste_marker")?,
+            busy: compile(&self.busy, "busy")?,
+            dialog: compile(&self.dialog, "dialog")?,
+            usage_limit: compile(&self.usage_limit, "usage_limit")?,
+            usage_limit_menu: compile(&self.usage_limit_menu, "usage_limit_menu")?,
+            input_lines: self.input_lines.unwrap_or(8).max(1),
+        })
+    }
+}
+
+/// What the screen shows, judged by the patterns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Screen {
+    /// A dialog needs a human; the matching line.
+    Dialog(String),
+    /// Unsubmitted input; `marker` when it is a collapsed paste.
+    Pending { marker: bool },
+    /// Input area empty and ready.
+    Ready,
+    /// Working (and the input area is not recognisably empty).
+    Busy,
+    /// Nothing recognised (still starting, or an unknown screen).
+    Unknown,
+}
+
+fn any(list: &[Regex], text: &str) -> bool {
+    list.iter().any(|r| r.is_match(text))
+}
+
+impl Patterns {
+    /// Whether any `busy` pattern matches anywhere on the screen (the agent is working). Pure.
+    pub fn is_busy(&self, screen: &str) -> bool {
+        any(&self.busy, screen)
+    }
+
+    /// Whether the screen shows the menu an agent opens over a usage limit. Pure.
+    pub fn usage_limit_menu(&self, screen: &str) -> bool {
+        any(&self.usage_limit_menu, screen)
+    }
+
+    /// The last line of `screen` that a `usage_limit` pattern matches, with the byte
+    /// offset where that line ends (what comes after it tells whether the limit is still
+    /// the latest thing on screen). Pure.
+    pub fn last_usage_limit<'a>(&self, screen: &'a str) -> Option<(usize, &'a str)> {
+        let mut best: Option<(usize, usize)> = None;
+        for r in &self.usage_limit {
+            if let Some(m) = r.find_iter(screen).last() {
+                let start = screen[..m.start()].rfind('\n').map_or(0, |i| i + 1);
+                let end = screen[m.start()..].find('\n').map_or(screen.len(), |i| m.start() + i);
+                if best.is_none_or(|(s, _)| start > s) {
+                    best = Some((start, end));
+                }
+            }
+        }
+        best.map(|(s, e)| (e, &screen[s..e]))
+    }
+}
+
+/// Judge a captured screen. Pure, so every runtime's screens are unit-tested.
+pub fn assess(screen: &str, p: &Patterns) -> Screen {
+    for r in &p.dialog {
+        if let Some(m) = r.find(screen) {
+            // The line holding the match's first visible character: a pattern starting with
+            // `^\s*` may begin its match on the blank line above (`\s` takes the newline).
+            let start = m.start() + m.as_str().find(|c: char| !c.is_whitespace()).unwrap_or(0);
+            let line = screen[..start].rsplit('\n').next().unwrap_or("").to_string()
+                + screen[start..].split('\n').next().unwrap_or("");
+            return Screen::Dialog(line.trim().to_string());
+        }
+    }
+    let lines: Vec<&str> = screen.lines().filter(|l| !l.trim().is_empty()).collect();
+    let area = lines[lines.len().saturating_sub(p.input_lines)..].join("\n");
+    // Ready before pending: ready patterns describe an empty input line exactly,
+    // while a pending pattern may also match a placeholder shown in an empty one.
+    if any(&p.paste_marker, &area) {
+        Screen::Pending { marker: true }
+    } else if any(&p.ready, &area) {
+        Screen::Ready
+    } else if any(&p.pending, &area) {
+        Screen::Pending { marker: false }
+    } else if any(&p.busy, screen) {
+        Screen::Busy
+    } else {
+        Screen::Unknown
+    }
+}
+
+/// Remove what must never reach a pane: C0 controls (ESC included, so an
+/// embedded `\e[201~` cannot end the paste), DEL and C1 controls. Newlines are
+/// kept (CRLF and CR become LF); tabs become spaces (a tab may trigger completion).
+pub fn sanitize(text: &str) -> String {
+    let text = text.replace("\r\n", "\n").replace('\r', "\n");
+    text.chars()
+        .filter_map(|c| match c {
+            '\n' => Some('\n'),
+            '\t' => Some(' '),
+            c if (c as u32) < 0x20 || c == '\u{7f}' || ('\u{80}'..='\u{9f}').contains(&c) => None,
+            c => Some(c),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn demo() -> Patterns {
+        PatternSpec {
+            ready: vec![r"^demo> $".into()],
+            pending: vec![r"^demo> \S".into()],
+            paste_marker: vec![r"\[pasted \d+ chars\]".into()],
+            busy: vec!["working…".into()],
+            dialog: vec!["Do you trust the files".into()],
+            usage_limit: Vec::new(),
+            usage_limit_menu: Vec::new(),
+            input_lines: Some(1),
+        }
+        .compile()
+        .unwrap()
+    }
+
+    #[test]
+    fn screens_are_judged() {
+        let p = demo();
+        assert_eq!(assess("hello\ndemo> \n\n", &p), Screen::Ready);
+        assert_eq!(assess("demo> [pasted 12 chars]", &p), Screen::Pending { marker: true });
+        assert_eq!(assess("demo> hi", &p), Screen::Pending { marker: false });
+        assert_eq!(assess("working…\n", &p), Screen::Busy);
+        assert_eq!(assess("", &p), Screen::Unknown);
+        assert!(
+            matches!(assess("x\n Do you trust the files in this folder?\n", &p), Screen::Dialog(l) if l.contains("trust"))
+        );
+    }
+
+    fn claude() -> Patterns {
+        let text = include_str!("../../templates/runtimes/claude.toml");
+        let v: toml::Value = toml::from_str(text).unwrap();
+        let spec: PatternSpec = v["patterns"].clone().try_into().unwrap();
+        spec.compile().unwrap()
+    }
+
+    #[test]
+    fn claude_screens_from_docs_runtimes() {
+        let p = claude();
+        let rule = "─".repeat(60);
+        let box_with = |line: &str, footer: &str| format!("● reply\n\n{rule}\n{line}\n{rule}\n  {footer}\n");
+        assert_eq!(assess(&box_with("❯\u{a0}", "? for shortcuts"), &p), Screen::Ready);
+        assert_eq!(
+            assess(
+                &box_with("❯\u{a0}Press up to edit queued messages", "esc to interrupt"),
+                &p
+            ),
+            Screen::Ready
+        );
+        assert_eq!(
+            assess(&box_with("❯\u{a0}hello world", "ctrl+g to edit in Vim"), &p),
+            Screen::Pending { marker: false }
+        );
+        assert_eq!(
+            assess(
+                &box_with("❯\u{a0}[Pasted text #1 +4 lines]", "paste again to expand"),
+                &p
+            ),
+            Screen::Pending { marker: true }
+        );
+        // A history echo uses a plain space and is not the input line.
+        assert_eq!(assess(&format!("❯ old message\n{rule}\n"), &p), Screen::Unknown);
+        let perm = " Do you want to proceed?\n ❯ 1. Yes\n   2. No\n\n Esc to cancel · Tab to amend\n";
+        assert!(matches!(assess(perm, &p), Screen::Dialog(_)));
+        assert!(matches!(
+            assess(" Quick safety check:\n ❯ 1. Yes, I trust this folder\n", &p),
+            Screen::Dialog(_)
+        ));
+    }
+
+    #[test]
+    fn sanitize_strips_controls_and_paste_end() {
+        assert_eq!(sanitize("a\x1b[201~b"), "a[201~b");
+        assert_eq!(sanitize("x\r\ny\rz"), "x\ny\nz");
+        assert_eq!(sanitize("t\tu\x07\x7f\u{9b}v"), "t uv");
+        assert_eq!(sanitize("ünï 日本"), "ünï 日本");
+        assert_eq!(sanitize("$(touch /tmp/x); `rm`"), "$(touch /tmp/x); `rm`");
+    }
+
+    #[test]
+    fn bad_regex_is_named() {
+        let e = PatternSpec {
+            ready: vec!["(".into()],
+            ..Default::default()
+        }
+        .compile()
+        .unwrap_err();
+        assert!(e.contains("ready pattern"), "{e}");
+    }
+}

@@ -1,0 +1,425 @@
+//! What `task status` and `task list` show, and how: the rows (typed, serialised as
+//! `--json`) and their human rendering. Gathering them is [`crate::app::status`]'s.
+
+use chrono::{DateTime, Utc};
+use comfy_table::{ContentArrangement, Table, presets};
+use serde::Serialize;
+
+use crate::core::handoff::{self, Status};
+use crate::core::model::Phase;
+
+/// The `--json` schema version of status and list output.
+pub const JSON_SCHEMA: u32 = 1;
+
+/// One agent's row.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentRow {
+    /// Agent name.
+    pub name: String,
+    /// Status of its latest handoff, if any.
+    pub last_status: Option<Status>,
+    /// Its latest handoff file.
+    pub last_handoff: Option<String>,
+    /// The time in that handoff's name (local, `YYYY-MM-DD HH:MM:SS`).
+    pub last_handoff_time: Option<String>,
+    /// Recommended next agent from that handoff.
+    pub recommended_next: Option<String>,
+    /// What the supervisor recorded: running, stopped, dead, … (`unknown` when never started by it).
+    pub state: String,
+    /// `local` or the remote destination.
+    pub host: String,
+    /// tmux session, when recorded.
+    pub session: Option<String>,
+    /// Pane liveness: alive, dead, gone, not-started, unreachable (null when tmux was not asked).
+    pub pane: Option<crate::core::model::PaneState>,
+    /// Exit status of a dead pane.
+    pub exit_status: Option<i32>,
+    /// Signal that killed a dead pane.
+    pub exit_signal: Option<i32>,
+    /// Seconds since the pane last showed activity.
+    pub idle_secs: Option<i64>,
+    /// The pane shows a permission or trust dialog.
+    pub waiting_for_human: bool,
+    /// A remote agent's host has not answered since then (`null` when reachable or local).
+    pub unreachable_since: Option<DateTime<Utc>>,
+    /// The agent needs a human or is paused by a usage limit, as the supervisor last saw it
+    /// (`null` when neither); see docs/json.md.
+    pub attention: Option<crate::core::attention::Attention>,
+}
+
+/// A blocker from an agent's latest handoff.
+#[derive(Debug, Clone, Serialize)]
+pub struct Blocker {
+    /// Agent name.
+    pub agent: String,
+    /// Handoff file.
+    pub handoff: String,
+    /// One-line description.
+    pub text: String,
+}
+
+/// A lane as `task status` sees it now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaneState {
+    /// Nobody holds it.
+    Free,
+    /// Held by an agent that shows signs of life.
+    Busy,
+    /// Held, but silent for `stale_after_secs`: the next spawn (or queued spawn) reclaims it.
+    Stale,
+}
+
+impl std::fmt::Display for LaneState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LaneState::Free => "free",
+            LaneState::Busy => "busy",
+            LaneState::Stale => "stale",
+        })
+    }
+}
+
+/// One lane as `task status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct LaneRow {
+    /// The agent type.
+    pub agent: String,
+    /// Free, busy or stale.
+    pub state: LaneState,
+    /// Held since.
+    pub since: Option<DateTime<Utc>>,
+    /// The handoff the holder was started with.
+    pub handoff: Option<String>,
+    /// The spawn waiting in the lane, by handoff.
+    pub queued: Option<String>,
+    /// The last spawn request's reason code.
+    pub last_reason: Option<crate::core::protocol::lane::Reason>,
+    /// The last release: why, and when.
+    pub released: Option<crate::core::protocol::lane::Released>,
+    /// Seconds since the holder's last sign of life.
+    pub idle_secs: Option<i64>,
+    /// After how long without a sign of life the lane counts as stale.
+    pub stale_after_secs: u64,
+}
+
+impl LaneRow {
+    /// Recompute busy/stale from a fresher idle time (the pane's activity).
+    pub fn refresh(&mut self, idle_secs: Option<i64>) {
+        if let (Some(new), Some(old)) = (idle_secs, self.idle_secs) {
+            self.idle_secs = Some(new.min(old));
+        } else if idle_secs.is_some() {
+            self.idle_secs = idle_secs;
+        }
+        if self.since.is_some() {
+            let stale = self.idle_secs.is_some_and(|i| i >= self.stale_after_secs as i64);
+            self.state = if stale { LaneState::Stale } else { LaneState::Busy };
+        }
+    }
+}
+
+/// The whole status of one task.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskStatus {
+    /// Task name.
+    pub task: String,
+    /// task.md title.
+    pub title: Option<String>,
+    /// Task folder.
+    pub dir: String,
+    /// Phase from pm_state.json.
+    pub phase: Phase,
+    /// Last delivered check-in.
+    pub last_checkin: Option<DateTime<Utc>>,
+    /// Next scheduled check-in.
+    pub next_checkin: Option<DateTime<Utc>>,
+    /// Agents, by first appearance.
+    pub agents: Vec<AgentRow>,
+    /// Blockers from latest handoffs.
+    pub blockers: Vec<Blocker>,
+    /// Handoff files.
+    pub handoffs: usize,
+    /// Handoffs not yet processed by a check-in.
+    pub handoffs_unprocessed: usize,
+    /// Entries in handoffs/ that are not handoffs (bad names, symlinks…).
+    pub handoffs_skipped: usize,
+    /// Artifact files.
+    pub artifacts: usize,
+    /// Open escalations: what needs a human.
+    pub escalations: Vec<crate::core::model::Escalation>,
+    /// The task's roster.
+    pub roster: String,
+    /// One row per lane (agent type) that has been used.
+    pub lanes: Vec<LaneRow>,
+    /// Problems reading the task (task.md errors), one line each.
+    pub problems: Vec<String>,
+    /// The daemon's file watcher, daemon-wide: its event queue overflows (each one a
+    /// rescan of every task's handoffs) since it started; `None` when no daemon saved any.
+    pub watcher: Option<crate::core::model::WatchStats>,
+}
+
+fn opt_time(t: Option<DateTime<Utc>>) -> String {
+    t.map(crate::core::clock::local_time).unwrap_or_else(|| "-".into())
+}
+
+fn table() -> Table {
+    let mut t = Table::new();
+    t.load_style(presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(100);
+    t
+}
+
+/// Human rendering of one task's status; fits 100 columns.
+pub fn render(s: &TaskStatus) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("Task:          {}", s.task));
+    if let Some(t) = &s.title {
+        out.push_str(&format!(" — {}", handoff::one_line(t, 70)));
+    }
+    out.push('\n');
+    out.push_str(&format!("Folder:        {}\n", s.dir));
+    out.push_str(&format!("Phase:         {}\n", s.phase));
+    out.push_str(&format!("Last check-in: {}\n", opt_time(s.last_checkin)));
+    out.push_str(&format!("Next check-in: {}\n", opt_time(s.next_checkin)));
+    out.push_str(&format!(
+        "Handoffs:      {} ({} not yet checked in{})\n",
+        s.handoffs,
+        s.handoffs_unprocessed,
+        if s.handoffs_skipped > 0 {
+            format!(", {} skipped", s.handoffs_skipped)
+        } else {
+            String::new()
+        }
+    ));
+    out.push_str(&format!("Artifacts:     {}\n", s.artifacts));
+    if let Some(w) = s.watcher.as_ref().filter(|w| w.overflows > 0) {
+        out.push_str(&format!(
+            "Watcher:       {} event queue overflow(s), handoffs rescanned (last {}; daemon-wide)\n",
+            w.overflows,
+            opt_time(w.last_overflow)
+        ));
+    }
+    out.push('\n');
+    if s.agents.is_empty() {
+        out.push_str("No agents yet.\n");
+    } else {
+        let mut t = table();
+        t.set_header(vec![
+            "AGENT",
+            "STATE",
+            "PANE",
+            "IDLE",
+            "LAST STATUS",
+            "LAST HANDOFF",
+            "NEXT",
+        ]);
+        for a in &s.agents {
+            let pane = match (&a.pane, a.exit_status) {
+                (Some(p), Some(code)) => format!("{p} ({code})"),
+                (Some(p), None) if a.exit_signal.is_some() => format!("{p} (signal {})", a.exit_signal.unwrap_or(0)),
+                (Some(p), None) if a.waiting_for_human => format!("{p}, needs human"),
+                (Some(p), None)
+                    if a.attention
+                        .as_ref()
+                        .is_some_and(|x| x.kind == crate::core::attention::Kind::Paused) =>
+                {
+                    format!("{p}, paused")
+                }
+                (Some(p), None) => p.to_string(),
+                (None, _) => "-".into(),
+            };
+            let pane = match a.unreachable_since {
+                Some(since) => format!(
+                    "unreachable since {}",
+                    since.with_timezone(&chrono::Local).format("%m-%d %H:%M")
+                ),
+                None => pane,
+            };
+            let name = match a.host.as_str() {
+                "" | "local" => a.name.clone(),
+                h => format!("{}@{}", a.name, h.split(':').next().unwrap_or(h)),
+            };
+            t.add_row(vec![
+                name,
+                a.state.clone(),
+                pane,
+                a.idle_secs.map(idle).unwrap_or_else(|| "-".into()),
+                a.last_status.map(|x| x.to_string()).unwrap_or_else(|| "-".into()),
+                a.last_handoff_time.clone().unwrap_or_else(|| "-".into()),
+                a.recommended_next.clone().unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        out.push_str(&trim_lines(&t.to_string()));
+        out.push('\n');
+    }
+    if !s.lanes.is_empty() {
+        out.push_str(&format!(
+            "\nLanes (roster {}; stale after {}):\n",
+            s.roster,
+            idle(s.lanes[0].stale_after_secs as i64)
+        ));
+        let mut t = table();
+        t.set_header(vec![
+            "  LANE",
+            "STATE",
+            "SINCE",
+            "IDLE",
+            "QUEUED",
+            "LAST SPAWN",
+            "LAST RELEASE",
+        ]);
+        for l in &s.lanes {
+            let file = |p: &str| {
+                std::path::Path::new(p)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| p.to_string())
+            };
+            t.add_row(vec![
+                format!("  {}", l.agent),
+                l.state.to_string(),
+                opt_time(l.since),
+                l.idle_secs
+                    .filter(|_| l.since.is_some())
+                    .map(idle)
+                    .unwrap_or_else(|| "-".into()),
+                l.queued.as_deref().map(file).unwrap_or_else(|| "-".into()),
+                l.last_reason
+                    .map(|r| r.code().to_string())
+                    .unwrap_or_else(|| "-".into()),
+                l.released
+                    .as_ref()
+                    .map(|r| format!("{} ({})", r.reason.as_str(), crate::core::clock::local_time(r.at)))
+                    .unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        out.push_str(&trim_lines(&t.to_string()));
+        out.push('\n');
+    }
+    let waiting: Vec<&AgentRow> = s
+        .agents
+        .iter()
+        .filter(|a| a.attention.is_some() || a.waiting_for_human)
+        .collect();
+    if !waiting.is_empty() {
+        out.push_str("\nAttention:\n");
+        for a in waiting {
+            let line = match &a.attention {
+                Some(at) => {
+                    use crate::core::attention::Kind;
+                    let mut l = match at.kind {
+                        Kind::NeedsHuman => format!(
+                            "needs a human since {}: {} \"{}\"{}",
+                            crate::core::clock::local_time(at.since),
+                            at.reason,
+                            at.line,
+                            match at.escalated_at {
+                                Some(t) => format!(" (human called {})", crate::core::clock::local_time(t)),
+                                None => " (a human is called if it stays)".into(),
+                            }
+                        ),
+                        Kind::Paused => format!(
+                            "paused until {}{}: \"{}\"",
+                            at.resets_at
+                                .map(crate::core::clock::local_time)
+                                .unwrap_or_else(|| "?".into()),
+                            if at.reset_parsed {
+                                ""
+                            } else {
+                                " (reset not shown; default wait)"
+                            },
+                            at.line
+                        ),
+                    };
+                    if let Some(r) = at.resumed_at {
+                        l.push_str(&format!(", resumed {}", crate::core::clock::local_time(r)));
+                    }
+                    l
+                }
+                None => "shows a dialog (not yet seen by the supervisor)".into(),
+            };
+            out.push_str(&format!("  {}  {line}\n", a.name));
+        }
+    }
+    out.push('\n');
+    if s.blockers.is_empty() {
+        out.push_str("Blockers:      none\n");
+    } else {
+        out.push_str("Blockers:\n");
+        for b in &s.blockers {
+            out.push_str(&format!("  {} ({}): {}\n", b.agent, b.handoff, b.text));
+        }
+    }
+    for e in &s.escalations {
+        out.push_str(&format!(
+            "NEEDS A HUMAN: {} (since {})\n",
+            e.reason,
+            crate::core::clock::local_time(e.time)
+        ));
+    }
+    for p in &s.problems {
+        out.push_str(&format!("Problem:       {p}\n"));
+    }
+    out
+}
+
+fn idle(secs: i64) -> String {
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m", s / 60),
+        s => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+fn trim_lines(s: &str) -> String {
+    s.lines().map(|l| l.trim_end()).collect::<Vec<_>>().join("\n")
+}
+
+/// One row of `task list`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ListRow {
+    /// Task name.
+    pub task: String,
+    /// Phase, when the state is readable.
+    pub phase: Option<Phase>,
+    /// Number of handoffs.
+    pub handoffs: usize,
+    /// Number of agents seen.
+    pub agents: usize,
+    /// Last check-in.
+    pub last_checkin: Option<DateTime<Utc>>,
+    /// A problem reading it (corrupt state), instead of failing the whole list.
+    pub error: Option<String>,
+}
+
+/// Human rendering of `task list`.
+pub fn render_list(project: &std::path::Path, rows: &[ListRow]) -> String {
+    if rows.is_empty() {
+        return format!(
+            "No tasks in {}/tasks. Create one with `task new <name>`.\n",
+            project.display()
+        );
+    }
+    let mut t = table();
+    t.set_header(vec!["TASK", "PHASE", "AGENTS", "HANDOFFS", "LAST CHECK-IN"]);
+    for r in rows {
+        t.add_row(vec![
+            r.task.clone(),
+            r.phase
+                .map(|p| p.to_string())
+                .unwrap_or_else(|| "STATE UNREADABLE".into()),
+            r.agents.to_string(),
+            r.handoffs.to_string(),
+            opt_time(r.last_checkin),
+        ]);
+    }
+    let mut s = trim_lines(&t.to_string());
+    s.push('\n');
+    for r in rows {
+        if let Some(e) = &r.error {
+            s.push_str(&format!("{}: {e}\n", r.task));
+        }
+    }
+    s
+}

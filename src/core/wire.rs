@@ -1,0 +1,236 @@
+//! The control-socket protocol: one JSON object per line each way, versioned.
+//!
+//! Kept apart from the server so the CLI (client) and the daemon share one
+//! definition, as pueue does with its Request/Response enums.
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::error::Error;
+pub use crate::core::protocol::reason::Refusal;
+
+/// Protocol version; a request with another version gets an error response.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Longest request line accepted (bytes); longer lines get an error and the connection is closed.
+pub const MAX_REQUEST: usize = 1024 * 1024;
+
+/// A request from the CLI.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case")]
+pub enum Request {
+    /// Is the daemon alive? Answered with [`Response::Pong`].
+    Ping,
+    /// Supervise a task (after `task start`).
+    Register { project: String, task: String },
+    /// Stop supervising a task (after `task stop`).
+    Unregister { project: String, task: String },
+    /// Run a check-in now; answered with [`Response::Checkin`].
+    Checkin { project: String, task: String },
+    /// The supervised tasks; answered with [`Response::Tasks`].
+    Tasks,
+    /// Stop the daemon cleanly (agents keep running).
+    Shutdown,
+    /// Start an agent (`task spawn`); answered with [`Response::Spawned`] (or [`Response::Refused`]).
+    Spawn {
+        /// Project folder.
+        project: String,
+        /// Task name.
+        task: String,
+        /// Agent name.
+        agent: String,
+        /// The PM's handoff, resolved to an absolute path by the CLI.
+        handoff: String,
+        /// Runtime override.
+        runtime: Option<String>,
+        /// Hold the spawn in the agent's lane when it is busy (`--queue`).
+        #[serde(default)]
+        queue: bool,
+        /// The tmux server and session prefix the CLI was asked to use ([`crate::app::session::Ctx::id`]).
+        tmux: String,
+    },
+    /// Type a message into an agent (`task send`); answered with [`Response::Sent`].
+    Send {
+        /// Project folder.
+        project: String,
+        /// Task name.
+        task: String,
+        /// Agent name.
+        agent: String,
+        /// The message.
+        text: String,
+        /// As for `Spawn`.
+        tmux: String,
+    },
+    /// End a task's sessions and stop supervising it (`task stop`); answered with [`Response::Stopped`].
+    Stop {
+        /// Project folder.
+        project: String,
+        /// Task name.
+        task: String,
+        /// As for `Spawn`.
+        tmux: String,
+    },
+}
+
+/// An envelope carrying the version.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Envelope<T> {
+    /// Protocol version.
+    pub v: u32,
+    /// The payload.
+    #[serde(flatten)]
+    pub body: T,
+}
+
+/// One supervised task, as the daemon sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Supervised {
+    /// Project folder.
+    pub project: String,
+    /// Task name.
+    pub task: String,
+}
+
+/// A response from the daemon: one variant per verb's report, a refusal with its reason,
+/// or an error with the exit code the CLI should use.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Response {
+    /// Alive ([`Request::Ping`]).
+    Pong { pid: u32, version: String },
+    /// Done, nothing to report ([`Request::Register`], [`Request::Unregister`], [`Request::Shutdown`]).
+    Ok,
+    /// The tasks supervised ([`Request::Tasks`]).
+    Tasks { tasks: Vec<Supervised> },
+    /// A check-in's report, as `task checkin --json` prints it ([`Request::Checkin`]).
+    Checkin {
+        report: Box<crate::core::report::CheckinReport>,
+    },
+    /// What a spawn did, as `task spawn --json` prints it ([`Request::Spawn`]).
+    Spawned {
+        report: Box<crate::core::report::SpawnReport>,
+    },
+    /// The delivery report of a message ([`Request::Send`]).
+    Sent { report: crate::core::report::Report },
+    /// The sessions a stop ended ([`Request::Stop`]).
+    Stopped { stopped: crate::core::report::Stopped },
+    /// The protocol refused the request (exit 6); `reason` says why.
+    Refused {
+        #[serde(flatten)]
+        refusal: Refusal,
+    },
+    /// The request failed; the daemon keeps serving. `code` is the exit code the CLI should use.
+    Error {
+        message: String,
+        #[serde(default = "default_code")]
+        code: i32,
+    },
+}
+
+fn default_code() -> i32 {
+    crate::core::error::EXIT_FAILURE
+}
+
+impl Response {
+    /// The answer to a failed request: a refusal with its reason, or an error carrying the
+    /// library error's exit code.
+    pub fn error(e: &Error) -> Response {
+        match e {
+            Error::Refused(refusal) => Response::Refused {
+                refusal: refusal.clone(),
+            },
+            _ => Response::Error {
+                message: e.to_string(),
+                code: e.exit_code(),
+            },
+        }
+    }
+
+    /// An error answer for a failure of the daemon itself.
+    pub fn failure(message: impl Into<String>) -> Response {
+        Response::Error {
+            message: message.into(),
+            code: crate::core::error::EXIT_FAILURE,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::protocol::reason::Reason;
+
+    fn round_trip(r: &Response) -> serde_json::Value {
+        let line = serde_json::to_string(&Envelope {
+            v: PROTOCOL_VERSION,
+            body: r.clone(),
+        })
+        .unwrap();
+        let back: Envelope<Response> = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            serde_json::to_string(&Envelope {
+                v: PROTOCOL_VERSION,
+                body: back.body
+            })
+            .unwrap(),
+            line
+        );
+        serde_json::from_str(&line).unwrap()
+    }
+
+    #[test]
+    fn a_raw_ping_is_answered_with_a_pid() {
+        let req: Envelope<Request> = serde_json::from_str(r#"{"v":1,"cmd":"ping"}"#).unwrap();
+        assert_eq!(req.body, Request::Ping);
+        let v = round_trip(&Response::Pong {
+            pid: 42,
+            version: "0".into(),
+        });
+        assert_eq!((v["kind"].as_str(), v["pid"].as_u64()), (Some("pong"), Some(42)));
+    }
+
+    #[test]
+    fn a_refusal_crosses_the_socket_with_its_reason_as_a_value() {
+        let e = Error::Refused(Refusal::new(Reason::SpawnRejectActiveLane, "dev's lane is busy"));
+        let r = Response::error(&e);
+        let v = round_trip(&r);
+        assert_eq!(v["kind"], "refused");
+        assert_eq!(v["reason"], "SPAWN_REJECT_ACTIVE_LANE");
+        match r {
+            Response::Refused { refusal } => {
+                assert_eq!(refusal.reason, Reason::SpawnRejectActiveLane);
+                assert_eq!(refusal.to_string(), e.to_string(), "the words are unchanged");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Anything else keeps its exit code.
+        let v = round_trip(&Response::error(&Error::BadInput("no".into())));
+        assert_eq!((v["kind"].as_str(), v["code"].as_i64()), (Some("error"), Some(2)));
+        let v = round_trip(&Response::error(&Error::Remote("host down".into())));
+        assert_eq!(v["code"], 1);
+    }
+
+    #[test]
+    fn each_verb_has_its_report() {
+        let v = round_trip(&Response::Stopped {
+            stopped: crate::core::report::Stopped {
+                ended: vec!["ao-t1-pm".into()],
+                ..Default::default()
+            },
+        });
+        assert_eq!(v["kind"], "stopped");
+        assert_eq!(v["stopped"]["ended"][0], "ao-t1-pm");
+        let v = round_trip(&Response::Sent {
+            report: crate::core::report::Report {
+                outcome: crate::core::report::Outcome::Delivered,
+                reason: "submitted".into(),
+                enters: 1,
+                bytes: 5,
+            },
+        });
+        assert_eq!(
+            (v["kind"].as_str(), v["report"]["outcome"].as_str()),
+            (Some("sent"), Some("delivered"))
+        );
+    }
+}

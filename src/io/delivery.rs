@@ -1,0 +1,237 @@
+//! Verified delivery of text into an agent's pane.
+//!
+//! The classic failure of tools in this field is a message pasted but never
+//! submitted, submitted twice, or sent before the agent was ready. Delivery is
+//! one function: strip control characters, wait until the input area is ready,
+//! paste once (bracketed, from a buffer), press Enter, then read the pane until
+//! the input area no longer holds the text — pressing Enter again (bounded)
+//! while a paste marker is left, never pasting twice — and report delivered,
+//! unconfirmed or failed with the reason.
+//!
+//! One delivery at a time per pane, whoever sends it: the whole sequence runs under the
+//! pane's cross-process lock ([`crate::io::pane_lock`]), and the paste goes only into an
+//! input area seen empty on the very capture taken last before it, so a message is never
+//! glued to another sender's paste and reported delivered on its own.
+//!
+//! What "ready", "pending", "busy" and "dialog" look like differs per runtime;
+//! those patterns come from the runtime profile (templates/runtimes/*.toml or
+//! the user's config), never from code, and are judged by [`crate::core::screen`].
+
+use std::time::{Duration, Instant};
+
+use crate::core::error::{Error, Result};
+use crate::core::report::{Outcome, Report};
+use crate::core::screen::{Patterns, Screen, assess, sanitize};
+use crate::io::tmux::Tmux;
+
+/// Timing of a delivery.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How long to wait for the input area to become ready (agent start-up).
+    pub ready_timeout: Duration,
+    /// How long to wait for the submission to show after Enter.
+    pub confirm_timeout: Duration,
+    /// Screen polling interval.
+    pub poll: Duration,
+    /// Extra Enter presses allowed while the text stays in the input area.
+    pub enter_retries: u32,
+    /// Wait this long after an Enter before pressing it again.
+    pub retry_after: Duration,
+    /// Enter presses that submit a paste (Kiro 2.11 needs two).
+    pub submit_enters: u32,
+    /// tmux keys that clear the input area (e.g. `C-c` for Claude Code). Used once per
+    /// delivery when unsent text has sat in the input for `stale_after` — the remains of
+    /// a delivery interrupted between paste and Enter (a supervisor killed with -9).
+    pub clear_keys: Vec<String>,
+    /// How long unsent text must sit unchanged before it is cleared.
+    pub stale_after: Duration,
+    /// How long to wait for another delivery to the same pane to finish before giving up
+    /// (not delivered, naming the holder).
+    pub lock_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            ready_timeout: Duration::from_secs(60),
+            confirm_timeout: Duration::from_secs(10),
+            poll: Duration::from_millis(20),
+            enter_retries: 2,
+            retry_after: Duration::from_millis(800),
+            submit_enters: 1,
+            clear_keys: Vec::new(),
+            stale_after: Duration::from_secs(2),
+            lock_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+async fn dead_check(tmux: &Tmux, pane: &str) -> Result<Option<String>> {
+    Ok(match tmux.pane(pane).await? {
+        None => Some(format!("pane {pane} no longer exists")),
+        Some(p) if p.dead => Some(format!(
+            "the agent in pane {pane} has exited (status {})",
+            p.dead_status.map(|s| s.to_string()).unwrap_or_else(|| "unknown".into())
+        )),
+        Some(_) => None,
+    })
+}
+
+fn report(outcome: Outcome, reason: impl Into<String>, enters: u32, bytes: usize) -> Report {
+    Report {
+        outcome,
+        reason: reason.into(),
+        enters,
+        bytes,
+    }
+}
+
+/// Deliver `text` to `pane` and confirm it was submitted. Never pastes twice.
+pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Options) -> Result<Report> {
+    let clean = sanitize(text);
+    let clean = clean.trim_end_matches('\n');
+    if clean.trim().is_empty() {
+        return Err(Error::BadInput(
+            "the message is empty after removing control characters; nothing was sent".into(),
+        ));
+    }
+    let bytes = clean.len();
+
+    // 0. One delivery at a time per pane, across processes; held until this one is judged.
+    let who = crate::io::pane_lock::this_process();
+    let _pane_lock = match crate::io::pane_lock::acquire(&tmux.address(), pane, &who, o.lock_timeout).await? {
+        Ok(lock) => lock,
+        Err(why) => return Ok(report(Outcome::Failed, why, 0, bytes)),
+    };
+
+    // 1. Wait for an empty, ready input area; the capture that shows it is `before`, so
+    //    nothing can slip into the input between the look and the paste but a keystroke.
+    let start = Instant::now();
+    let mut last: Screen;
+    let mut pending_since: Option<(Instant, String)> = None;
+    let mut cleared = false;
+    let before = loop {
+        if let Some(why) = dead_check(tmux, pane).await? {
+            return Ok(report(Outcome::Failed, why, 0, bytes));
+        }
+        let screen = tmux.capture(pane).await?;
+        last = match assess(&screen, p) {
+            Screen::Ready => break screen,
+            s => s,
+        };
+        if matches!(last, Screen::Pending { .. }) && !cleared && !o.clear_keys.is_empty() {
+            match &pending_since {
+                Some((t, s)) if *s == screen && t.elapsed() >= o.stale_after => {
+                    tracing::info!(pane, "clearing unsent text left in the input area");
+                    for k in &o.clear_keys {
+                        tmux.send_key(pane, k).await?;
+                    }
+                    cleared = true;
+                }
+                Some((_, s)) if *s == screen => {}
+                _ => pending_since = Some((Instant::now(), screen.clone())),
+            }
+        }
+        if start.elapsed() >= o.ready_timeout {
+            let why = match last {
+                Screen::Dialog(line) => format!("waiting for a human: the agent shows a dialog ({line})"),
+                Screen::Pending { .. } => "the input area already holds unsent text; not pasting over it".into(),
+                Screen::Busy => "the agent stayed busy".into(),
+                _ => "the agent's input prompt never appeared".into(),
+            };
+            return Ok(report(
+                Outcome::Failed,
+                format!("not ready after {:.0?}: {why}", o.ready_timeout),
+                0,
+                bytes,
+            ));
+        }
+        tokio::time::sleep(o.poll).await;
+    };
+
+    // 2. Paste once, from a uniquely named buffer (deleted by -d).
+    let buffer = format!("ao-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple());
+    tmux.paste(pane, &buffer, clean).await?;
+
+    // 3. See the paste land (or give up looking after a short while).
+    let seen_deadline = Instant::now() + Duration::from_secs(2);
+    let mut saw_pending = false;
+    while Instant::now() < seen_deadline {
+        let screen = tmux.capture(pane).await?;
+        if matches!(assess(&screen, p), Screen::Pending { .. }) {
+            saw_pending = true;
+            break;
+        }
+        if screen != before {
+            // Changed but not recognisably pending: give the renderer one more poll.
+            tokio::time::sleep(o.poll).await;
+            let again = tmux.capture(pane).await?;
+            saw_pending = matches!(assess(&again, p), Screen::Pending { .. });
+            break;
+        }
+        tokio::time::sleep(o.poll).await;
+    }
+
+    // 4. Never press Enter into a dialog (it would answer it); then Enter, then confirm,
+    //    pressing Enter again only while the text is still there.
+    if let Screen::Dialog(line) = assess(&tmux.capture(pane).await?, p) {
+        return Ok(report(
+            Outcome::Unconfirmed,
+            format!("a dialog appeared before Enter ({line}); Enter was not pressed, a human must answer it"),
+            0,
+            bytes,
+        ));
+    }
+    crate::io::pane_lock::test_pause("AO_TEST_PAUSE_DELIVERY_ENTER").await;
+    let mut enters = 0u32;
+    for _ in 0..o.submit_enters.max(1) {
+        tmux.send_key(pane, "Enter").await?;
+        enters += 1;
+    }
+    let mut last_enter = Instant::now();
+    let deadline = Instant::now() + o.confirm_timeout;
+    loop {
+        tokio::time::sleep(o.poll).await;
+        let screen = tmux.capture(pane).await?;
+        match assess(&screen, p) {
+            Screen::Ready | Screen::Busy if saw_pending || screen != before => {
+                return Ok(report(
+                    Outcome::Delivered,
+                    "submitted: the input area is clear",
+                    enters,
+                    bytes,
+                ));
+            }
+            Screen::Dialog(line) => {
+                return Ok(report(
+                    Outcome::Unconfirmed,
+                    format!("a dialog appeared after Enter ({line}); a human must answer it"),
+                    enters,
+                    bytes,
+                ));
+            }
+            Screen::Pending { .. }
+                if last_enter.elapsed() >= o.retry_after && enters < o.submit_enters.max(1) + o.enter_retries =>
+            {
+                tmux.send_key(pane, "Enter").await?;
+                enters += 1;
+                last_enter = Instant::now();
+            }
+            _ => {}
+        }
+        if Instant::now() >= deadline {
+            if let Some(why) = dead_check(tmux, pane).await? {
+                return Ok(report(Outcome::Unconfirmed, why, enters, bytes));
+            }
+            return Ok(report(
+                Outcome::Unconfirmed,
+                format!(
+                    "the text was pasted but not seen submitted within {:.0?} ({enters} Enter presses)",
+                    o.confirm_timeout
+                ),
+                enters,
+                bytes,
+            ));
+        }
+    }
+}

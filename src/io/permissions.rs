@@ -1,0 +1,178 @@
+//! What agents may run without asking a human: Claude Code's permission rules and Kiro's
+//! trusted commands for the protocol's own commands.
+//!
+//! An agent that stops at "Do you want to proceed?" with nobody watching stalls the whole
+//! task, so the rules every taught command needs are written by `task setup-agents` (the
+//! project's `.claude/settings.json`, merged, never overwritten) and passed to each agent
+//! at start (`--settings`), where hubs also get `task spawn` and `task send`. The rules are
+//! only the first line of defence for spawning: the gate still refuses a spoke's spawn.
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use crate::core::error::{Error, Result};
+use crate::store::fsutil;
+
+/// The `task` verbs every agent is taught (handing off, reading status, the log, progress).
+pub const COMMON_VERBS: [&str; 4] = ["handoff", "status", "log", "progress"];
+
+/// The verbs only agents that may spawn are taught.
+pub const HUB_VERBS: [&str; 2] = ["spawn", "send"];
+
+/// Claude Code's permission modes (`--permission-mode`), as its `--help` lists them.
+pub const CLAUDE_MODES: [&str; 6] = ["acceptEdits", "auto", "bypassPermissions", "default", "dontAsk", "plan"];
+
+/// The mode that lets an agent run anything without asking: allowed only when a user asks.
+pub const BYPASS: &str = "bypassPermissions";
+
+fn verbs(may_spawn: bool) -> impl Iterator<Item = &'static str> {
+    COMMON_VERBS
+        .into_iter()
+        .chain(HUB_VERBS.into_iter().filter(move |_| may_spawn))
+}
+
+/// Claude Code allow rules for an agent; prefix rules (`Bash(task handoff:*)`) match the
+/// plain command forms the preambles teach, heredoc bodies included.
+pub fn claude_rules(may_spawn: bool) -> Vec<String> {
+    verbs(may_spawn).map(|v| format!("Bash(task {v}:*)")).collect()
+}
+
+/// The `--settings` value for one agent: its allow rules as Claude Code settings JSON.
+pub fn claude_session_settings(may_spawn: bool) -> String {
+    serde_json::json!({"permissions": {"allow": claude_rules(may_spawn)}}).to_string()
+}
+
+/// Kiro's `toolsSettings.shell.allowedCommands` (regular expressions) for an agent.
+pub fn kiro_commands(may_spawn: bool) -> Vec<String> {
+    verbs(may_spawn).map(|v| format!("^task {v}( .*)?$")).collect()
+}
+
+/// Check a permission mode before any agent starts with it.
+pub fn check_mode(mode: &str) -> std::result::Result<(), String> {
+    if CLAUDE_MODES.contains(&mode) {
+        Ok(())
+    } else {
+        Err(format!(
+            "unknown permission_mode {mode:?}; choose one of {}",
+            CLAUDE_MODES.join(", ")
+        ))
+    }
+}
+
+/// Add `rules` to `permissions.allow` of a settings file's text, keeping every other key
+/// and rule. Returns the new text and the rules that were added (none: leave the file).
+pub fn merge_settings(existing: Option<&str>, rules: &[String]) -> std::result::Result<(String, Vec<String>), String> {
+    let mut root = match existing.map(str::trim) {
+        None | Some("") => Value::Object(Map::new()),
+        Some(text) => serde_json::from_str::<Value>(text).map_err(|e| format!("it is not valid JSON ({e})"))?,
+    };
+    let obj = root.as_object_mut().ok_or("its top level is not a JSON object")?;
+    let perms = obj
+        .entry("permissions")
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()
+        .ok_or("\"permissions\" is not an object")?;
+    let allow = perms
+        .entry("allow")
+        .or_insert_with(|| Value::Array(Vec::new()))
+        .as_array_mut()
+        .ok_or("\"permissions.allow\" is not a list")?;
+    let mut added = Vec::new();
+    for r in rules {
+        if !allow.iter().any(|a| a.as_str() == Some(r)) {
+            allow.push(Value::String(r.clone()));
+            added.push(r.clone());
+        }
+    }
+    let mut text = serde_json::to_string_pretty(&root).expect("JSON values serialise");
+    text.push('\n');
+    Ok((text, added))
+}
+
+/// Merge the rules every agent needs into `<project>/.claude/settings.json` (atomically).
+/// A malformed file is refused and left exactly as it was.
+pub fn write_claude_settings(project: &Path) -> Result<Vec<String>> {
+    let path = project.join(".claude").join("settings.json");
+    let existing = match std::fs::read_to_string(&path) {
+        Ok(t) => Some(t),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::io("read", &path, e)),
+    };
+    let (text, added) = merge_settings(existing.as_deref(), &claude_rules(false)).map_err(|why| {
+        Error::BadInput(format!(
+            "{} cannot be merged: {why}; fix or move it, then run `task setup-agents` again (the file was not changed)",
+            path.display()
+        ))
+    })?;
+    if !added.is_empty() {
+        fsutil::create_dir_all(path.parent().expect("has a parent"))?;
+        fsutil::atomic_write(&path, text.as_bytes())?;
+    }
+    Ok(added)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spokes_get_the_common_verbs_and_hubs_also_spawn_and_send() {
+        assert_eq!(
+            claude_rules(false),
+            [
+                "Bash(task handoff:*)",
+                "Bash(task status:*)",
+                "Bash(task log:*)",
+                "Bash(task progress:*)"
+            ]
+        );
+        let hub = claude_rules(true);
+        assert!(hub.contains(&"Bash(task spawn:*)".to_string()) && hub.contains(&"Bash(task send:*)".to_string()));
+        let v: Value = serde_json::from_str(&claude_session_settings(true)).unwrap();
+        assert_eq!(v["permissions"]["allow"].as_array().unwrap().len(), 6);
+        assert_eq!(kiro_commands(false)[0], "^task handoff( .*)?$");
+    }
+
+    #[test]
+    fn merging_keeps_every_key_and_rule_and_adds_only_what_is_missing() {
+        let user = r#"{"model": "opus", "permissions": {"allow": ["Bash(cargo test:*)", "Bash(task status:*)"], "deny": ["Read(.env)"]}, "env": {"A": "1"}}"#;
+        let (text, added) = merge_settings(Some(user), &claude_rules(false)).unwrap();
+        assert_eq!(added.len(), 3, "task status was already there: {added:?}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["model"], "opus");
+        assert_eq!(v["env"]["A"], "1");
+        assert_eq!(v["permissions"]["deny"][0], "Read(.env)");
+        let allow: Vec<&str> = v["permissions"]["allow"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert_eq!(&allow[..2], ["Bash(cargo test:*)", "Bash(task status:*)"]);
+        assert_eq!(allow.len(), 5);
+        let (_, again) = merge_settings(Some(&text), &claude_rules(false)).unwrap();
+        assert!(again.is_empty(), "a second merge adds nothing");
+        assert_eq!(merge_settings(None, &claude_rules(false)).unwrap().1.len(), 4);
+    }
+
+    #[test]
+    fn a_malformed_file_is_refused_with_the_reason() {
+        for (bad, why) in [
+            ("{not json", "not valid JSON"),
+            ("[1, 2]", "not a JSON object"),
+            (r#"{"permissions": []}"#, "\"permissions\" is not an object"),
+            (r#"{"permissions": {"allow": "Bash"}}"#, "not a list"),
+        ] {
+            let e = merge_settings(Some(bad), &claude_rules(false)).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn only_known_modes_pass() {
+        assert!(check_mode("acceptEdits").is_ok());
+        assert!(check_mode("bypassPermissions").is_ok());
+        assert!(check_mode("yolo").unwrap_err().contains("acceptEdits"));
+    }
+}

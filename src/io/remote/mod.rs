@@ -1,0 +1,509 @@
+//! Remote hosts over SSH: one multiplexed master per host (the openssh crate),
+//! reused by every remote command, by the remote tmux driver and by rsync.
+//!
+//! Nothing user-supplied reaches a remote shell unquoted: ssh joins its
+//! arguments into one string for the remote shell, so every word goes through
+//! [`crate::core::shell::shell_join`]; rsync gets `--secluded-args` (`-s`) so remote paths are not
+//! split either. Host specs were validated when task.md was parsed (no leading
+//! `-`, no shell metacharacters), and `--` precedes every user path.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use openssh::{KnownHosts, Session, SessionBuilder};
+use tokio::process::Command;
+use tokio::sync::Mutex;
+
+use crate::core::error::{Error, Result};
+use crate::core::model::RemoteSpec;
+use crate::core::shell::shell_join;
+use crate::io::tmux::{Socket, Tmux};
+
+pub mod watch;
+
+/// How long to wait for a host before calling it unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Keep-alive, so a dead link is noticed rather than hanging.
+const SERVER_ALIVE: Duration = Duration::from_secs(15);
+/// A master with no client for this long ends by itself (no ssh left behind after a kill).
+const IDLE_PERSIST: Duration = Duration::from_secs(10);
+/// The tmux socket name used on remote hosts (`AO_REMOTE_TMUX_SOCKET` overrides: a name or a path).
+const REMOTE_SOCKET_NAME: &str = "agent-orchestrator";
+
+/// A connected host: the spec it was reached by and its master connection.
+#[derive(Clone)]
+pub struct Host {
+    /// What task.md said (`[user@]host[:port]:/path`).
+    pub spec: RemoteSpec,
+    session: Arc<Session>,
+}
+
+fn pool() -> &'static Mutex<HashMap<String, Arc<Session>>> {
+    static POOL: OnceLock<Mutex<HashMap<String, Arc<Session>>>> = OnceLock::new();
+    POOL.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn key(spec: &RemoteSpec) -> String {
+    format!("{}:{}", spec.destination(), spec.port.unwrap_or(0))
+}
+
+/// Per host: whether it has rsync (see [`Host::has_rsync`]).
+fn rsync_hosts() -> &'static std::sync::Mutex<HashMap<String, bool>> {
+    static R: OnceLock<std::sync::Mutex<HashMap<String, bool>>> = OnceLock::new();
+    R.get_or_init(Default::default)
+}
+
+/// An ssh config file to use instead of `~/.ssh/config` (`AO_SSH_CONFIG`).
+fn config_file() -> Option<PathBuf> {
+    std::env::var_os("AO_SSH_CONFIG")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Per host: consecutive connection failures and when the next attempt is allowed,
+/// so an unreachable host is retried with backoff (2 s, 4 s, … 60 s), not hammered.
+fn backoff() -> &'static std::sync::Mutex<HashMap<String, (u32, std::time::Instant)>> {
+    static B: OnceLock<std::sync::Mutex<HashMap<String, (u32, std::time::Instant)>>> = OnceLock::new();
+    B.get_or_init(|| std::sync::Mutex::new(HashMap::new()))
+}
+
+/// The wait after `failures` consecutive failures. Pure.
+pub fn backoff_delay(failures: u32) -> Duration {
+    Duration::from_secs((2u64 << failures.saturating_sub(1).min(5)).min(60))
+}
+
+impl Host {
+    /// Like [`Host::connect`], but refuses at once while a failed host is backing off.
+    pub async fn connect_backoff(spec: &RemoteSpec) -> Result<Host> {
+        let k = key(spec);
+        if let Some((n, next)) = backoff().lock().expect("not poisoned").get(&k).copied() {
+            if std::time::Instant::now() < next {
+                return Err(Error::Remote(format!(
+                    "{} is unreachable ({n} failed attempts); retrying after a pause",
+                    spec.destination()
+                )));
+            }
+        }
+        let r = Host::connect(spec).await;
+        let mut b = backoff().lock().expect("not poisoned");
+        match &r {
+            Ok(_) => {
+                b.remove(&k);
+            }
+            Err(_) => {
+                let n = b.get(&k).map_or(0, |e| e.0) + 1;
+                b.insert(k, (n, std::time::Instant::now() + backoff_delay(n)));
+            }
+        }
+        r
+    }
+
+    /// The master for `spec`'s host, connecting (BatchMode: keys or agent only) when there
+    /// is none or the old one died. One per host per process.
+    pub async fn connect(spec: &RemoteSpec) -> Result<Host> {
+        let mut pool = pool().lock().await;
+        if let Some(s) = pool.get(&key(spec)) {
+            if s.check().await.is_ok() {
+                return Ok(Host {
+                    spec: spec.clone(),
+                    session: s.clone(),
+                });
+            }
+            pool.remove(&key(spec));
+        }
+        let dir = crate::store::paths::runtime_dir().join("ssh");
+        crate::store::fsutil::create_dir_all(&dir)?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+        }
+        let mut b = SessionBuilder::default();
+        b.known_hosts_check(KnownHosts::Add)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .server_alive_interval(SERVER_ALIVE)
+            .control_directory(&dir)
+            .control_persist(openssh::ControlPersist::IdleFor(
+                std::num::NonZeroUsize::new(IDLE_PERSIST.as_secs() as usize).expect("non-zero"),
+            ));
+        if let Some(u) = &spec.user {
+            b.user(u.clone());
+        }
+        if let Some(p) = spec.port {
+            b.port(p);
+        }
+        if let Some(f) = config_file() {
+            b.config_file(f);
+        }
+        let session = b.connect(&spec.host).await.map_err(|e| {
+            Error::Remote(format!(
+                "cannot reach {} over ssh: {e}; check that `ssh {}` works without a password prompt (keys or ssh-agent), then retry — nothing was started",
+                spec.destination(),
+                spec.destination()
+            ))
+        })?;
+        let session = Arc::new(session);
+        pool.insert(key(spec), session.clone());
+        Ok(Host {
+            spec: spec.clone(),
+            session,
+        })
+    }
+
+    /// The argv prefix that runs one command on this host over the master
+    /// (append one already-quoted command string).
+    pub fn ssh_prefix(&self) -> Vec<String> {
+        let mut v = vec![
+            "ssh".to_string(),
+            "-S".into(),
+            self.session.control_socket().display().to_string(),
+            "-o".into(),
+            "ControlMaster=no".into(),
+            "-o".into(),
+            "BatchMode=yes".into(),
+            "-T".into(),
+        ];
+        if let Some(f) = config_file() {
+            v.push("-F".into());
+            v.push(f.display().to_string());
+        }
+        if let Some(p) = self.spec.port {
+            v.push("-p".into());
+            v.push(p.to_string());
+        }
+        if let Some(u) = &self.spec.user {
+            v.push("-l".into());
+            v.push(u.clone());
+        }
+        v.push("--".into());
+        v.push(self.spec.host.clone());
+        v
+    }
+
+    /// Run `words` on the host; stdout on success, an error naming `what` otherwise.
+    pub async fn run(&self, what: &str, words: &[&str], stdin: Option<&[u8]>) -> Result<String> {
+        let prefix = self.ssh_prefix();
+        let mut c = Command::new(&prefix[0]);
+        c.args(&prefix[1..])
+            .arg(shell_join(words))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        c.stdin(if stdin.is_some() {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        });
+        let mut child = c.spawn().map_err(|e| Error::io("run", "ssh", e))?;
+        if let (Some(data), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            use tokio::io::AsyncWriteExt;
+            pipe.write_all(data)
+                .await
+                .map_err(|e| Error::io("write to", "ssh", e))?;
+        }
+        let out = child
+            .wait_with_output()
+            .await
+            .map_err(|e| Error::io("wait for", "ssh", e))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(Error::Remote(format!(
+                "{what} on {} failed: {}",
+                self.spec.destination(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )))
+        }
+    }
+
+    /// The remote working folder, with a leading `~` resolved on the host.
+    pub async fn cwd(&self) -> Result<String> {
+        match self.spec.path.strip_prefix('~') {
+            None => Ok(self.spec.path.clone()),
+            Some(rest) => {
+                let home = self
+                    .run("find the home folder", &["sh", "-c", "printf %s \"$HOME\""], None)
+                    .await?;
+                Ok(format!("{home}{rest}"))
+            }
+        }
+    }
+
+    /// The tmux server on the host (its own socket, never the user's default).
+    pub fn tmux(&self) -> Result<Tmux> {
+        let socket = match std::env::var("AO_REMOTE_TMUX_SOCKET") {
+            Ok(s) if s.contains('/') => Socket::Path(PathBuf::from(s)),
+            Ok(s) if !s.is_empty() => Socket::Name(s),
+            _ => Socket::Name(REMOTE_SOCKET_NAME.into()),
+        };
+        Tmux::remote(socket, self.ssh_prefix())
+    }
+
+    /// Write `data` to `path` on the host atomically (temp file in the same folder, then rename).
+    pub async fn put(&self, path: &str, data: &[u8]) -> Result<()> {
+        self.put_with_mtime(path, data, None).await
+    }
+
+    /// [`Host::put`], giving the file the local copy's mtime (seconds since the epoch), so
+    /// the next pull sees the same file and does not copy it back.
+    pub async fn put_with_mtime(&self, path: &str, data: &[u8], mtime: Option<i64>) -> Result<()> {
+        let tmp = format!("{path}.ao-tmp");
+        let stamp = mtime.map(|m| format!("@{m}")).unwrap_or_default();
+        let script = "cat > \"$1\" && { [ -z \"$3\" ] || touch -d \"$3\" -- \"$1\"; } && mv -f -- \"$1\" \"$2\"";
+        self.run(
+            &format!("write {path}"),
+            &["sh", "-c", script, "sh", &tmp, path, &stamp],
+            Some(data),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Whether the host has rsync, asked once per host (every pull would otherwise pay
+    /// an extra round trip for it) and again after a failed pull.
+    async fn has_rsync(&self) -> bool {
+        if let Some(known) = rsync_hosts().lock().expect("not poisoned").get(&key(&self.spec)) {
+            return *known;
+        }
+        let has = self.has_program("rsync").await;
+        rsync_hosts().lock().expect("not poisoned").insert(key(&self.spec), has);
+        has
+    }
+
+    /// Whether `program` is found on the host's PATH (or exists, for a path).
+    pub async fn has_program(&self, program: &str) -> bool {
+        self.run(
+            "look for a program",
+            &["sh", "-c", "command -v -- \"$1\" >/dev/null", "sh", program],
+            None,
+        )
+        .await
+        .is_ok()
+    }
+
+    /// Copy the remote `tasks/<task>/{handoffs,artifacts}` into the local task folder:
+    /// rsync over the master, mtimes kept, partial files kept outside the watched
+    /// folders and renamed into place at the end, deletions not propagated,
+    /// symlinks never followed (and never read later: local scans skip them).
+    pub async fn pull(&self, remote_task_dir: &str, local_task_dir: &Path) -> Result<()> {
+        // At most one pull per host at a time (tasks sharing a host take turns).
+        let gate = {
+            static GATES: OnceLock<std::sync::Mutex<HashMap<String, Arc<Mutex<()>>>>> = OnceLock::new();
+            let mut g = GATES.get_or_init(Default::default).lock().expect("not poisoned");
+            g.entry(key(&self.spec)).or_default().clone()
+        };
+        let _turn = gate.lock().await;
+        let forced = std::env::var("AO_PULL_WITH").is_ok_and(|v| v == "sftp");
+        if forced || crate::io::program::which("rsync").is_none() || !self.has_rsync().await {
+            return self.pull_sftp(remote_task_dir, local_task_dir).await;
+        }
+        let partial = local_task_dir.join(".pull-partial");
+        let prefix = self.ssh_prefix();
+        let ssh = shell_join(&prefix[..prefix.len() - 2]);
+        for sub in ["handoffs", "artifacts"] {
+            crate::store::fsutil::create_dir_all(&local_task_dir.join(sub))?;
+        }
+        // rsync creates neither, and silently discards files when the partial dir is missing.
+        crate::store::fsutil::create_dir_all(&partial.join("keep"))?;
+        crate::store::fsutil::create_dir_all(&partial.join("tmp"))?;
+        // One rsync for both folders (one round of the protocol, not two).
+        let srcs = [
+            format!("{}:{remote_task_dir}/handoffs", self.spec.host),
+            format!(":{remote_task_dir}/artifacts"),
+        ];
+        let out = Command::new("rsync")
+            .args(["-a", "-s", "--safe-links", "--delay-updates", "--timeout=30"])
+            .arg(format!("--partial-dir={}", partial.join("keep").display()))
+            .arg(format!("--temp-dir={}", partial.join("tmp").display()))
+            .arg("--exclude=.*")
+            .arg("-e")
+            .arg(&ssh)
+            .arg("--")
+            .args(&srcs)
+            .arg(format!("{}/", local_task_dir.display()))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .output()
+            .await
+            .map_err(|e| Error::Environment(format!("cannot run rsync ({e}); install it (apt-get install rsync)")))?;
+        tracing::debug!(status = ?out.status, stderr = %String::from_utf8_lossy(&out.stderr).trim(), "rsync pull");
+        // 23/24: some files vanished or could not be read mid-transfer; the next pull retries.
+        if !out.status.success() && !matches!(out.status.code(), Some(23 | 24)) {
+            // Whether the host has rsync is asked again next time (it may be what failed).
+            rsync_hosts().lock().expect("not poisoned").remove(&key(&self.spec));
+            return Err(Error::Remote(format!(
+                "pulling {}:{remote_task_dir} failed: {}",
+                self.spec.destination(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Host {
+    /// The fallback when rsync is missing on either end: SFTP over the same master.
+    /// Same rules: a file is copied when its size or mtime (seconds) differs, written to a
+    /// temp file outside the watched folders, given the remote mtime, fsynced and renamed
+    /// into place; only regular files, dot names skipped, nothing deleted.
+    pub async fn pull_sftp(&self, remote_task_dir: &str, local_task_dir: &Path) -> Result<()> {
+        use futures_util::StreamExt;
+        use openssh_sftp_client::{Sftp, SftpOptions};
+        let fail = |what: &str, e: &dyn std::fmt::Display| {
+            Error::Remote(format!("SFTP {what} on {} failed: {e}", self.spec.destination()))
+        };
+        let sftp = Sftp::from_clonable_session(self.session.clone(), SftpOptions::default())
+            .await
+            .map_err(|e| fail("start", &e))?;
+        let tmp_dir = local_task_dir.join(".pull-partial").join("tmp");
+        crate::store::fsutil::create_dir_all(&tmp_dir)?;
+        let mut fs = sftp.fs();
+        let mut stack: Vec<(String, PathBuf)> = ["handoffs", "artifacts"]
+            .iter()
+            .map(|sub| (format!("{remote_task_dir}/{sub}"), local_task_dir.join(sub)))
+            .collect();
+        while let Some((rdir, ldir)) = stack.pop() {
+            let dir = match fs.open_dir(&rdir).await {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::debug!(dir = %rdir, error = %e, "no such remote folder");
+                    continue;
+                }
+            };
+            let entries: Vec<_> = dir.read_dir().collect().await;
+            crate::store::fsutil::create_dir_all(&ldir)?;
+            for entry in entries {
+                let entry = entry.map_err(|e| fail("list", &e))?;
+                let name = entry.filename().to_string_lossy().into_owned();
+                if name.starts_with('.') || name.contains('/') {
+                    continue;
+                }
+                let (rpath, lpath) = (format!("{rdir}/{name}"), ldir.join(&name));
+                let ft = entry.file_type();
+                if ft.is_some_and(|t| t.is_dir()) {
+                    stack.push((rpath, lpath));
+                    continue;
+                }
+                if !ft.is_some_and(|t| t.is_file()) {
+                    continue; // symlinks, FIFOs…: never followed, never copied
+                }
+                let meta = entry.metadata();
+                let mtime = meta.modified().map(|t| t.as_system_time());
+                if let Ok(local) = std::fs::symlink_metadata(&lpath) {
+                    let same_time = mtime.is_some_and(|m| {
+                        local
+                            .modified()
+                            .ok()
+                            .and_then(|l| l.duration_since(std::time::UNIX_EPOCH).ok())
+                            .map(|d| d.as_secs())
+                            == m.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_secs())
+                    });
+                    if local.is_file() && Some(local.len()) == meta.len() && same_time {
+                        continue;
+                    }
+                }
+                let bytes = fs.read(&rpath).await.map_err(|e| fail(&format!("read {rpath}"), &e))?;
+                let tmp = tmp_dir.join(format!("{name}.{}", std::process::id()));
+                {
+                    use std::io::Write;
+                    let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
+                    f.write_all(&bytes).map_err(|e| Error::io("write", &tmp, e))?;
+                    if let Some(m) = mtime {
+                        f.set_modified(m).map_err(|e| Error::io("set the mtime of", &tmp, e))?;
+                    }
+                    f.sync_all().map_err(|e| Error::io("fsync", &tmp, e))?;
+                }
+                std::fs::rename(&tmp, &lpath).map_err(|e| Error::io("rename into", &lpath, e))?;
+            }
+        }
+        // Every handle must be gone first, or close waits for them forever.
+        drop(fs);
+        sftp.close().await.map_err(|e| fail("close", &e))?;
+        Ok(())
+    }
+}
+
+/// Replace this process with `ssh -t <host> tmux … attach-session -t =<session>`
+/// (a terminal needs its own ssh, not the multiplexed master's pipes).
+pub fn attach_exec(spec: &RemoteSpec, tmux: &Tmux, session: &str) -> Error {
+    use std::os::unix::process::CommandExt;
+    let mut c = std::process::Command::new("ssh");
+    c.arg("-t");
+    if let Some(f) = config_file() {
+        c.arg("-F").arg(f);
+    }
+    if let Some(p) = spec.port {
+        c.arg("-p").arg(p.to_string());
+    }
+    if let Some(u) = &spec.user {
+        c.arg("-l").arg(u);
+    }
+    let mut words = vec!["tmux".to_string(), "-u".to_string()];
+    match tmux.socket() {
+        Socket::Name(n) => words.extend(["-L".to_string(), n.clone()]),
+        Socket::Path(p) => words.extend(["-S".to_string(), p.display().to_string()]),
+    }
+    words.extend(["attach-session".into(), "-t".into(), format!("={session}")]);
+    c.arg("--").arg(&spec.host).arg(shell_join(&words));
+    Error::io("run ssh to attach", &spec.host, c.exec())
+}
+
+/// End every master this process opened (daemon shutdown, end of a CLI command).
+pub async fn close_all() {
+    let sessions: Vec<_> = pool().lock().await.drain().map(|(_, s)| s).collect();
+    for s in sessions {
+        if let Ok(s) = Arc::try_unwrap(s) {
+            let _ = s.close().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reconnects_back_off_to_a_minute() {
+        let d: Vec<u64> = (1..=8).map(|n| backoff_delay(n).as_secs()).collect();
+        assert_eq!(d, vec![2, 4, 8, 16, 32, 60, 60, 60]);
+    }
+
+    #[test]
+    fn words_are_quoted_for_the_remote_shell() {
+        assert_eq!(shell_join(&["tmux", "-L", "x"]), "tmux -L x");
+        // What a shell makes of the joined line is exactly the words, whatever they hold.
+        let words = [
+            "printf",
+            "%s\\n",
+            "a;b",
+            "$(id)",
+            "it's",
+            "`x`",
+            "-rf",
+            "",
+            "two words",
+            "new\nline",
+            "\"q\"",
+        ];
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(shell_join(&words))
+            .output()
+            .unwrap();
+        let got: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .split('\n')
+            .map(str::to_string)
+            .collect();
+        let want: Vec<String> = words[2..]
+            .iter()
+            .flat_map(|w| w.split('\n'))
+            .map(str::to_string)
+            .chain([String::new()])
+            .collect();
+        assert_eq!(got, want);
+    }
+}

@@ -1,0 +1,371 @@
+//! Runtimes: how an agent is launched, and what its screen looks like.
+//!
+//! A runtime is an argv template (never a shell string) plus the screen
+//! patterns verified delivery needs. The built-ins — `claude`, `kiro`, `demo`
+//! — live in templates/runtimes/*.toml; users add profiles, or override a
+//! built-in, in `$XDG_CONFIG_HOME/agent-orchestrator/config.toml` under
+//! `[runtimes.<name>]` with the same fields.
+//!
+//! Placeholders, each replaced inside one argv element: `{agent}`, `{task}`,
+//! `{session}`, `{session_id}`, `{prompt}` (the first prompt, as one argument),
+//! `{prompt_file}` (the saved preamble), `{task_bin}` (this `task` binary),
+//! `{task_dir}` (the task folder, which an agent must be able to write in),
+//! `{permission_mode}` (the profile's `permission_mode`, or task.md's) and
+//! `{settings}` (the agent's own allow rules as Claude Code settings JSON).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::core::error::{Error, Result};
+use crate::core::screen::{PatternSpec, Patterns};
+
+const BUILTIN: [(&str, &str); 3] = [
+    ("claude", include_str!("../../templates/runtimes/claude.toml")),
+    ("kiro", include_str!("../../templates/runtimes/kiro.toml")),
+    ("demo", include_str!("../../templates/runtimes/demo.toml")),
+];
+
+/// A runtime profile as written in TOML.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// One line for `--help` and errors.
+    #[serde(default)]
+    pub description: String,
+    /// The argv template.
+    pub argv: Vec<String>,
+    /// How to install the program, for the "not found" error.
+    #[serde(default)]
+    pub install: String,
+    /// Prompts longer than this many bytes are not passed as an argument;
+    /// the agent is told to read the saved file instead.
+    #[serde(default = "default_max_prompt")]
+    pub max_prompt_arg: usize,
+    /// The short first prompt used instead of a long one; `{prompt_file}` is replaced.
+    #[serde(default = "default_file_prompt")]
+    pub file_prompt: String,
+    /// Seconds to wait for the input prompt before a message is given up.
+    #[serde(default = "default_ready_secs")]
+    pub ready_timeout_secs: u64,
+    /// The argv that resumes a conversation (`{session_id}` is the one recorded at start);
+    /// used when the daemon restarts a dead PM. Absent: the PM starts afresh.
+    #[serde(default)]
+    pub resume_argv: Option<Vec<String>>,
+    /// tmux keys that clear the input area, used to recover from an interrupted delivery.
+    #[serde(default)]
+    pub clear_keys: Vec<String>,
+    /// Enter presses that submit a pasted message (default 1).
+    #[serde(default = "default_enters")]
+    pub submit_enters: u32,
+    /// tmux keys that close the menu `patterns.usage_limit_menu` describes (Claude Code:
+    /// `Escape`, its cancel), pressed only while that menu is on screen.
+    #[serde(default)]
+    pub usage_limit_menu_keys: Vec<String>,
+    /// The permission mode agents start in (`{permission_mode}`; Claude Code's
+    /// `--permission-mode`). task.md's `permission_mode:` overrides it.
+    #[serde(default)]
+    pub permission_mode: Option<String>,
+    /// Screen patterns.
+    #[serde(default)]
+    pub patterns: PatternSpec,
+}
+
+fn default_enters() -> u32 {
+    1
+}
+
+fn default_max_prompt() -> usize {
+    // tmux passes a command to its server in one message of at most 16 KiB.
+    8 * 1024
+}
+fn default_file_prompt() -> String {
+    "Read the file {prompt_file} now and follow the instructions in it exactly.".into()
+}
+fn default_ready_secs() -> u64 {
+    60
+}
+
+/// A resolved runtime, ready to build command lines.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    /// Its name (`claude`, `kiro`, `demo` or a profile name).
+    pub name: String,
+    /// The profile.
+    pub profile: Profile,
+    /// Compiled screen patterns.
+    pub patterns: Patterns,
+}
+
+/// Values for the placeholders.
+#[derive(Debug, Clone)]
+pub struct Vars<'a> {
+    pub agent: &'a str,
+    pub task: &'a str,
+    pub session: &'a str,
+    pub session_id: &'a str,
+    pub prompt: &'a str,
+    pub prompt_file: &'a Path,
+    pub task_bin: &'a Path,
+    pub task_dir: &'a str,
+    pub permission_mode: &'a str,
+    pub settings: &'a str,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ConfigFile {
+    #[serde(default)]
+    runtimes: BTreeMap<String, Profile>,
+}
+
+/// `$XDG_CONFIG_HOME/agent-orchestrator/config.toml`.
+pub fn config_path() -> Option<PathBuf> {
+    dirs::config_dir().map(|d| d.join("agent-orchestrator").join("config.toml"))
+}
+
+fn user_profiles() -> Result<BTreeMap<String, Profile>> {
+    let Some(path) = config_path() else {
+        return Ok(BTreeMap::new());
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(e) => return Err(Error::io("read", &path, e)),
+    };
+    let cfg: ConfigFile =
+        toml::from_str(&text).map_err(|e| Error::BadInput(format!("{}: {}", path.display(), e.to_string().trim())))?;
+    Ok(cfg.runtimes)
+}
+
+/// The names of every known runtime (built-in and configured).
+pub fn names() -> Vec<String> {
+    let mut v: Vec<String> = BUILTIN.iter().map(|(n, _)| n.to_string()).collect();
+    if let Ok(u) = user_profiles() {
+        for k in u.into_keys() {
+            if !v.contains(&k) {
+                v.push(k);
+            }
+        }
+    }
+    v
+}
+
+/// A built-in runtime as shipped, ignoring the user's config (for tests of the shipped patterns).
+#[cfg(test)]
+pub fn resolve_builtin(name: &str) -> Option<Runtime> {
+    let (_, text) = BUILTIN.iter().find(|(n, _)| *n == name)?;
+    let profile: Profile = toml::from_str(text).expect("built-in runtime profiles parse");
+    let patterns = profile.patterns.compile().expect("built-in patterns compile");
+    Some(Runtime {
+        name: name.to_string(),
+        profile,
+        patterns,
+    })
+}
+
+/// Resolve a runtime by name: the user's config wins over a built-in of the same name.
+pub fn resolve(name: &str) -> Result<Runtime> {
+    let mut user = user_profiles()?;
+    let profile = match user.remove(name) {
+        Some(p) => p,
+        None => match BUILTIN.iter().find(|(n, _)| *n == name) {
+            Some((_, text)) => toml::from_str(text).expect("built-in runtime profiles parse"),
+            None => {
+                return Err(Error::BadInput(format!(
+                    "unknown runtime {name:?}; choose one of {} or add [runtimes.{name}] to {}",
+                    names().join(", "),
+                    config_path()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|| "the config file".into())
+                )));
+            }
+        },
+    };
+    if profile.argv.is_empty() {
+        return Err(Error::BadInput(format!("runtime {name:?} has an empty argv")));
+    }
+    let patterns = profile
+        .patterns
+        .compile()
+        .map_err(|e| Error::BadInput(format!("runtime {name:?}: {e}")))?;
+    Ok(Runtime {
+        name: name.to_string(),
+        profile,
+        patterns,
+    })
+}
+
+fn substitute(template: &str, v: &Vars<'_>, prompt: &str) -> String {
+    template
+        .replace("{agent}", v.agent)
+        .replace("{task}", v.task)
+        .replace("{session_id}", v.session_id)
+        .replace("{session}", v.session)
+        .replace("{prompt_file}", &v.prompt_file.to_string_lossy())
+        .replace("{task_bin}", &v.task_bin.to_string_lossy())
+        .replace("{task_dir}", v.task_dir)
+        .replace("{permission_mode}", v.permission_mode)
+        .replace("{settings}", v.settings)
+        .replace("{prompt}", prompt)
+}
+
+impl Runtime {
+    /// The first prompt: the preamble itself when short enough, else an instruction to read the file.
+    pub fn first_prompt<'a>(&self, preamble: &'a str, prompt_file: &Path) -> std::borrow::Cow<'a, str> {
+        if preamble.len() <= self.profile.max_prompt_arg {
+            preamble.into()
+        } else {
+            self.profile
+                .file_prompt
+                .replace("{prompt_file}", &prompt_file.to_string_lossy())
+                .into()
+        }
+    }
+
+    /// Error (naming the program, how to install it, and the alternatives) unless the program is on PATH.
+    pub fn ensure_installed(&self, task_bin: &Path) -> Result<()> {
+        let program = self.profile.argv[0].replace("{task_bin}", &task_bin.to_string_lossy());
+        self.check_program(&program)
+    }
+
+    fn check_program(&self, program: &str) -> Result<()> {
+        if crate::io::program::which(program).is_none() {
+            let how = if self.profile.install.is_empty() {
+                String::new()
+            } else {
+                format!(" Install it with: {}.", self.profile.install)
+            };
+            return Err(Error::BadInput(format!(
+                "runtime '{}'{} needs the program '{}', which is not on PATH.{how} Or choose another runtime with --runtime ({}).",
+                self.name,
+                if self.profile.description.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", self.profile.description)
+                },
+                program,
+                names().join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    /// The permission mode agents of `task` start in: task.md's `permission_mode:`, else
+    /// the profile's, else Claude Code's own `default`. Checked before anything starts.
+    pub fn permission_mode(&self, spec: &crate::core::model::TaskSpec) -> Result<String> {
+        let mode = spec
+            .setting("permission_mode")
+            .map(str::to_string)
+            .or_else(|| self.profile.permission_mode.clone())
+            .unwrap_or_else(|| "default".into());
+        if self.uses_permission_mode() {
+            crate::io::permissions::check_mode(&mode).map_err(|e| {
+                Error::BadInput(format!(
+                    "runtime '{}': {e} (permission_mode: in task.md or the runtime profile)",
+                    self.name
+                ))
+            })?;
+        }
+        Ok(mode)
+    }
+
+    /// Whether this runtime's command line carries a permission mode at all.
+    pub fn uses_permission_mode(&self) -> bool {
+        let all = self
+            .profile
+            .argv
+            .iter()
+            .chain(self.profile.resume_argv.iter().flatten());
+        all.into_iter().any(|a| a.contains("{permission_mode}"))
+    }
+
+    /// Build the argv; errors before anything starts when the program is missing.
+    pub fn argv(&self, v: &Vars<'_>) -> Result<Vec<String>> {
+        let prompt = self.first_prompt(v.prompt, v.prompt_file);
+        let argv: Vec<String> = self.profile.argv.iter().map(|a| substitute(a, v, &prompt)).collect();
+        self.check_program(&argv[0])?;
+        Ok(argv)
+    }
+
+    /// Delivery timing for this runtime.
+    pub fn delivery_options(&self) -> crate::io::delivery::Options {
+        crate::io::delivery::Options {
+            ready_timeout: std::time::Duration::from_secs(self.profile.ready_timeout_secs),
+            submit_enters: self.profile.submit_enters,
+            clear_keys: self.profile.clear_keys.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_parse_and_compile() {
+        for (name, text) in BUILTIN {
+            let p: Profile = toml::from_str(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            p.patterns.compile().unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(!p.patterns.ready.is_empty(), "{name} knows when it is ready");
+        }
+    }
+
+    #[test]
+    fn placeholders_fill_whole_arguments_and_long_prompts_go_to_a_file() {
+        let rt = Runtime {
+            name: "x".into(),
+            profile: Profile {
+                description: String::new(),
+                argv: vec!["/bin/sh".into(), "--agent={agent}".into(), "{prompt}".into()],
+                install: String::new(),
+                max_prompt_arg: 10,
+                file_prompt: default_file_prompt(),
+                ready_timeout_secs: 1,
+                submit_enters: 1,
+                clear_keys: Vec::new(),
+                usage_limit_menu_keys: Vec::new(),
+                resume_argv: None,
+                permission_mode: None,
+                patterns: PatternSpec::default(),
+            },
+            patterns: PatternSpec::default().compile().unwrap(),
+        };
+        let v = Vars {
+            agent: "dev",
+            task: "t",
+            session: "ao-t-dev",
+            session_id: "u",
+            prompt: "a;$(x)",
+            prompt_file: Path::new("/p/pre amble.md"),
+            task_bin: Path::new("/bin/task"),
+            task_dir: "/p/tasks/t",
+            permission_mode: "default",
+            settings: "{}",
+        };
+        assert_eq!(rt.argv(&v).unwrap(), vec!["/bin/sh", "--agent=dev", "a;$(x)"]);
+        let long = "y".repeat(11);
+        let v2 = Vars {
+            prompt: &long,
+            ..v.clone()
+        };
+        assert_eq!(
+            rt.argv(&v2).unwrap()[2],
+            "Read the file /p/pre amble.md now and follow the instructions in it exactly."
+        );
+        let missing = Runtime {
+            profile: Profile {
+                argv: vec!["no-such-agent-binary".into()],
+                install: "npm i x".into(),
+                ..rt.profile.clone()
+            },
+            ..rt
+        };
+        let e = missing.argv(&v).unwrap_err().to_string();
+        assert!(
+            e.contains("no-such-agent-binary") && e.contains("npm i x") && e.contains("--runtime"),
+            "{e}"
+        );
+    }
+}

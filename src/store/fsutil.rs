@@ -1,0 +1,246 @@
+//! Crash-safe file writes and careful reads.
+//!
+//! Every file the supervisor owns is replaced by write-temp, fsync, rename,
+//! fsync-folder, so a `kill -9` at any instant leaves either the old or the new
+//! content, never a torn file. Temp files start with a dot so watchers and
+//! scans (which skip dot files) never pick them up.
+//!
+//! Reads of agent-written files go through [`read_regular`], which refuses
+//! symlinks, FIFOs, devices and hard links: a handoff symlinked to a private
+//! key must never be read, and a FIFO must never block the supervisor.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::core::error::{Error, Result};
+
+fn parent_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+fn temp_in(dir: &Path) -> Result<tempfile::NamedTempFile> {
+    tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io("create a temp file in", dir, e))
+}
+
+fn fill(tmp: &mut tempfile::NamedTempFile, bytes: &[u8]) -> Result<()> {
+    let p = tmp.path().to_path_buf();
+    tmp.write_all(bytes).map_err(|e| Error::io("write", &p, e))?;
+    tmp.as_file().sync_all().map_err(|e| Error::io("fsync", &p, e))
+}
+
+/// fsync a folder so a rename inside it survives a power cut.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| Error::io("fsync folder", dir, e))
+}
+
+/// Replace `path` with `bytes` atomically (temp file in the same folder, fsync, rename, fsync folder).
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = parent_of(path);
+    let mut tmp = temp_in(dir)?;
+    fill(&mut tmp, bytes)?;
+    tmp.persist(path)
+        .map_err(|e| Error::io("rename into place", path, e.error))?;
+    sync_dir(dir)
+}
+
+/// Create `path` atomically with `bytes`, never replacing an existing file.
+/// Returns `Ok(false)` when the name is already taken.
+pub fn atomic_create(path: &Path, bytes: &[u8]) -> Result<bool> {
+    let dir = parent_of(path);
+    let mut tmp = temp_in(dir)?;
+    fill(&mut tmp, bytes)?;
+    match tmp.persist_noclobber(path) {
+        Ok(_) => {
+            sync_dir(dir)?;
+            Ok(true)
+        }
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(Error::io("create", path, e.error)),
+    }
+}
+
+/// Why an agent-written file was not read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Skip {
+    /// A symbolic link (never followed).
+    Symlink,
+    /// Not a regular file: FIFO, socket, device or folder.
+    NotRegular,
+    /// A regular file with more than one hard link (it may alias a private file).
+    HardLinked,
+    /// It vanished or changed identity between listing and reading.
+    Raced,
+}
+
+impl Skip {
+    /// A short phrase for warnings.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Skip::Symlink => "it is a symbolic link",
+            Skip::NotRegular => "it is not a regular file",
+            Skip::HardLinked => "it has more than one hard link",
+            Skip::Raced => "it changed while being read",
+        }
+    }
+}
+
+/// What [`read_regular`] found.
+#[derive(Debug)]
+pub struct Contents {
+    /// The bytes read, at most `cap`.
+    pub bytes: Vec<u8>,
+    /// The file was larger than `cap`; `bytes` holds its head.
+    pub truncated: bool,
+    /// Size from fstat of the opened file.
+    pub size: u64,
+    /// Modification time in nanoseconds since the epoch.
+    pub mtime_ns: i64,
+}
+
+/// Check an lstat result against the regular-file rules.
+pub fn check_regular(meta: &fs::Metadata) -> std::result::Result<(), Skip> {
+    let ft = meta.file_type();
+    if ft.is_symlink() {
+        Err(Skip::Symlink)
+    } else if !ft.is_file() {
+        Err(Skip::NotRegular)
+    } else if meta.nlink() > 1 {
+        Err(Skip::HardLinked)
+    } else {
+        Ok(())
+    }
+}
+
+/// mtime of a metadata record in nanoseconds since the epoch.
+pub fn mtime_ns(meta: &fs::Metadata) -> i64 {
+    meta.mtime()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(meta.mtime_nsec())
+}
+
+/// Read an agent-written file if and only if it is a plain regular file.
+///
+/// Opened with O_NOFOLLOW|O_NONBLOCK (a symlink swapped in after the lstat
+/// fails to open; a FIFO never blocks), then re-checked with fstat.
+pub fn read_regular(path: &Path, cap: u64) -> Result<std::result::Result<Contents, Skip>> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Err(Skip::Raced)),
+        Err(e) => return Err(Error::io("inspect", path, e)),
+    };
+    if let Err(skip) = check_regular(&meta) {
+        return Ok(Err(skip));
+    }
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(Err(Skip::Symlink)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Err(Skip::Raced)),
+        Err(e) => return Err(Error::io("open", path, e)),
+    };
+    let fmeta = file.metadata().map_err(|e| Error::io("inspect", path, e))?;
+    if let Err(skip) = check_regular(&fmeta) {
+        return Ok(Err(skip));
+    }
+    if fmeta.ino() != meta.ino() || fmeta.dev() != meta.dev() {
+        return Ok(Err(Skip::Raced));
+    }
+    let mut bytes = Vec::with_capacity(fmeta.len().min(cap) as usize + 1);
+    file.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io("read", path, e))?;
+    let truncated = bytes.len() as u64 > cap;
+    if truncated {
+        bytes.truncate(cap as usize);
+    }
+    Ok(Ok(Contents {
+        bytes,
+        truncated,
+        size: fmeta.len(),
+        mtime_ns: mtime_ns(&fmeta),
+    }))
+}
+
+/// Create a folder and its parents, naming the folder on failure.
+pub fn create_dir_all(dir: &Path) -> Result<()> {
+    fs::create_dir_all(dir).map_err(|e| Error::io("create folder", dir, e))
+}
+
+/// Make a path absolute against the current directory without touching the disk.
+pub fn absolute(path: &Path) -> Result<PathBuf> {
+    std::path::absolute(path).map_err(|e| Error::io("resolve", path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f.json");
+        atomic_write(&p, b"one").unwrap();
+        atomic_write(&p, b"two").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn atomic_create_never_clobbers() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("h.md");
+        assert!(atomic_create(&p, b"first").unwrap());
+        assert!(!atomic_create(&p, b"second").unwrap());
+        assert_eq!(fs::read(&p).unwrap(), b"first");
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn read_regular_refuses_links_and_fifos() {
+        let d = tempfile::tempdir().unwrap();
+        let secret = d.path().join("secret");
+        fs::write(&secret, "key").unwrap();
+        let sym = d.path().join("sym.md");
+        std::os::unix::fs::symlink(&secret, &sym).unwrap();
+        assert_eq!(read_regular(&sym, 10).unwrap().unwrap_err(), Skip::Symlink);
+
+        let hard = d.path().join("hard.md");
+        fs::hard_link(&secret, &hard).unwrap();
+        assert_eq!(read_regular(&hard, 10).unwrap().unwrap_err(), Skip::HardLinked);
+
+        let fifo = d.path().join("fifo.md");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert_eq!(read_regular(&fifo, 10).unwrap().unwrap_err(), Skip::NotRegular);
+
+        let dir = d.path().join("dir.md");
+        fs::create_dir(&dir).unwrap();
+        assert_eq!(read_regular(&dir, 10).unwrap().unwrap_err(), Skip::NotRegular);
+    }
+
+    #[test]
+    fn read_regular_caps_size() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("big.md");
+        fs::write(&p, vec![b'x'; 100]).unwrap();
+        let c = read_regular(&p, 10).unwrap().unwrap();
+        assert!(c.truncated);
+        assert_eq!(c.bytes.len(), 10);
+        assert_eq!(c.size, 100);
+        let c = read_regular(&p, 100).unwrap().unwrap();
+        assert!(!c.truncated);
+    }
+}

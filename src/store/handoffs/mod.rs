@@ -1,0 +1,165 @@
+//! The `handoffs/` folder: listing it in timeline order, reading a file under the
+//! regular-file rules and the size cap, scanning it against the ledger, deciding when
+//! a file being written is final (quiet.rs), and writing a handoff atomically. What a
+//! handoff says, and the ledger itself, are the core's ([`crate::core::handoff`]).
+
+mod quiet;
+pub mod watch_stats;
+mod write;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+
+pub use quiet::{How, QUIET, Quiet};
+pub use write::write;
+
+use crate::core::error::{Error, Result};
+use crate::core::handoff::{Candidate, HandoffName, Ledger, Loaded, Seen, sha256_hex};
+use crate::store::fsutil::{self, Skip};
+
+/// Handoffs larger than this are parsed from their head only.
+pub const SIZE_CAP: u64 = 1024 * 1024;
+
+/// An entry of `handoffs/` that is not a readable handoff, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// The file name, lossily decoded.
+    pub file: String,
+    /// Why it was skipped.
+    pub reason: String,
+}
+
+/// The handoff file names in a folder, in timeline order. Dot files, temp
+/// files and names that do not match the pattern are returned as skipped.
+pub fn list(dir: &Path) -> Result<(Vec<HandoffName>, Vec<Skipped>)> {
+    let mut names = Vec::new();
+    let mut skipped = Vec::new();
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((names, skipped)),
+        Err(e) => return Err(Error::io("list", dir, e)),
+    };
+    for entry in rd {
+        let entry = entry.map_err(|e| Error::io("list", dir, e))?;
+        let os = entry.file_name();
+        let Some(file) = os.to_str() else {
+            skipped.push(Skipped {
+                file: os.to_string_lossy().into_owned(),
+                reason: "its name is not UTF-8".into(),
+            });
+            continue;
+        };
+        if file.starts_with('.') {
+            continue;
+        }
+        match HandoffName::parse(file) {
+            Some(n) => names.push(n),
+            None => skipped.push(Skipped {
+                file: file.to_string(),
+                reason: "its name is not {agent}-{YYYYMMDD}-{HHMMSS}.md".into(),
+            }),
+        }
+    }
+    names.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    order_same_second(dir, &mut names);
+    Ok((names, skipped))
+}
+
+/// Names only carry whole seconds; within one second, order by modification
+/// time (a PM's instruction and the report it prompts often share a second).
+/// Only the files that share a second are stat'ed.
+fn order_same_second(dir: &Path, names: &mut [HandoffName]) {
+    let mut i = 0;
+    while i < names.len() {
+        let mut j = i + 1;
+        while j < names.len() && names[j].stamp == names[i].stamp {
+            j += 1;
+        }
+        if j - i > 1 {
+            let mtime = |n: &HandoffName| {
+                std::fs::symlink_metadata(dir.join(n.file_name()))
+                    .map(|m| fsutil::mtime_ns(&m))
+                    .unwrap_or(i64::MAX)
+            };
+            names[i..j].sort_by_cached_key(|n| (mtime(n), n.seq, n.agent.clone()));
+        }
+        i = j;
+    }
+}
+
+/// Read and parse one handoff, applying the regular-file rules and the size cap.
+pub fn load(dir: &Path, name: &HandoffName) -> Result<std::result::Result<Loaded, Skip>> {
+    let path = dir.join(name.file_name());
+    let contents = match fsutil::read_regular(&path, SIZE_CAP)? {
+        Ok(c) => c,
+        Err(skip) => return Ok(Err(skip)),
+    };
+    Ok(Ok(loaded_from(name, &contents)))
+}
+
+/// Parse what was read for `name`, noting a title that disagrees with the file name.
+pub(crate) fn loaded_from(name: &HandoffName, contents: &fsutil::Contents) -> Loaded {
+    loaded_hashed(name, contents, sha256_hex(&contents.bytes))
+}
+
+/// [`loaded_from`] with the content hash already computed.
+fn loaded_hashed(name: &HandoffName, contents: &fsutil::Contents, sha256: String) -> Loaded {
+    Loaded::new(
+        name,
+        &contents.bytes,
+        contents.truncated,
+        contents.size,
+        contents.mtime_ns,
+        sha256,
+    )
+}
+
+/// Find the new handoffs in `dir` by the ledger: stat each listed name, hash only when
+/// the metadata differs from the record, parse only what is new. Files that break the
+/// regular-file rules are returned as skipped, never read.
+pub fn scan(ledger: &Ledger, dir: &Path, names: &[HandoffName]) -> Result<(Vec<Candidate>, Vec<Skipped>)> {
+    let mut out = Vec::new();
+    let mut skipped = Vec::new();
+    for name in names {
+        let file = name.file_name();
+        let path = dir.join(&file);
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(m) => m,
+            Err(_) => continue, // vanished since listing
+        };
+        if let Err(skip) = fsutil::check_regular(&meta) {
+            skipped.push(Skipped {
+                file,
+                reason: skip.reason().into(),
+            });
+            continue;
+        }
+        if ledger.quick_check(&file, meta.len(), fsutil::mtime_ns(&meta)) == Some(Seen::Unchanged) {
+            continue;
+        }
+        let contents = match fsutil::read_regular(&path, SIZE_CAP)? {
+            Ok(c) => c,
+            Err(Skip::Raced) => continue,
+            Err(skip) => {
+                skipped.push(Skipped {
+                    file,
+                    reason: skip.reason().into(),
+                });
+                continue;
+            }
+        };
+        let sha = sha256_hex(&contents.bytes);
+        let seen = ledger.classify(&file, contents.size, contents.mtime_ns, &sha);
+        if !seen.is_new() {
+            continue;
+        }
+        out.push(Candidate {
+            loaded: loaded_hashed(name, &contents, sha.clone()),
+            seen,
+            sha256: sha,
+        });
+    }
+    Ok((out, skipped))
+}

@@ -1,0 +1,409 @@
+//! The handoff table: every example in the seeds plus malformed inputs → the typed result.
+
+use super::*;
+use crate::core::handoff::*;
+
+const SEED_PM: &str = "# Handoff: pm
+**Timestamp:** 2025-11-27 15:30:00 PST
+**Target:** dev
+**Status:** IN_PROGRESS
+
+## Instructions
+Implement the writer pool fix.
+
+## Context
+Explore found 3 modules.
+
+## Skills to Load
+- dds-testing
+- device-access
+
+## Success Criteria
+All tests pass.
+";
+
+const SEED_AGENT_TEMPLATE: &str = "# Handoff: dev
+**Timestamp:** 2025-11-27 15:45:00 PST
+**Status:** COMPLETE | BLOCKED | NEEDS_REVIEW
+
+## Completed Work
+[What was accomplished]
+
+## Artifacts Generated
+- artifacts/path/to/file1.py
+- artifacts/path/to/file2.md
+
+## Blockers (if BLOCKED)
+[What prevented progress]
+
+## Skill Gaps (if BLOCKED)
+[What skill/context is missing]
+";
+
+const SEED_003_RESULT: &str = "Cycle Result: PASS
+
+## Summary
+- Work ID: WORK-081
+- Phases completed: PLAN, DO, CHECK, DONE, CHAIN
+
+## Gates Honored (A5 Governance Enforcement)
+- preflight-checker: PASS
+- design-review-validation: FAIL
+- docs-check: SKIPPED
+- deliverables-verified: 3/4 complete
+
+## Outcome
+Implemented the pattern.
+
+## Artifacts
+- .claude/agents/implementation-cycle-agent.md (created)
+- `.claude/agents/README.md` (updated)
+
+## Next Action
+Work closed. Suggest: investigation-cycle
+
+## Blockers
+None
+";
+
+fn dev_complete() -> String {
+    "# Handoff: dev\n**Timestamp:** 2025-11-27 11:30:00 UTC\n**Target:** pm\n**Status:** NEEDS_REVIEW\n**Recommended Next:** review\n\n## Completed Work\nImplemented test 1.\n\n## Artifacts Generated\n- artifacts/code/repro_test.cpp\n\n## Blockers\nNone\n\n## Gates Honored\n- build: PASS\n".into()
+}
+
+#[test]
+fn seed_pm_instructions() {
+    let h = parse(SEED_PM);
+    assert_eq!(h.title_agent.as_deref(), Some("pm"));
+    assert_eq!(h.timestamp.as_deref(), Some("2025-11-27 15:30:00 PST"));
+    assert_eq!(h.target.as_deref(), Some("dev"));
+    assert_eq!(h.status, Status::InProgress);
+    assert_eq!(
+        h.sections.instructions.as_deref(),
+        Some("Implement the writer pool fix.")
+    );
+    assert_eq!(h.sections.context.as_deref(), Some("Explore found 3 modules."));
+    assert_eq!(
+        h.sections.skills_to_load,
+        Some(vec!["dds-testing".to_string(), "device-access".to_string()])
+    );
+    assert_eq!(h.sections.success_criteria.as_deref(), Some("All tests pass."));
+    assert_eq!(h.sections.completed_work, None);
+    assert!(h.warnings.is_empty(), "{:?}", h.warnings);
+}
+
+#[test]
+fn seed_agent_template_is_ambiguous_so_blocked() {
+    let h = parse(SEED_AGENT_TEMPLATE);
+    assert_eq!(h.status, Status::Blocked);
+    assert!(
+        h.warnings.iter().any(|w| w.contains("several values")),
+        "{:?}",
+        h.warnings
+    );
+    assert_eq!(
+        h.sections.artifacts_generated,
+        Some(vec![
+            "artifacts/path/to/file1.py".into(),
+            "artifacts/path/to/file2.md".into()
+        ])
+    );
+    assert_eq!(h.sections.blockers.as_deref(), Some("[What prevented progress]"));
+    assert_eq!(
+        h.sections.skill_gaps.as_deref(),
+        Some("[What skill/context is missing]")
+    );
+}
+
+#[test]
+fn seed_003_structured_result() {
+    let h = parse(SEED_003_RESULT);
+    assert_eq!(h.cycle_result.as_deref(), Some("PASS"));
+    assert_eq!(h.status, Status::Complete);
+    let gates = h.sections.gates_honored.clone().unwrap();
+    assert_eq!(gates.len(), 4);
+    assert_eq!(
+        gates[0],
+        Gate {
+            name: "preflight-checker".into(),
+            result: GateResult::Pass
+        }
+    );
+    assert_eq!(gates[1].result, GateResult::Fail);
+    assert_eq!(gates[2].result, GateResult::Skipped);
+    assert_eq!(gates[3].result, GateResult::Other("3/4 complete".into()));
+    assert_eq!(
+        h.sections.artifacts_generated,
+        Some(vec![
+            ".claude/agents/implementation-cycle-agent.md".into(),
+            ".claude/agents/README.md".into()
+        ])
+    );
+    assert!(h.sections.next_action.as_deref().unwrap().starts_with("Work closed."));
+    assert_eq!(h.blockers(), None, "'None' is no blocker");
+    assert!(h.sections.summary.is_some() && h.sections.outcome.is_some());
+    assert!(
+        h.warnings.iter().any(|w| w.contains("title")),
+        "no '# Handoff' title is noted"
+    );
+}
+
+#[test]
+fn seed_003_missing_result_is_blocked() {
+    let h = parse("## Summary\nDid things.\n");
+    assert_eq!(h.status, Status::Blocked);
+    assert!(h.warnings.iter().any(|w| w.contains("no status")));
+}
+
+#[test]
+fn well_formed_agent_handoff() {
+    let h = parse(&dev_complete());
+    assert_eq!(h.status, Status::NeedsReview);
+    assert_eq!(h.recommended_next.as_deref(), Some("review"));
+    assert_eq!(h.target.as_deref(), Some("pm"));
+    assert_eq!(
+        h.sections.artifacts_generated,
+        Some(vec!["artifacts/code/repro_test.cpp".into()])
+    );
+    assert_eq!(h.sections.gates_honored.as_ref().unwrap()[0].result, GateResult::Pass);
+    assert_eq!(h.summary(), "Implemented test 1.");
+    assert!(h.warnings.is_empty(), "{:?}", h.warnings);
+}
+
+#[test]
+fn missing_status_is_blocked_with_warning() {
+    let h = parse("# Handoff: dev\n\n## Completed Work\nStuff\n");
+    assert_eq!(h.status, Status::Blocked);
+    assert_eq!(h.warnings, vec!["no status; treated as BLOCKED".to_string()]);
+}
+
+#[test]
+fn lower_case_status_is_accepted_with_warning() {
+    let h = parse("# Handoff: dev\n**Status:** complete\n");
+    assert_eq!(h.status, Status::Complete);
+    assert!(h.warnings.iter().any(|w| w.contains("accepted")));
+    let h = parse("# Handoff: dev\n**Status:** Needs Review\n");
+    assert_eq!(h.status, Status::NeedsReview);
+}
+
+#[test]
+fn unknown_status_is_blocked() {
+    let h = parse("# Handoff: dev\n**Status:** FINISHED-ISH\n");
+    assert_eq!(h.status, Status::Blocked);
+    assert_eq!(h.status_written.as_deref(), Some("FINISHED-ISH"));
+    assert!(h.warnings.iter().any(|w| w.contains("unknown status")));
+}
+
+#[test]
+fn status_in_code_block_does_not_count() {
+    let text = "# Handoff: dev\n\n```\n**Status:** COMPLETE\n## Blockers\nfake\n```\n\n    **Status:** COMPLETE\n";
+    let h = parse(text);
+    assert_eq!(h.status, Status::Blocked);
+    assert_eq!(h.sections.blockers, None, "a heading inside a fence is not a section");
+}
+
+#[test]
+fn duplicated_headers_first_wins() {
+    let h = parse("# Handoff: dev\n**Status:** COMPLETE\n**Status:** BLOCKED\n\n## Blockers\nA\n\n## Blockers\nB\n");
+    assert_eq!(h.status, Status::Complete);
+    assert_eq!(h.sections.blockers.as_deref(), Some("A"));
+    assert_eq!(
+        h.warnings.iter().filter(|w| w.contains("twice")).count(),
+        2,
+        "{:?}",
+        h.warnings
+    );
+}
+
+#[test]
+fn crlf_and_bom() {
+    let text = format!("\u{feff}{}", dev_complete().replace('\n', "\r\n"));
+    let h = parse_bytes(text.as_bytes(), false);
+    let clean = parse(&dev_complete());
+    assert_eq!(h, clean, "CRLF + BOM parse exactly like LF");
+}
+
+#[test]
+fn binary_junk_never_panics() {
+    let mut bytes: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    bytes.extend_from_slice(b"\n**Status:** COMPLETE\n");
+    let h = parse_bytes(&bytes, false);
+    assert!(h.warnings.iter().any(|w| w.contains("UTF-8")));
+    let h = parse_bytes(&[0xff, 0xfe, 0x00, 0x80], false);
+    assert_eq!(h.status, Status::Blocked);
+}
+
+#[test]
+fn oversized_file_parsed_from_head() {
+    let d = tempfile::tempdir().unwrap();
+    let mut text = dev_complete();
+    text.push_str("\n## Context\n");
+    while text.len() < 5 * 1024 * 1024 {
+        text.push_str("filler line of context text for the size cap test\n");
+    }
+    let name = HandoffName::parse("dev-20251127-113000.md").unwrap();
+    std::fs::write(d.path().join(name.file_name()), &text).unwrap();
+    let l = load(d.path(), &name).unwrap().unwrap();
+    assert_eq!(l.size, text.len() as u64);
+    assert_eq!(l.handoff.status, Status::NeedsReview);
+    assert!(
+        l.handoff.warnings.iter().any(|w| w.contains("cap")),
+        "{:?}",
+        l.handoff.warnings
+    );
+    assert!(l.handoff.sections.context.as_ref().unwrap().len() <= SIZE_CAP as usize);
+}
+
+#[test]
+fn title_mismatch_is_noted_and_file_name_wins() {
+    let d = tempfile::tempdir().unwrap();
+    let name = HandoffName::parse("dev-20251127-113000.md").unwrap();
+    std::fs::write(
+        d.path().join(name.file_name()),
+        "# Handoff: review\n**Status:** COMPLETE\n",
+    )
+    .unwrap();
+    let l = load(d.path(), &name).unwrap().unwrap();
+    assert_eq!(l.agent(), "dev");
+    assert!(l.handoff.warnings.iter().any(|w| w.contains("title names agent")));
+}
+
+#[test]
+fn review_verdict() {
+    let h = parse("# Handoff: review\n**Status:** COMPLETE\n**Verdict:** REJECTED — missing tests\n");
+    assert!(h.is_rejection());
+    assert_eq!(h.verdict.as_deref(), Some("REJECTED"));
+    assert!(!parse("# Handoff: review\n**Status:** COMPLETE\n**Verdict:** APPROVED\n").is_rejection());
+}
+
+#[test]
+fn written_handoffs_parse_back() {
+    let d = tempfile::tempdir().unwrap();
+    let from: crate::core::names::AgentName = "dev".parse().unwrap();
+    let next: crate::core::names::AgentName = "review".parse().unwrap();
+    let now = chrono::DateTime::parse_from_rfc3339("2025-11-27T11:30:00Z")
+        .unwrap()
+        .with_timezone(&chrono::Local);
+    let h = NewHandoff {
+        from: &from,
+        status: Status::NeedsReview,
+        target: None,
+        next: Some(&next),
+        body: "## Completed Work\nDone.\n",
+        now,
+    };
+    let p1 = write(d.path(), &h).unwrap();
+    let p2 = write(d.path(), &h).unwrap();
+    let p3 = write(d.path(), &h).unwrap();
+    let stamp = now.format("%Y%m%d-%H%M%S").to_string();
+    assert_eq!(p1.file_name().unwrap().to_str().unwrap(), format!("dev-{stamp}.md"));
+    assert_eq!(p2.file_name().unwrap().to_str().unwrap(), format!("dev-{stamp}-2.md"));
+    assert_eq!(p3.file_name().unwrap().to_str().unwrap(), format!("dev-{stamp}-3.md"));
+    let (names, skipped) = list(d.path()).unwrap();
+    assert!(skipped.is_empty());
+    assert_eq!(names.iter().map(|n| n.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
+    let l = load(d.path(), &names[0]).unwrap().unwrap();
+    assert_eq!(l.handoff.status, Status::NeedsReview);
+    assert_eq!(l.handoff.target.as_deref(), Some("pm"));
+    assert_eq!(l.handoff.recommended_next.as_deref(), Some("review"));
+    assert_eq!(l.handoff.sections.completed_work.as_deref(), Some("Done."));
+    assert!(l.handoff.warnings.is_empty(), "{:?}", l.handoff.warnings);
+}
+
+mod ledger_semantics {
+    use super::*;
+    use std::fs;
+    use std::time::{Duration, SystemTime};
+
+    fn scan_names(dir: &std::path::Path, ledger: &Ledger) -> Vec<(String, Seen)> {
+        let (names, _) = list(dir).unwrap();
+        let (c, _) = scan(ledger, dir, &names).unwrap();
+        c.into_iter().map(|c| (c.loaded.file, c.seen)).collect()
+    }
+
+    fn process(dir: &std::path::Path, ledger: &mut Ledger) -> Vec<(String, Seen)> {
+        let (names, _) = list(dir).unwrap();
+        let (c, _) = scan(ledger, dir, &names).unwrap();
+        for x in &c {
+            ledger.record_candidate(x, "2025-11-27T12:00:00Z");
+        }
+        c.into_iter().map(|c| (c.loaded.file, c.seen)).collect()
+    }
+
+    #[test]
+    fn old_mtime_is_seen_exactly_once() {
+        let d = tempfile::tempdir().unwrap();
+        let mut ledger = Ledger::default();
+        let p = d.path().join("dev-20200101-000000.md");
+        fs::write(&p, dev_complete()).unwrap();
+        let old = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert_eq!(
+            process(d.path(), &mut ledger),
+            vec![("dev-20200101-000000.md".into(), Seen::New)]
+        );
+        assert!(process(d.path(), &mut ledger).is_empty(), "never twice");
+    }
+
+    #[test]
+    fn unchanged_never_twice_touched_not_new_rewritten_once() {
+        let d = tempfile::tempdir().unwrap();
+        let mut ledger = Ledger::default();
+        let p = d.path().join("dev-20251127-113000.md");
+        fs::write(&p, dev_complete()).unwrap();
+        assert_eq!(process(d.path(), &mut ledger).len(), 1);
+        assert!(process(d.path(), &mut ledger).is_empty());
+
+        // Touch only: metadata moves, content identical → not new.
+        let later = SystemTime::now() + Duration::from_secs(60);
+        fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        assert!(scan_names(d.path(), &ledger).is_empty());
+
+        // Rewritten with new content → seen once more, then not again.
+        fs::write(&p, dev_complete().replace("test 1", "test 2")).unwrap();
+        assert_eq!(
+            process(d.path(), &mut ledger),
+            vec![("dev-20251127-113000.md".into(), Seen::Changed)]
+        );
+        assert!(process(d.path(), &mut ledger).is_empty());
+    }
+
+    #[test]
+    fn symlinks_fifos_and_bad_names_are_skipped_not_read() {
+        let d = tempfile::tempdir().unwrap();
+        let secret = d.path().join("id_rsa");
+        fs::write(&secret, "PRIVATE KEY").unwrap();
+        let hd = d.path().join("handoffs");
+        fs::create_dir(&hd).unwrap();
+        std::os::unix::fs::symlink(&secret, hd.join("dev-20251127-113000.md")).unwrap();
+        let fifo = hd.join("dev-20251127-113001.md");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        fs::write(hd.join("notes.md"), "x").unwrap();
+        fs::write(hd.join(".dev-20251127-113002.md.tmp"), "x").unwrap();
+        fs::write(hd.join("dev-20251127-113003.md"), dev_complete()).unwrap();
+
+        let (names, skipped_names) = list(&hd).unwrap();
+        assert_eq!(skipped_names.len(), 1, "notes.md has a bad name; dot files are ignored");
+        let (c, skipped) = scan(&Ledger::default(), &hd, &names).unwrap();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].loaded.file, "dev-20251127-113003.md");
+        let reasons: Vec<_> = skipped.iter().map(|s| (s.file.as_str(), s.reason.as_str())).collect();
+        assert_eq!(
+            reasons,
+            vec![
+                ("dev-20251127-113000.md", "it is a symbolic link"),
+                ("dev-20251127-113001.md", "it is not a regular file"),
+            ]
+        );
+    }
+}

@@ -1,0 +1,13 @@
+//! The stores: the task folder and what lives in it (state, ledger scans, events,
+//! handoffs, bundles, progress.md) and the daemon's registry. Every write is atomic
+//! (temp file, fsync, rename); nothing here knows tmux or ssh.
+
+pub(crate) mod bundle;
+pub(crate) mod events;
+pub(crate) mod fsutil;
+pub mod handoffs;
+pub(crate) mod paths;
+pub(crate) mod progress;
+pub(crate) mod registry;
+pub(crate) mod roster;
+pub mod task;

@@ -1,0 +1,111 @@
+//! progress.md on disk: gather what the scribe renders (the latest handoff of each agent,
+//! the artifacts, what the ledger has not seen) and write it atomically. The rendering
+//! itself is [`crate::core::scribe`]'s, pure.
+
+use chrono::{DateTime, Utc};
+
+use crate::core::error::Result;
+use crate::core::handoff::{HandoffName, Loaded};
+use crate::core::model::PmState;
+use crate::core::scribe::{Artifact, Input, render};
+use crate::store::fsutil;
+use crate::store::handoffs;
+use crate::store::task::{self, Task};
+
+/// The latest readable handoff of each agent, in timeline order. Reads one file per agent
+/// (falling back to an older one when the newest breaks the file rules).
+pub fn latest_by_agent(dir: &std::path::Path, names: &[HandoffName]) -> Result<Vec<Loaded>> {
+    latest_by_agent_reusing(dir, names, &[])
+}
+
+/// [`latest_by_agent`], taking a handoff from `parsed` (already read, e.g. a check-in's new
+/// ones) rather than reading its file again.
+pub fn latest_by_agent_reusing(dir: &std::path::Path, names: &[HandoffName], parsed: &[Loaded]) -> Result<Vec<Loaded>> {
+    let mut done: Vec<&str> = Vec::new();
+    let mut out = Vec::new();
+    for n in names.iter().rev() {
+        if done.contains(&n.agent.as_str()) {
+            continue;
+        }
+        if let Some(l) = parsed.iter().find(|l| l.name == *n) {
+            done.push(&n.agent);
+            out.push(l.clone());
+        } else if let Ok(l) = handoffs::load(dir, n)? {
+            done.push(&n.agent);
+            out.push(l);
+        }
+    }
+    out.reverse();
+    Ok(out)
+}
+
+/// Handoffs not yet in the ledger (read-only: the ledger is not updated).
+pub fn unprocessed(task: &Task, state: &PmState, names: &[HandoffName]) -> Result<Vec<Loaded>> {
+    let (cands, _) = crate::store::handoffs::scan(&state.ledger, &task.handoffs(), names)?;
+    Ok(cands.into_iter().map(|c| c.loaded).collect())
+}
+
+/// Regenerate progress.md with `recent` as the activity since the last check-in; returns the text.
+pub fn write_progress(
+    task: &Task,
+    state: &PmState,
+    names: &[HandoffName],
+    recent: &[Loaded],
+    escalations: &[String],
+    now: DateTime<Utc>,
+) -> Result<String> {
+    let latest = latest_by_agent(&task.handoffs(), names)?;
+    let artifacts = task::list_artifacts(task)?;
+    write_gathered(task, state, &latest, &artifacts, recent, escalations, now)
+}
+
+/// Write progress.md from what was already gathered (a check-in's snapshot); returns the text.
+pub fn write_gathered(
+    task: &Task,
+    state: &PmState,
+    latest: &[Loaded],
+    artifacts: &[Artifact],
+    recent: &[Loaded],
+    escalations: &[String],
+    now: DateTime<Utc>,
+) -> Result<String> {
+    let text = render(&Input {
+        task: task.name.as_str(),
+        now,
+        last_checkin: state.last_checkin,
+        phase: state.phase,
+        recent,
+        latest,
+        artifacts,
+        escalations,
+    });
+    fsutil::atomic_write(&task.progress_path(), text.as_bytes())?;
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::handoff;
+
+    #[test]
+    fn a_handoff_already_parsed_is_not_read_again() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join("dev-20261123-085800.md"),
+            "# Handoff: dev\n**Status:** IN_PROGRESS\n",
+        )
+        .unwrap();
+        let (names, _) = handoffs::list(d.path()).unwrap();
+        // A parse the caller already holds (its file need not be there any more).
+        let parsed = Loaded::from_text("review-20261123-085900.md", "# Handoff: review\n**Status:** COMPLETE\n");
+        let mut all = names.clone();
+        all.push(parsed.name.clone());
+        let latest = latest_by_agent_reusing(d.path(), &all, std::slice::from_ref(&parsed)).unwrap();
+        let files: Vec<&str> = latest.iter().map(|l| l.file.as_str()).collect();
+        assert_eq!(files, ["dev-20261123-085800.md", "review-20261123-085900.md"]);
+        assert_eq!(latest[1].handoff.status, handoff::Status::Complete);
+        // Without it, the missing file is simply not there.
+        assert_eq!(latest_by_agent(d.path(), &all).unwrap().len(), 1);
+    }
+}

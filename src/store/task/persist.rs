@@ -1,0 +1,256 @@
+//! pm_state.json on disk: read (a corrupt file reported, or set aside when the state is
+//! about to be rewritten), written atomically, never overwritten by an older version.
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+
+use crate::core::error::{Error, Result};
+use crate::core::model::state::{DecodeError, PmState, STATE_VERSION, decode};
+use crate::store::fsutil;
+
+/// Read the state for display. A missing file is a fresh state; a bad one is an error, untouched.
+pub fn load(path: &Path, task: &str) -> Result<PmState> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(PmState::default()),
+        Err(e) => return Err(Error::io("read", path, e)),
+    };
+    decode(&bytes).map_err(|e| match e {
+        DecodeError::Corrupt(detail) => Error::CorruptState {
+            path: path.to_path_buf(),
+            task: task.to_string(),
+            detail,
+        },
+        DecodeError::TooNew(found) => Error::StateTooNew {
+            path: path.to_path_buf(),
+            found,
+            supported: STATE_VERSION,
+        },
+    })
+}
+
+/// Outcome of [`load_for_update`].
+#[derive(Debug)]
+pub struct Loaded {
+    /// The state to modify and save.
+    pub state: PmState,
+    /// Where a corrupt file was moved, if it was.
+    pub set_aside: Option<PathBuf>,
+}
+
+/// Read the state in order to change it. A corrupt file is moved aside ([`set_aside`],
+/// reported in `set_aside`) and a fresh state returned; a too-new file is an error (never
+/// set aside: it is valid, only not ours to rewrite).
+pub fn load_for_update(path: &Path, task: &str, now: DateTime<Utc>) -> Result<Loaded> {
+    match load(path, task) {
+        Ok(state) => Ok(Loaded { state, set_aside: None }),
+        Err(Error::CorruptState { .. }) => Ok(Loaded {
+            state: PmState::default(),
+            set_aside: Some(set_aside(path, now)?),
+        }),
+        Err(e) => Err(e),
+    }
+}
+
+/// The prefix of every set-aside copy's file name.
+pub const SET_ASIDE_PREFIX: &str = "pm_state.json.corrupt-";
+
+/// The name a corrupt state set aside at `now` gets: `pm_state.json.corrupt-<UTC time to
+/// the nanosecond>`, with `-<n>` added for the `n`th try, so a second corruption in the same
+/// instant (or a clock set back) gets a name of its own. Pure.
+pub fn set_aside_name(now: DateTime<Utc>, attempt: u32) -> String {
+    let stamp = now.format("%Y%m%dT%H%M%S%.9fZ");
+    match attempt {
+        0 => format!("{SET_ASIDE_PREFIX}{stamp}"),
+        n => format!("{SET_ASIDE_PREFIX}{stamp}-{n}"),
+    }
+}
+
+/// Move the corrupt file at `path` aside under a name no earlier copy has
+/// ([`set_aside_name`]): hard-linked to the new name, which fails rather than replace an
+/// existing copy, then unlinked; where hard links are not supported, renamed after checking
+/// the name is free (the caller holds the state lock). Returns the copy's path.
+pub fn set_aside(path: &Path, now: DateTime<Utc>) -> Result<PathBuf> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    for attempt in 0..1000 {
+        let aside = dir.join(set_aside_name(now, attempt));
+        match std::fs::hard_link(path, &aside) {
+            Ok(()) => {
+                std::fs::remove_file(path)
+                    .map_err(|e| Error::io("remove the corrupt state after copying it aside", path, e))?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(_) if aside.symlink_metadata().is_ok() => continue,
+            Err(_) => {
+                std::fs::rename(path, &aside).map_err(|e| Error::io("set aside corrupt state", path, e))?;
+            }
+        }
+        fsutil::sync_dir(dir)?;
+        return Ok(aside);
+    }
+    Err(Error::io(
+        "set aside corrupt state",
+        path,
+        std::io::Error::other("1000 set-aside copies with this timestamp already exist; remove old ones"),
+    ))
+}
+
+/// The copies of corrupt states set aside in the task folder `dir`, oldest first (names
+/// sort by time), so `task status` can name them until someone looks and removes them.
+pub fn set_aside_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(SET_ASIDE_PREFIX))
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
+}
+
+/// Write the state atomically (temp, fsync, rename, fsync folder).
+pub fn save(path: &Path, state: &PmState) -> Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(state).expect("state serialises");
+    bytes.push(b'\n');
+    fsutil::atomic_write(path, &bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::handoff::Status;
+    use crate::core::model::state::*;
+    use serde_json::Value;
+
+    #[test]
+    fn round_trip() {
+        let mut s = PmState {
+            phase: Phase::Developing,
+            ..Default::default()
+        };
+        s.last_checkin = Some("2025-11-27T09:00:00Z".parse().unwrap());
+        s.ledger
+            .record("dev-20251127-113000.md", 10, 5, "ab", "2025-11-27T11:31:00Z");
+        s.review_rejections.insert("dev".into(), 2);
+        s.agents.insert(
+            "dev".into(),
+            AgentState {
+                role: "spoke".into(),
+                host: crate::core::model::AgentHost::Local,
+                status: "running".into(),
+                last_status: Some(Status::NeedsReview),
+                ..Default::default()
+            },
+        );
+        s.extra.insert("future_field".into(), Value::from(7));
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("pm_state.json");
+        save(&p, &s).unwrap();
+        assert_eq!(load(&p, "t").unwrap(), s);
+    }
+
+    #[test]
+    fn transitions_follow_the_diagram() {
+        use Phase::*;
+        for (from, to) in [
+            (Planning, Exploring),
+            (Planning, Developing),
+            (Planning, Testing),
+            (Exploring, Reviewing),
+            (Exploring, Developing),
+            (Developing, Reviewing),
+            (Reviewing, Complete),
+            (Reviewing, Iterate),
+            (Reviewing, Blocked),
+            (Iterate, Developing),
+            (Blocked, Developing),
+            (Testing, Testing),
+        ] {
+            assert!(from.can_move_to(to), "{from} -> {to}");
+        }
+        for (from, to) in [
+            (Planning, Reviewing),
+            (Planning, Complete),
+            (Developing, Complete),
+            (Complete, Developing),
+            (Complete, Blocked),
+            (Iterate, Complete),
+            (Exploring, Iterate),
+        ] {
+            assert!(!from.can_move_to(to), "{from} -> {to} must be refused");
+        }
+    }
+
+    #[test]
+    fn corrupt_is_reported_then_set_aside() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("pm_state.json");
+        std::fs::write(&p, b"{\"version\": 2, \"phase\": ").unwrap();
+        let e = load(&p, "t").unwrap_err();
+        assert_eq!(e.exit_code(), crate::core::error::EXIT_STATE);
+        assert!(e.to_string().contains("pm_state.json"), "{e}");
+        assert!(p.exists(), "read-only load leaves the file");
+        let now: DateTime<Utc> = "2025-11-27T09:00:00Z".parse().unwrap();
+        let l = load_for_update(&p, "t", now).unwrap();
+        let aside = l.set_aside.unwrap();
+        assert!(
+            aside
+                .to_string_lossy()
+                .ends_with("pm_state.json.corrupt-20251127T090000.000000000Z"),
+            "{aside:?}"
+        );
+        assert_eq!(std::fs::read(&aside).unwrap(), b"{\"version\": 2, \"phase\": ");
+        assert!(!p.exists());
+        // A second corruption at the very same instant keeps both copies.
+        std::fs::write(&p, b"second").unwrap();
+        let again = load_for_update(&p, "t", now).unwrap().set_aside.unwrap();
+        assert_ne!(again, aside);
+        assert!(again.to_string_lossy().ends_with(".000000000Z-1"), "{again:?}");
+        assert_eq!(std::fs::read(&again).unwrap(), b"second");
+        assert_eq!(std::fs::read(&aside).unwrap(), b"{\"version\": 2, \"phase\": ");
+        assert_eq!(set_aside_files(d.path()), vec![aside, again]);
+    }
+
+    #[test]
+    fn set_aside_names_carry_nanoseconds() {
+        let t: DateTime<Utc> = "2025-11-27T09:00:00.123456789Z".parse().unwrap();
+        assert_eq!(set_aside_name(t, 0), "pm_state.json.corrupt-20251127T090000.123456789Z");
+        assert_eq!(
+            set_aside_name(t, 2),
+            "pm_state.json.corrupt-20251127T090000.123456789Z-2"
+        );
+    }
+
+    #[test]
+    fn too_new_is_not_set_aside() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("pm_state.json");
+        std::fs::write(&p, b"{\"version\": 99, \"phase\": \"PLANNING\"}").unwrap();
+        let now: DateTime<Utc> = "2025-11-27T09:00:00Z".parse().unwrap();
+        assert!(matches!(
+            load_for_update(&p, "t", now),
+            Err(Error::StateTooNew { found: 99, .. })
+        ));
+        assert!(p.exists());
+    }
+
+    #[test]
+    fn version_fixtures_are_read() {
+        let v1 = decode(include_bytes!("../../../tests/fixtures/pm_state.v1.json")).unwrap();
+        assert_eq!(v1.version, STATE_VERSION);
+        assert_eq!(v1.phase, Phase::Exploring);
+        assert_eq!(v1.last_checkin, Some("2025-11-27T09:30:00Z".parse().unwrap()));
+        assert_eq!(v1.agents["explore"].session.as_deref(), Some("dds-writer-pool-explore"));
+        assert!(v1.extra.contains_key("current_agent"), "unknown v1 fields are kept");
+
+        let v2 = decode(include_bytes!("../../../tests/fixtures/pm_state.v2.json")).unwrap();
+        assert_eq!(v2.phase, Phase::Reviewing);
+        assert_eq!(v2.ledger.len(), 2);
+        assert_eq!(v2.lineage.len(), 2);
+        assert_eq!(v2.review_rejections["dev"], 1);
+        assert_eq!(v2.agents["dev"].last_status, Some(Status::NeedsReview));
+    }
+}
