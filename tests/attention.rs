@@ -54,17 +54,6 @@ fn fake_runtimes(w: &World) {
     .unwrap();
 }
 
-fn start_idle_pm(w: &World, task: &str, config: &str) {
-    w.new_task(task, config);
-    ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
-        "start",
-        task,
-        "--runtime",
-        "demo",
-    ])));
-    w.wait_demo_prompt(&w.pane(task, "pm"));
-}
-
 fn spawn(w: &World, task: &str, agent: &str, runtime: &str) -> String {
     let h = w
         .handoff(task, "pm", "IN_PROGRESS")
@@ -97,7 +86,7 @@ fn notified(w: &World) -> String {
 fn a_dialog_is_escalated_once_after_its_grace_survives_a_restart_and_ends_when_answered() {
     let w = World::new();
     fake_runtimes(&w);
-    start_idle_pm(&w, "t1", "attention_after: 1s");
+    w.start_idle_pm("t1").new_task("attention_after: 1s").run();
     let pane = spawn(&w, "t1", "dev", "asker");
     wait_for("the dialog", 10, || {
         w.capture(&pane).contains("Do you want to proceed?").then_some(())
@@ -194,7 +183,9 @@ fn a_usage_limit_pauses_the_agent_and_it_is_resumed_after_the_reset() {
     let w = World::new();
     fake_runtimes(&w);
     // The reset shown is the current minute; the resume is due 4 s after it.
-    start_idle_pm(&w, "t1", "attention_after: 1s\nresume_delay: 4s");
+    w.start_idle_pm("t1")
+        .new_task("attention_after: 1s\nresume_delay: 4s")
+        .run();
     let pane = spawn(&w, "t1", "dev", "limited");
     wait_for("the limit screen", 10, || {
         w.capture(&pane).contains("resets").then_some(())

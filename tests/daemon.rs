@@ -11,18 +11,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::Value;
 
-fn start_idle_pm(w: &World, task: &str, extra_md: &str) {
-    w.new_task(task, extra_md);
-    let out = ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
-        "start",
-        task,
-        "--runtime",
-        "demo",
-    ])));
-    assert!(out.contains("Supervisor:") || out.contains("daemon"), "{out}");
-    w.wait_demo_prompt(&w.pane(task, "pm"));
-}
-
 fn handoff(w: &World, task: &str, agent: &str, status: &str) -> String {
     w.handoff(task, agent, status)
         .body(format!("## Completed Work\n{agent} finished.\n"))
@@ -41,7 +29,8 @@ fn raw_request(w: &World, bytes: &[u8]) -> Value {
 #[test]
 fn a_handoff_wakes_the_pm_and_a_burst_is_one_checkin() {
     let w = World::new();
-    start_idle_pm(&w, "t1", "");
+    let (_, out) = w.start_idle_pm("t1").new_task("").run();
+    assert!(out.contains("Supervisor:") || out.contains("daemon"), "{out}");
     let t0 = Instant::now();
     handoff(&w, "t1", "dev", "NEEDS_REVIEW");
     let inbox = wait_for("the check-in in the PM pane", 10, || {
@@ -227,7 +216,7 @@ fn next_checkin(w: &World, task: &str) -> chrono::DateTime<chrono::Utc> {
 fn the_schedule_survives_daemon_restarts() {
     let w = World::new();
     let t0 = chrono::Utc::now();
-    start_idle_pm(&w, "t1", "checkin: 3s");
+    w.start_idle_pm("t1").new_task("checkin: 3s").run();
     let every = chrono::Duration::seconds(3);
     let first = next_checkin(&w, "t1");
     assert!(first > t0 && first <= chrono::Utc::now() + every, "{first}");
@@ -291,7 +280,7 @@ fn the_schedule_survives_daemon_restarts() {
 #[test]
 fn socket_permissions_single_instance_and_bad_requests() {
     let w = World::new();
-    start_idle_pm(&w, "t1", "");
+    w.start_idle_pm("t1").new_task("").run();
     let sock = w.daemon_socket();
     assert_eq!(std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777, 0o600);
     assert_eq!(
@@ -333,7 +322,7 @@ fn socket_permissions_single_instance_and_bad_requests() {
 #[test]
 fn kill_9_loses_and_repeats_nothing_and_keeps_the_panes() {
     let w = World::new();
-    start_idle_pm(&w, "t1", "");
+    w.start_idle_pm("t1").new_task("").run();
     let pane = w.pane("t1", "pm");
     let mut written = Vec::new();
     let mut child: Option<std::process::Child> = None;
@@ -426,7 +415,7 @@ fn kill_9_loses_and_repeats_nothing_and_keeps_the_panes() {
 #[test]
 fn scheduled_checkins_fire_and_are_skipped_when_nothing_changed() {
     let w = World::new();
-    start_idle_pm(&w, "t1", "checkin: 1s");
+    w.start_idle_pm("t1").new_task("checkin: 1s").run();
     wait_for("a skipped scheduled check-in", 15, || {
         let log = std::fs::read_to_string(w.project.join("tasks/t1/events.jsonl")).unwrap_or_default();
         log.contains("\"checkin_skipped\"").then_some(())
@@ -437,7 +426,7 @@ fn scheduled_checkins_fire_and_are_skipped_when_nothing_changed() {
 #[test]
 fn a_dead_agent_becomes_a_signal_to_the_pm() {
     let w = World::new();
-    start_idle_pm(&w, "t1", "");
+    w.start_idle_pm("t1").new_task("").run();
     let h = handoff(&w, "t1", "pm", "IN_PROGRESS");
     ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
         "spawn",
@@ -467,7 +456,7 @@ fn a_dead_pm_is_restarted_with_backoff_then_the_task_is_blocked_and_a_human_noti
     let cfg = w.dir.path().join("config/agent-orchestrator");
     std::fs::create_dir_all(&cfg).unwrap();
     std::fs::write(cfg.join("config.toml"), "notify = [\"touch\", \"{dir}/NOTIFIED\"]\n").unwrap();
-    start_idle_pm(&w, "t1", "");
+    w.start_idle_pm("t1").new_task("").run();
     let kill_pm = |w: &World| {
         let pane = w.pane("t1", "pm");
         w.wait_demo_prompt(&pane);
@@ -551,7 +540,7 @@ fn the_systemd_unit_installs_and_verifies() {
 #[test]
 fn killing_the_daemons_whole_process_group_never_kills_an_agent() {
     let w = World::new();
-    start_idle_pm(&w, "t1", "");
+    w.start_idle_pm("t1").new_task("").run();
     let pane = w.pane("t1", "pm");
     let pid = w.daemon_pid().unwrap();
     let pgid = unsafe { libc::getpgid(pid) };
@@ -600,7 +589,7 @@ fn checked_in_files(w: &World, task: &str) -> Vec<String> {
 #[test]
 fn odd_handoff_files_are_handled_by_the_file_rules_and_never_block_the_daemon() {
     let w = World::new();
-    start_idle_pm(&w, "t1", "");
+    w.start_idle_pm("t1").new_task("").run();
     let dir = w.project.join("tasks/t1/handoffs");
     let body = |agent: &str, status: &str| {
         format!("# Handoff: {agent}\n**Status:** {status}\n\n## Completed Work\n{agent} done.\n")
@@ -693,7 +682,7 @@ fn odd_handoff_files_are_handled_by_the_file_rules_and_never_block_the_daemon() 
 #[test]
 fn spawn_send_and_stop_go_through_the_daemon_and_work_without_one() {
     let w = World::new();
-    start_idle_pm(&w, "t1", "");
+    w.start_idle_pm("t1").new_task("").run();
     let h = handoff(&w, "t1", "pm", "IN_PROGRESS");
 
     // A CLI pointed at other sessions than the daemon's is refused by the daemon, not half-served.
@@ -812,7 +801,7 @@ fn next_checkin_follows_the_mode_and_a_bad_schedule_is_reported_at_start() {
 #[test]
 fn the_daemons_answers_keep_the_clis_output_refusals_and_exit_codes() {
     let w = World::new();
-    start_idle_pm(&w, "t1", "");
+    w.start_idle_pm("t1").new_task("").run();
     let h1 = handoff(&w, "t1", "pm", "IN_PROGRESS");
     std::thread::sleep(Duration::from_millis(1100));
     let h2 = handoff(&w, "t1", "pm", "IN_PROGRESS");

@@ -9,17 +9,6 @@ use std::time::Duration;
 
 use common::*;
 
-fn start_idle_pm(w: &World, task: &str, hook: Option<(&str, &Path)>) {
-    w.new_task(task, "");
-    let mut c = w.task();
-    c.env("AO_DEMO_IDLE", "1").args(["start", task, "--runtime", "demo"]);
-    if let Some((point, gate)) = hook {
-        c.env(format!("AO_TEST_PAUSE_{point}"), gate);
-    }
-    ok(&run(&mut c));
-    w.wait_demo_prompt(&w.pane(task, "pm"));
-}
-
 fn file_name(p: &str) -> String {
     Path::new(p).file_name().unwrap().to_string_lossy().into_owned()
 }
@@ -79,7 +68,10 @@ fn then_exactly_once(w: &World, first: &str) {
 fn a_kill_after_the_paste_is_settled_from_what_the_pm_received_not_delivered_again() {
     let w = World::new();
     let gate = w.dir.path().join("after-deliver");
-    start_idle_pm(&w, "t1", Some(("AFTER_DELIVER", &gate)));
+    w.start_idle_pm("t1")
+        .new_task("")
+        .env("AO_TEST_PAUSE_AFTER_DELIVER", gate.to_str().unwrap())
+        .run();
     let h = file_name(&w.handoff("t1", "dev", "COMPLETE").write());
     wait_for("the daemon at the delivery window", 20, || {
         reached(&gate).exists().then_some(())
@@ -109,7 +101,10 @@ fn a_kill_after_the_paste_is_settled_from_what_the_pm_received_not_delivered_aga
 fn a_kill_after_the_intent_before_the_paste_delivers_once_after_the_restart() {
     let w = World::new();
     let gate = w.dir.path().join("before-deliver");
-    start_idle_pm(&w, "t1", Some(("BEFORE_DELIVER", &gate)));
+    w.start_idle_pm("t1")
+        .new_task("")
+        .env("AO_TEST_PAUSE_BEFORE_DELIVER", gate.to_str().unwrap())
+        .run();
     let h = file_name(&w.handoff("t1", "dev", "COMPLETE").write());
     wait_for("the daemon before the paste", 20, || {
         reached(&gate).exists().then_some(())
@@ -179,7 +174,10 @@ fn a_full_disk_repeats_nothing_calls_a_human_once_and_resumes_by_itself() {
     )
     .unwrap();
     let gate = w.dir.path().join("after-deliver");
-    start_idle_pm(&w, "t1", Some(("AFTER_DELIVER", &gate)));
+    w.start_idle_pm("t1")
+        .new_task("")
+        .env("AO_TEST_PAUSE_AFTER_DELIVER", gate.to_str().unwrap())
+        .run();
     let h = file_name(&w.handoff("t1", "dev", "COMPLETE").write());
     wait_for("the daemon at the delivery window", 20, || {
         reached(&gate).exists().then_some(())

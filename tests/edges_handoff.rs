@@ -15,23 +15,8 @@ use std::time::Duration;
 use common::*;
 use serde_json::Value;
 
-fn start_idle_pm(w: &World, task: &str, env: &[(&str, &str)]) {
-    w.new_task(task, "");
-    let mut c = w.task();
-    c.env("AO_DEMO_IDLE", "1").args(["start", task, "--runtime", "demo"]);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    ok(&run(&mut c));
-    w.wait_demo_prompt(&w.pane(task, "pm"));
-}
-
 fn handoffs(w: &World, task: &str) -> PathBuf {
     w.project.join("tasks").join(task).join("handoffs")
-}
-
-fn daemon_log(w: &World) -> String {
-    std::fs::read_to_string(w.dir.path().join("state/agent-orchestrator/daemon.log")).unwrap_or_default()
 }
 
 /// One `printf … >> file`: open for appending, write, close.
@@ -63,7 +48,7 @@ fn announced(w: &World, task: &str, file: &str) {
         Duration::from_secs(20),
         Duration::from_millis(50),
         || w.inbox(task, "pm").iter().any(|m| m.contains(file)).then_some(()),
-        || format!("inbox: {:?}\n--- daemon log\n{}", w.inbox(task, "pm"), daemon_log(w)),
+        || format!("inbox: {:?}\n--- daemon log\n{}", w.inbox(task, "pm"), w.daemon_log()),
     );
 }
 
@@ -79,7 +64,7 @@ fn inbox_through(w: &World, task: &str, sentinel: &str) -> Vec<String> {
             let i = w.inbox(task, "pm");
             i.iter().any(|m| m.contains(sentinel)).then_some(i)
         },
-        || format!("inbox: {:?}\n--- daemon log\n{}", w.inbox(task, "pm"), daemon_log(w)),
+        || format!("inbox: {:?}\n--- daemon log\n{}", w.inbox(task, "pm"), w.daemon_log()),
     );
     let last = inbox.last().unwrap();
     assert!(last.contains(sentinel) && last.contains("New handoffs (1):"), "{last}");
@@ -97,7 +82,7 @@ const CHUNKS: [&str; 5] = [
 #[test]
 fn appended_and_slowly_written_handoffs_are_announced_once_whole_and_a_change_as_amended() {
     let w = World::new();
-    start_idle_pm(&w, "t1", &[]);
+    w.start_idle_pm("t1").new_task("").run();
     let dir = handoffs(&w, "t1");
 
     // Five appends in a row, as `printf … >> f` five times.
@@ -145,7 +130,7 @@ fn appended_and_slowly_written_handoffs_are_announced_once_whole_and_a_change_as
         Duration::from_secs(20),
         Duration::from_millis(50),
         || (w.inbox("t1", "pm").len() > 4).then_some(()),
-        || daemon_log(&w),
+        || w.daemon_log(),
     );
     let inbox = inbox_through(&w, "t1", "test-20261123-100201.md");
     assert_eq!(inbox.len(), 6, "one check-in for the amendment: {inbox:#?}");
@@ -170,7 +155,7 @@ fn appended_and_slowly_written_handoffs_are_announced_once_whole_and_a_change_as
 #[test]
 fn skewed_mtimes_written_while_the_daemon_is_down_or_pulled_by_rsync_are_seen_once() {
     let w = World::new();
-    start_idle_pm(&w, "t1", &[]);
+    w.start_idle_pm("t1").new_task("").run();
     let pid = w.daemon_pid().expect("task start started a daemon");
     // SAFETY: the daemon this test started.
     unsafe {
@@ -281,7 +266,10 @@ fn a_watcher_queue_overflow_is_warned_counted_and_its_checkin_stays_under_the_ca
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(16384);
-    start_idle_pm(&w, "t1", &[("AO_TEST_PAUSE_WATCHER", release.to_str().unwrap())]);
+    w.start_idle_pm("t1")
+        .new_task("")
+        .env("AO_TEST_PAUSE_WATCHER", release.to_str().unwrap())
+        .run();
     let dir = handoffs(&w, "t1");
     // The watcher's first event: it pauses there.
     std::fs::write(dir.join("wake.txt"), "x").unwrap();
@@ -312,12 +300,12 @@ fn a_watcher_queue_overflow_is_warned_counted_and_its_checkin_stays_under_the_ca
         Duration::from_secs(20),
         Duration::from_millis(50),
         || {
-            daemon_log(&w)
+            w.daemon_log()
                 .lines()
                 .any(|l| l.contains("WARN") && l.contains("overflowed"))
                 .then_some(())
         },
-        || daemon_log(&w),
+        || w.daemon_log(),
     );
     let status: Value = serde_json::from_str(&ok(&run(w.task().args(["status", "t1", "--json"])))).unwrap();
     let overflows = status["task"]["watcher"]["overflows"]
@@ -335,7 +323,7 @@ fn a_watcher_queue_overflow_is_warned_counted_and_its_checkin_stays_under_the_ca
             let i = w.inbox("t1", "pm");
             i.iter().any(|m| m.contains("more handoffs not listed")).then_some(i)
         },
-        || format!("inbox: {:?}\n--- daemon log\n{}", w.inbox("t1", "pm"), daemon_log(&w)),
+        || format!("inbox: {:?}\n--- daemon log\n{}", w.inbox("t1", "pm"), w.daemon_log()),
     );
     for m in &inbox {
         assert!(m.len() <= 4096, "{} bytes: {m}", m.len());
@@ -348,7 +336,7 @@ fn a_watcher_queue_overflow_is_warned_counted_and_its_checkin_stays_under_the_ca
 #[test]
 fn a_status_line_without_a_body_is_not_announced_when_the_body_follows_after_a_pause() {
     let w = World::new();
-    start_idle_pm(&w, "t1", &[]);
+    w.start_idle_pm("t1").new_task("").run();
     let file = "dev-20261123-130000.md";
     let path = handoffs(&w, "t1").join(file);
     append(&path, "# Handoff: dev\n**Status:** COMPLETE\n\n## Completed Work\n");

@@ -9,19 +9,6 @@ use chrono::{DateTime, Utc};
 use common::*;
 use serde_json::Value;
 
-/// A task whose PM is an idle demo agent, under a daemon started by `task start` (logging
-/// at info level, so the tests can see it supervise).
-fn start_idle_pm(w: &World, task: &str) {
-    w.new_task(task, "");
-    ok(&run(w.task().env("AO_DEMO_IDLE", "1").env("RUST_LOG", "info").args([
-        "start",
-        task,
-        "--runtime",
-        "demo",
-    ])));
-    w.wait_demo_prompt(&w.pane(task, "pm"));
-}
-
 fn time_of(e: &Value) -> DateTime<Utc> {
     e["time"].as_str().unwrap().parse().unwrap()
 }
@@ -36,7 +23,7 @@ fn dump(w: &World, task: &str) -> String {
 #[test]
 fn a_death_after_each_tmux_server_restart_is_reported_and_the_pm_restarted() {
     let w = World::new();
-    start_idle_pm(&w, "t1");
+    w.start_idle_pm("t1").new_task("").env("RUST_LOG", "info").run();
     let mut servers = vec![w.state("t1")["agents"]["pm"]["tmux_server"].clone()];
     for round in 1..=2usize {
         let before = w.state("t1")["agents"]["pm"].clone();
@@ -141,7 +128,7 @@ fn kill_pm(w: &World, task: &str) {
 #[test]
 fn pm_restarts_wait_1_2_4_s_from_each_death_and_the_fourth_death_is_counted() {
     let w = World::new();
-    start_idle_pm(&w, "t1");
+    w.start_idle_pm("t1").new_task("").env("RUST_LOG", "info").run();
     for n in 1..=3usize {
         kill_pm(&w, "t1");
         wait_until(
@@ -194,14 +181,10 @@ fn wait_supervised(w: &World) {
     });
 }
 
-fn daemon_log(w: &World) -> String {
-    std::fs::read_to_string(w.dir.path().join("state/agent-orchestrator/daemon.log")).unwrap_or_default()
-}
-
 #[test]
 fn a_corrupt_state_under_the_daemon_is_set_aside_reported_and_supervision_goes_on() {
     let w = World::new();
-    start_idle_pm(&w, "t1");
+    w.start_idle_pm("t1").new_task("").env("RUST_LOG", "info").run();
     wait_supervised(&w);
     let dir = w.project.join("tasks/t1");
     std::fs::write(dir.join("pm_state.json"), b"{\"version\": 2, \"phase\": \"PLAN").unwrap();
@@ -216,9 +199,9 @@ fn a_corrupt_state_under_the_daemon_is_set_aside_reported_and_supervision_goes_o
     assert_eq!(std::fs::read(&copy).unwrap(), b"{\"version\": 2, \"phase\": \"PLAN");
     assert_eq!(ev["data"]["restored"], true, "{ev}");
     assert!(
-        daemon_log(&w).contains("pm_state.json was corrupt"),
+        w.daemon_log().contains("pm_state.json was corrupt"),
         "{}",
-        daemon_log(&w)
+        w.daemon_log()
     );
     let esc = w.events_of("t1", "escalation");
     assert!(
@@ -260,7 +243,7 @@ fn a_corrupt_state_under_the_daemon_is_set_aside_reported_and_supervision_goes_o
 #[test]
 fn a_newer_versions_state_is_never_rewritten_escalated_once_and_deaths_still_seen() {
     let w = World::new();
-    start_idle_pm(&w, "t1");
+    w.start_idle_pm("t1").new_task("").env("RUST_LOG", "info").run();
     wait_supervised(&w);
     let path = w.project.join("tasks/t1/pm_state.json");
     let mut st = w.state("t1");
@@ -290,7 +273,7 @@ fn a_newer_versions_state_is_never_rewritten_escalated_once_and_deaths_still_see
     );
     assert_eq!(std::fs::read(&path).unwrap(), bytes, "never rewritten");
     assert_eq!(w.events_of("t1", "escalation").len(), 1, "escalated once");
-    assert!(daemon_log(&w).contains("newer version"), "{}", daemon_log(&w));
+    assert!(w.daemon_log().contains("newer version"), "{}", w.daemon_log());
 }
 
 #[test]

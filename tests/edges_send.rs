@@ -9,20 +9,6 @@ use std::process::{Child, Command, Stdio};
 
 use common::*;
 
-/// Start task `t1` with an idle demo PM (through a daemon unless `no_daemon`); its pane.
-fn start_idle_pm(w: &World, no_daemon: bool) -> String {
-    let mut c = w.task();
-    c.env("AO_DEMO_IDLE", "1")
-        .args(["start", "t1", "--runtime", "demo", "--no-cron"]);
-    if no_daemon {
-        c.arg("--no-daemon");
-    }
-    ok(&run(&mut c));
-    let pane = w.pane("t1", "pm");
-    w.wait_demo_prompt(&pane);
-    pane
-}
-
 fn spawn_quiet(c: &mut Command) -> Child {
     c.stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -48,7 +34,7 @@ fn files_in(dir: &Path) -> usize {
 #[test]
 fn twenty_concurrent_sends_arrive_as_twenty_separate_submissions() {
     let w = World::new();
-    let pane = start_idle_pm(&w, false);
+    let pane = w.start_idle_pm("t1").arg("--no-cron").run().0;
     let children: Vec<Child> = (1..=20)
         .map(|i| {
             spawn_quiet(
@@ -74,7 +60,7 @@ fn twenty_concurrent_sends_arrive_as_twenty_separate_submissions() {
 #[test]
 fn sends_during_a_checkin_wait_for_it_and_are_not_merged_into_it() {
     let w = World::new();
-    let pane = start_idle_pm(&w, true);
+    let pane = w.start_idle_pm("t1").arg("--no-cron").arg("--no-daemon").run().0;
     w.handoff("t1", "explore", "COMPLETE")
         .body("## Completed Work\nexplore work done.\n")
         .write();
@@ -158,7 +144,7 @@ impl Drop for ReadOnly {
 #[test]
 fn stop_works_on_a_read_only_project() {
     let w = World::new();
-    start_idle_pm(&w, true);
+    w.start_idle_pm("t1").arg("--no-cron").arg("--no-daemon").run();
     assert_eq!(w.sessions(), ["aot-t1-pm"]);
     let _ro = ReadOnly::mount(&w.project);
     assert!(
@@ -173,7 +159,7 @@ fn stop_works_on_a_read_only_project() {
 #[test]
 fn stop_ends_the_sessions_of_a_task_whose_folder_was_deleted() {
     let w = World::new();
-    start_idle_pm(&w, true);
+    w.start_idle_pm("t1").arg("--no-cron").arg("--no-daemon").run();
     assert_eq!(w.sessions(), ["aot-t1-pm"]);
     std::fs::remove_dir_all(w.project.join("tasks/t1")).unwrap();
     let out = ok(&run(w.task().args(["stop", "t1"])));
@@ -187,7 +173,7 @@ fn stop_ends_the_sessions_of_a_task_whose_folder_was_deleted() {
 #[test]
 fn a_start_refused_by_another_projects_task_of_the_same_name_says_so() {
     let w = World::new();
-    start_idle_pm(&w, true);
+    w.start_idle_pm("t1").arg("--no-cron").arg("--no-daemon").run();
     let other = w.dir.path().join("proj2");
     std::fs::create_dir_all(&other).unwrap();
     let o = run(w.task().current_dir(&other).env("AO_DEMO_IDLE", "1").args([
@@ -212,7 +198,7 @@ fn a_start_refused_by_another_projects_task_of_the_same_name_says_so() {
 #[test]
 fn a_send_that_waits_too_long_for_the_pane_is_not_delivered_and_names_the_holder() {
     let w = World::new();
-    start_idle_pm(&w, true);
+    w.start_idle_pm("t1").arg("--no-cron").arg("--no-daemon").run();
     w.handoff("t1", "explore", "COMPLETE").write();
     let go = w.dir.path().join("go");
     let checkin = spawn_quiet(

@@ -7,6 +7,54 @@ use serde_json::Value;
 
 use super::{World, ok, run, run_with_stdin, wait_for};
 
+/// `task start` of a task whose PM is an idle demo agent, built up and then run; see
+/// [`World::start_idle_pm`].
+pub struct StartCmd<'a> {
+    w: &'a World,
+    task: String,
+    new: Option<String>,
+    env: Vec<(String, String)>,
+    args: Vec<String>,
+}
+
+impl StartCmd<'_> {
+    /// `task new` first, with `config` as task.md's Agent Config (may be empty).
+    pub fn new_task(mut self, config: &str) -> Self {
+        self.new = Some(config.into());
+        self
+    }
+
+    /// An environment variable for `task start` (and so for the daemon it starts).
+    pub fn env(mut self, k: impl Into<String>, v: impl Into<String>) -> Self {
+        self.env.push((k.into(), v.into()));
+        self
+    }
+
+    /// One more argument (`--no-daemon`, `--no-cron`).
+    pub fn arg(mut self, a: &str) -> Self {
+        self.args.push(a.into());
+        self
+    }
+
+    /// Start it, wait for the PM's prompt; the PM's pane and what `task start` printed.
+    pub fn run(self) -> (String, String) {
+        if let Some(config) = &self.new {
+            self.w.new_task(&self.task, config);
+        }
+        let mut c = self.w.task();
+        c.env("AO_DEMO_IDLE", "1")
+            .args(["start", &self.task, "--runtime", "demo"]);
+        c.args(&self.args);
+        for (k, v) in &self.env {
+            c.env(k, v);
+        }
+        let out = ok(&run(&mut c));
+        let pane = self.w.pane(&self.task, "pm");
+        self.w.wait_demo_prompt(&pane);
+        (pane, out)
+    }
+}
+
 /// `task handoff`, built up and then written; see [`World::handoff`].
 pub struct HandoffCmd<'a> {
     w: &'a World,
@@ -100,6 +148,17 @@ impl World {
             "--runtime",
             "demo",
         ])))
+    }
+
+    /// `task start <task>` with an idle demo PM; `.run()` starts it (see [`StartCmd`]).
+    pub fn start_idle_pm(&self, task: &str) -> StartCmd<'_> {
+        StartCmd {
+            w: self,
+            task: task.into(),
+            new: None,
+            env: Vec::new(),
+            args: Vec::new(),
+        }
     }
 
     /// The usual opening: `task new <task>`, the PM's IN_PROGRESS handoff to `agent` (no

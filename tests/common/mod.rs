@@ -256,6 +256,11 @@ impl World {
 }
 
 impl World {
+    /// The daemon's log (tracing to a file under the World's state dir).
+    pub fn daemon_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("state/agent-orchestrator/daemon.log")).unwrap_or_default()
+    }
+
     /// The daemon's socket in this world.
     pub fn daemon_socket(&self) -> PathBuf {
         self.dir.path().join("run/agent-orchestrator/daemon.sock")
