@@ -738,3 +738,77 @@ fn a_remote_handoff_comes_home_by_the_watch_not_the_periodic_pull() {
         o.stdout.is_empty().then_some(())
     });
 }
+
+#[test]
+fn doctor_names_each_host_and_command_with_its_fix_and_fails_on_a_problem() {
+    let r = Remote::new(None);
+    // A second task on a host where nothing listens, and a notify command that does not exist.
+    ok(&run(r.w.task().args(["new", "t2"])));
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    std::fs::write(
+        r.w.project.join("tasks/t2/task.md"),
+        format!("# Task: gone\n\n## Agent Config\ncwd: 127.0.0.1:{closed}:/nowhere\n"),
+    )
+    .unwrap();
+    let cfg = r.w.dir.path().join("config/agent-orchestrator");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(
+        cfg.join("config.toml"),
+        "notify = [\"no-such-notifier-ao\", \"{task}\"]\n",
+    )
+    .unwrap();
+
+    let o = run(r.task().arg("doctor"));
+    let out = stdout(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "a problem fails the doctor\n{out}\n{}",
+        stderr(&o)
+    );
+    let line = |start: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().nth(1).is_some_and(|_| l.contains(start)))
+            .unwrap_or_else(|| panic!("no line for {start}:\n{out}"))
+            .to_string()
+    };
+    assert!(line("tmux ").starts_with("ok"), "{out}");
+    assert!(
+        line("remote aoremote").starts_with("ok") && line("remote aoremote").contains("rsync present"),
+        "{out}"
+    );
+    assert!(
+        line(&format!("remote 127.0.0.1:{closed}")).starts_with("problem"),
+        "{out}"
+    );
+    assert!(
+        line("notify").starts_with("problem") && line("notify").contains("no-such-notifier-ao"),
+        "{out}"
+    );
+    assert!(out.contains("fix: install no-such-notifier-ao"), "{out}");
+    assert!(
+        out.contains("claude permissions") && out.contains("fix: task setup-agents"),
+        "{out}"
+    );
+
+    // The same, for scripts; and once the settings are written, that line is ok.
+    ok(&run(r.task().args(["setup-agents", "--runtime", "claude"])));
+    let o = run(r.task().args(["doctor", "--json"]));
+    assert_eq!(o.status.code(), Some(1));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["schema"], 1);
+    assert_eq!(v["healthy"], false);
+    let level = |name: &str| {
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"].as_str().is_some_and(|n| n.starts_with(name)))
+            .map(|c| c["level"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| panic!("no check {name}: {v}"))
+    };
+    assert_eq!(level("claude permissions"), "ok", "{v}");
+    assert_eq!(level("remote aoremote"), "ok", "{v}");
+    assert_eq!(level("notify"), "problem", "{v}");
+    assert_eq!(level("runtime demo"), "ok", "{v}");
+}

@@ -15,6 +15,7 @@ pub(crate) mod checkin;
 pub(crate) mod context;
 pub(crate) mod daemon;
 pub(crate) mod dispatch;
+pub(crate) mod doctor;
 pub(crate) mod escalation;
 pub(crate) mod gate;
 pub(crate) mod handoff;

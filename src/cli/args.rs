@@ -247,6 +247,14 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check everything tasks depend on: tmux and the dedicated server, each runtime's program and version, Claude Code's permissions for the protocol's commands, the daemon, the systemd unit and lingering, cron, every remote host of the project's tasks (ssh, rsync), the notify command. One line each: ok, warning or problem, with the command that fixes it. Exits 1 when any problem is found; changes nothing.
+    Doctor {
+        #[command(flatten)]
+        project: ProjectArg,
+        /// Print the checks as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show a task's event log (check-ins, spawns, deaths…) from events.jsonl.
     Log {
         /// The task.

@@ -104,6 +104,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Daemon { stop: false } => commands::daemon::run(),
         Command::Daemon { stop: true } | Command::Shutdown => commands::daemon::shutdown(),
         Command::Service { action, json } => commands::service::run(action, json),
+        Command::Doctor { project, json } => block_on(commands::doctor::run(project.project.as_deref(), json)),
         Command::Log {
             task,
             project,

@@ -4,6 +4,7 @@
 pub(crate) mod attach;
 pub(crate) mod checkin;
 pub(crate) mod daemon;
+pub(crate) mod doctor;
 pub(crate) mod handoff;
 pub(crate) mod list;
 pub(crate) mod log;
