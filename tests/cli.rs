@@ -571,3 +571,61 @@ fn setup_agents_merges_the_allow_rules_and_refuses_a_malformed_settings_file() {
     );
     assert_eq!(snapshot(e.path()), before, "nothing written, no agent file either");
 }
+
+#[test]
+fn runtime_check_passes_for_demo_and_shows_the_screen_when_a_pattern_does_not_match() {
+    let w = World::new();
+    w.new_task("t1", "");
+    let out = ok(&run(w.task().args(["runtime", "check", "demo"])));
+    for step in [
+        "profile",
+        "program",
+        "start",
+        "ready",
+        "deliver",
+        "submitted",
+        "answered",
+    ] {
+        assert!(
+            out.lines().any(|l| l.starts_with("ok") && l.contains(step)),
+            "{step}:\n{out}"
+        );
+    }
+    assert!(w.sessions().is_empty(), "nothing left running: {:?}", w.sessions());
+
+    // A profile whose ready pattern never matches fails at `ready`, with the screen and the fix.
+    let cfg = w.dir.path().join("config/agent-orchestrator");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(
+        cfg.join("config.toml"),
+        "[runtimes.broken]\nargv = [\"{task_bin}\", \"demo-agent\", \"--prompt-file\", \"{prompt_file}\"]\n\
+         max_prompt_arg = 0\nfile_prompt = \"{prompt_file}\"\nready_timeout_secs = 2\n\
+         [runtimes.broken.patterns]\nready = ['^never> $']\n",
+    )
+    .unwrap();
+    let o = run(w.task().args(["runtime", "check", "broken"]));
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("problem") && l.contains("ready")),
+        "{out}"
+    );
+    assert!(
+        out.contains("fix: make patterns.ready of [runtimes.broken] match"),
+        "{out}"
+    );
+    assert!(
+        out.contains("The screen when it failed:") && out.contains("demo> "),
+        "{out}"
+    );
+    assert!(stderr(&o).contains("the ready step failed"), "{}", stderr(&o));
+    assert!(w.sessions().is_empty(), "nothing left running: {:?}", w.sessions());
+
+    // An unknown runtime fails at the profile, naming the ones there are.
+    let o = run(w.task().args(["runtime", "check", "nosuch", "--json"]));
+    assert_eq!(o.status.code(), Some(1));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["passed"], false);
+    assert_eq!(v["steps"][0]["name"], "profile");
+    assert!(v["steps"][0]["detail"].as_str().unwrap().contains("demo"), "{v}");
+}

@@ -21,6 +21,7 @@ pub(crate) mod gate;
 pub(crate) mod handoff;
 pub(crate) mod lanes;
 pub(crate) mod progress;
+pub(crate) mod runtime_check;
 pub(crate) mod send;
 pub(crate) mod service;
 pub(crate) mod session;

@@ -255,6 +255,11 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Runtime profiles (claude, kiro, demo, or your own in the config file): `task runtime check <runtime>` proves one against the real program.
+    Runtime {
+        #[command(subcommand)]
+        action: RuntimeAction,
+    },
     /// Show a task's event log (check-ins, spawns, deaths…) from events.jsonl.
     Log {
         /// The task.
@@ -290,6 +295,21 @@ pub enum Command {
         #[arg(long, value_name = "ROSTER", default_value = "default")]
         roster: String,
         /// Print what was added and kept as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `task runtime` actions.
+#[derive(Debug, Subcommand)]
+pub enum RuntimeAction {
+    /// Start the runtime's program in a scratch tmux session in the project, wait for its ready pattern, deliver a probe message with verified delivery and see it submitted; each step is reported, with the screen and the fix when a pattern did not match. Exit 0 only when every step passed. This is how to add a CLI we have never seen: write its profile, then check it.
+    Check {
+        /// The runtime: a built-in one (claude, kiro, demo) or [runtimes.<name>] in the config file.
+        runtime: String,
+        #[command(flatten)]
+        project: ProjectArg,
+        /// Print the steps as JSON.
         #[arg(long)]
         json: bool,
     },

@@ -17,7 +17,7 @@ use crate::app::{send::What, start::Mode};
 use crate::core::error::{self, Error, Exit};
 use crate::core::wire::Refusal;
 
-pub use args::{Cli, Command, ProjectArg, ServiceAction};
+pub use args::{Cli, Command, ProjectArg, RuntimeAction, ServiceAction};
 
 /// Parse arguments, run, print errors; returns the process exit code.
 pub fn main() -> i32 {
@@ -104,6 +104,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Daemon { stop: false } => commands::daemon::run(),
         Command::Daemon { stop: true } | Command::Shutdown => commands::daemon::shutdown(),
         Command::Service { action, json } => commands::service::run(action, json),
+        Command::Runtime {
+            action: RuntimeAction::Check { runtime, project, json },
+        } => block_on(commands::runtime::check(&runtime, project.project.as_deref(), json)),
         Command::Doctor { project, json } => block_on(commands::doctor::run(project.project.as_deref(), json)),
         Command::Log {
             task,

@@ -53,7 +53,7 @@ fn agent_env(ctx: &Ctx, task: &Task, agent: &str, role: &str) -> Vec<(String, St
 /// Start `agent` in a new local tmux session and record it in the state. Everything that
 /// can fail is checked before anything is created, so a refused start leaves no session.
 #[allow(clippy::too_many_arguments)] // called by start, restart and the local spawn; a struct would only rename them
-pub(super) async fn start_agent(
+pub(crate) async fn start_agent(
     ctx: &Ctx,
     task: &Task,
     agent: &str,

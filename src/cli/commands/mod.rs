@@ -11,6 +11,7 @@ pub(crate) mod log;
 pub(crate) mod new;
 pub(crate) mod prepare;
 pub(crate) mod progress;
+pub(crate) mod runtime;
 pub(crate) mod send;
 pub(crate) mod service;
 pub(crate) mod setup_agents;

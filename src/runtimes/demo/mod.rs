@@ -318,8 +318,9 @@ pub fn main(prompt_file: &Path) -> Result<()> {
         env.task,
         preamble.len()
     ));
-    // AO_DEMO_IDLE=1: only read and record messages (tests use it for a quiet agent).
-    let idle = std::env::var_os("AO_DEMO_IDLE").is_some();
+    // AO_DEMO_IDLE=1: only read and record messages (tests use it for a quiet agent). A
+    // first prompt that never mentions handoffs (`task runtime check`'s) gives nothing to do.
+    let idle = std::env::var_os("AO_DEMO_IDLE").is_some() || !preamble.contains("handoff");
     let mut done = idle;
     if idle {
         say("demo: idle mode; recording messages only");

@@ -1,0 +1,235 @@
+//! `task runtime check <runtime>`: prove a runtime profile against the real program
+//! before a task depends on it. Start the program in a scratch session (in the project,
+//! so its trust and settings are the ones tasks get), wait for the profile's ready
+//! pattern, deliver a probe with verified delivery, and see it submitted. Every step is
+//! reported; a step that fails shows what the screen held, since a pattern that does not
+//! match is the usual cause and the screen is what to write the pattern from.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::app::context::Ctx;
+use crate::core::doctor::Check;
+use crate::core::report::Outcome;
+use crate::core::screen::{Screen, assess};
+use crate::io::{delivery, runtime};
+use crate::store::task::{Task, create_or_repair};
+
+/// The first prompt the program gets: nothing to do, answer one word.
+const FIRST_PROMPT: &str = include_str!("../../templates/runtime-check.md");
+/// The message delivered once the program is ready.
+const PROBE: &str = include_str!("../../templates/runtime-check-probe.md");
+
+/// The steps, and the screen of the first one that failed.
+#[derive(Debug)]
+pub struct RuntimeCheck {
+    /// One line per step, in order; steps after a failure are not run.
+    pub steps: Vec<Check>,
+    /// The pane as the failing step left it (its last lines).
+    pub screen: Option<String>,
+}
+
+/// Check runtime `name`, started in `cwd` (the project).
+pub async fn check(ctx: &Ctx, name: &str, cwd: &Path) -> RuntimeCheck {
+    let mut out = RuntimeCheck {
+        steps: Vec::new(),
+        screen: None,
+    };
+    let rt = match runtime::resolve(name) {
+        Ok(rt) => rt,
+        Err(e) => {
+            out.steps.push(Check::problem(
+                "profile",
+                e.to_string(),
+                "add or fix [runtimes.<name>] in the config file",
+            ));
+            return out;
+        }
+    };
+    out.steps
+        .push(Check::ok("profile", format!("{name}: {}", rt.profile.description)));
+    if let Err(e) = rt.ensure_installed(&ctx.task_bin) {
+        let fix = if rt.profile.install.is_empty() {
+            "install the program, or set argv in the profile".to_string()
+        } else {
+            rt.profile.install.clone()
+        };
+        out.steps.push(Check::problem("program", e.to_string(), fix));
+        return out;
+    }
+    out.steps.push(Check::ok(
+        "program",
+        rt.profile.argv[0].replace("{task_bin}", &ctx.task_bin.to_string_lossy()),
+    ));
+
+    // A scratch task folder (TASK_DIR, the saved preamble), gone when the check ends.
+    let scratch = match tempfile::tempdir() {
+        Ok(d) => d,
+        Err(e) => {
+            out.steps.push(Check::problem(
+                "start",
+                format!("no scratch folder: {e}"),
+                "check TMPDIR",
+            ));
+            return out;
+        }
+    };
+    let task_name = format!("runtime-check-{}", std::process::id());
+    let started = async {
+        let task = Task::new(scratch.path(), task_name.parse()?)?;
+        create_or_repair(&task, crate::core::clock::now())?;
+        crate::app::session::start_agent(
+            ctx,
+            &task,
+            "pm",
+            "hub",
+            &rt,
+            FIRST_PROMPT,
+            cwd,
+            crate::core::clock::now(),
+            None,
+        )
+        .await
+    }
+    .await;
+    let started = match started {
+        Ok(s) => s,
+        Err(e) => {
+            out.steps.push(Check::problem(
+                "start",
+                e.to_string(),
+                "run the argv of the profile by hand in a terminal",
+            ));
+            return out;
+        }
+    };
+    out.steps.push(Check::ok(
+        "start",
+        format!("{} in tmux session {}", started.argv.join(" "), started.session),
+    ));
+    steps_in_pane(ctx, &rt, &started.pane, &mut out).await;
+    let _ = ctx.tmux.kill_session(&started.session).await;
+    let _ = ctx.tmux.end_if_empty().await;
+    out
+}
+
+/// Ready, delivered, submitted: each a step, stopping at the first that fails.
+async fn steps_in_pane(ctx: &Ctx, rt: &runtime::Runtime, pane: &str, out: &mut RuntimeCheck) {
+    let timeout = Duration::from_secs(rt.profile.ready_timeout_secs);
+    let deadline = Instant::now() + timeout;
+    let mut screen = String::new();
+    let mut last = Screen::Unknown;
+    while Instant::now() < deadline {
+        screen = ctx.tmux.capture(pane).await.unwrap_or_default();
+        last = assess(&screen, &rt.patterns);
+        if matches!(last, Screen::Ready | Screen::Dialog(_)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    match last {
+        Screen::Ready => out
+            .steps
+            .push(Check::ok("ready", "the input area matched patterns.ready")),
+        Screen::Dialog(line) => {
+            out.steps.push(Check::problem(
+                "ready",
+                format!("a dialog is showing: {line:?}"),
+                "answer it once by hand in this folder (e.g. trust it), then check again",
+            ));
+            out.screen = Some(tail(&screen));
+            return;
+        }
+        other => {
+            out.steps.push(Check::problem(
+                "ready",
+                format!(
+                    "not ready after {} s (the screen reads as {other:?})",
+                    timeout.as_secs()
+                ),
+                format!(
+                    "make patterns.ready of [runtimes.{}] match the empty input line shown below",
+                    rt.name
+                ),
+            ));
+            out.screen = Some(tail(&screen));
+            return;
+        }
+    }
+    match delivery::deliver(&ctx.tmux, pane, PROBE.trim(), &rt.patterns, &rt.delivery_options()).await {
+        Ok(r) if r.outcome == Outcome::Delivered => {
+            out.steps.push(Check::ok(
+                "deliver",
+                format!("{} bytes pasted once, {} Enter", r.bytes, r.enters),
+            ));
+            out.steps
+                .push(Check::ok("submitted", "the input area no longer holds the probe"));
+            answered(ctx, rt, pane, timeout, out).await;
+        }
+        Ok(r) => {
+            let pasted = r.outcome == Outcome::Unconfirmed;
+            out.steps.push(if pasted {
+                Check::ok("deliver", format!("{} bytes pasted, {} Enter", r.bytes, r.enters))
+            } else {
+                Check::problem("deliver", r.reason.clone(), "see the screen below")
+            });
+            if pasted {
+                out.steps.push(Check::problem(
+                    "submitted",
+                    r.reason,
+                    format!(
+                        "check submit_enters and patterns.pending / paste_marker of [runtimes.{}] against the screen below",
+                        rt.name
+                    ),
+                ));
+            }
+            out.screen = Some(tail(&ctx.tmux.capture(pane).await.unwrap_or_default()));
+        }
+        Err(e) => {
+            out.steps.push(Check::problem(
+                "deliver",
+                e.to_string(),
+                "check the tmux server (task doctor)",
+            ));
+        }
+    }
+}
+
+/// The program took the probe and came back to its input: ready on two looks half a
+/// second apart, after giving it a moment to start working. A program that never comes
+/// back would leave every later message of a task waiting.
+async fn answered(ctx: &Ctx, rt: &runtime::Runtime, pane: &str, timeout: Duration, out: &mut RuntimeCheck) {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let deadline = Instant::now() + timeout;
+    let mut ready_looks = 0;
+    let mut screen = String::new();
+    while Instant::now() < deadline {
+        screen = ctx.tmux.capture(pane).await.unwrap_or_default();
+        ready_looks = if assess(&screen, &rt.patterns) == Screen::Ready {
+            ready_looks + 1
+        } else {
+            0
+        };
+        if ready_looks >= 2 {
+            out.steps
+                .push(Check::ok("answered", "back at its input after the probe"));
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    out.steps.push(Check::problem(
+        "answered",
+        format!("not back at its input {} s after the probe", timeout.as_secs()),
+        format!(
+            "check patterns.busy and patterns.ready of [runtimes.{}] against the screen below",
+            rt.name
+        ),
+    ));
+    out.screen = Some(tail(&screen));
+}
+
+/// The last 15 non-blank lines of a screen.
+fn tail(screen: &str) -> String {
+    let lines: Vec<&str> = screen.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
