@@ -45,5 +45,6 @@ pub(crate) mod signals;
 pub(crate) mod status;
 pub mod task;
 pub mod tmux;
+pub(crate) mod ui;
 
 pub use error::{Error, Result};

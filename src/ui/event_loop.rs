@@ -1,0 +1,239 @@
+//! The loop of `task ui`: wait for a key or a change, read only what changed, draw.
+//!
+//! It wakes at most every 200 ms (to drain the file watches) and looks at panes once a
+//! second; it draws only when something on screen changed, so an idle UI costs a few
+//! wake-ups and one `tmux list-panes` a second.
+
+use std::collections::BTreeSet;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::time::{Duration, Instant};
+
+use crossterm::event::{self, Event, KeyEventKind};
+
+use crate::error::{Error, Result};
+
+use super::actions;
+use super::keys::{Action, Focus, UiState};
+use super::model;
+use super::render::{self, Theme, View};
+use super::source::{Change, Source};
+use super::terminal::Term;
+
+/// How often panes are looked at (a dead agent shows within this).
+const LOOK_EVERY: Duration = Duration::from_secs(1);
+/// The longest wait for a key before the watches are drained.
+const WAKE_EVERY: Duration = Duration::from_millis(200);
+
+fn io(e: std::io::Error) -> Error {
+    Error::io("read the terminal", "stdin", e)
+}
+
+/// Run until `q`: `src` keeps the data fresh, `rx` says what changed on disk.
+pub fn run(mut src: Source, rx: Receiver<Change>, mut ui: UiState, label: &str) -> Result<()> {
+    let theme = Theme::from_env();
+    let mut term = Term::enter()?;
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let mut redraw = true;
+    let mut last_look = Instant::now();
+    let mut last_second = 0;
+    loop {
+        let now = crate::clock::now();
+        if now.timestamp() != last_second {
+            last_second = now.timestamp();
+            redraw = true;
+        }
+        let needs = model::needs(&src.views, &seen);
+        let rows = model::rows(&src.views, &ui.filter);
+        let view = View {
+            tasks: &src.views,
+            needs: &needs,
+            rows: &rows,
+            source: label,
+            now,
+        };
+        let lens = view.lens(&ui);
+        ui.clamp(lens);
+        if redraw {
+            term.t
+                .draw(|f| render::draw(f, &view, &ui, theme))
+                .map_err(|e| Error::io("draw", "terminal", e))?;
+            redraw = false;
+        }
+        let mut action = None;
+        let wait = WAKE_EVERY.min(LOOK_EVERY.saturating_sub(last_look.elapsed()));
+        if event::poll(wait).map_err(io)? {
+            match event::read().map_err(io)? {
+                Event::Key(k) if k.kind != KeyEventKind::Release => {
+                    ui.note = None;
+                    action = ui.key(k, lens);
+                }
+                Event::Resize(..) => redraw = true,
+                _ => {}
+            }
+        }
+        // What to act on is taken from this frame's view before the data moves.
+        let target = view.selected_agent(&ui);
+        let task_sel = view.selected_task(&ui);
+        let event_file = (ui.focus == Focus::Events)
+            .then(|| {
+                task_sel.and_then(|i| {
+                    model::events(&src.views[i], &ui.filter)
+                        .get(ui.cursor[2])
+                        .and_then(|e| model::event_handoff(e))
+                })
+            })
+            .flatten();
+        let need_key = (ui.focus == Focus::Needs)
+            .then(|| needs.get(ui.cursor[0]).map(model::Need::key))
+            .flatten();
+        match action {
+            None => {}
+            Some(Action::Quit) => return Ok(()),
+            Some(Action::Redraw) => redraw = true,
+            Some(a) => {
+                redraw = true;
+                act(
+                    &mut src, &mut term, &mut ui, a, target, task_sel, event_file, need_key, &mut seen,
+                )?;
+            }
+        }
+        // Drain the watches: read again only the tasks that changed.
+        let mut dirty = BTreeSet::new();
+        let mut rescan = false;
+        loop {
+            match rx.try_recv() {
+                Ok(Change::Task(i)) => {
+                    dirty.insert(i);
+                }
+                Ok(Change::Tasks) => rescan = true,
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => break,
+            }
+        }
+        if rescan {
+            if let Err(e) = src.rescan() {
+                ui.note = Some(format!("cannot list the tasks again: {e}"));
+            }
+            redraw = true;
+        } else if !dirty.is_empty() {
+            for i in dirty {
+                src.reload(i);
+            }
+            src.look_at_panes();
+            redraw = true;
+        }
+        if last_look.elapsed() >= LOOK_EVERY {
+            last_look = Instant::now();
+            redraw |= src.look_at_panes();
+        }
+    }
+}
+
+/// Run one action on the selected agent or task; its outcome goes to the bottom line.
+#[allow(clippy::too_many_arguments)]
+fn act(
+    src: &mut Source,
+    term: &mut Term,
+    ui: &mut UiState,
+    a: Action,
+    target: Option<(usize, String)>,
+    task_sel: Option<usize>,
+    event_file: Option<String>,
+    need_key: Option<String>,
+    seen: &mut BTreeSet<String>,
+) -> Result<()> {
+    let nothing = || "nothing selected".to_string();
+    let note = match a {
+        Action::Seen => match need_key {
+            Some(k) => {
+                seen.insert(k);
+                "marked seen; it comes back if it changes".into()
+            }
+            None => "select a Needs-you item to mark it seen".into(),
+        },
+        Action::Enter => match (event_file, task_sel, target) {
+            (Some(file), Some(i), _) => {
+                let p = src.tasks[i].handoffs().join(&file);
+                pager(term, &p)?
+            }
+            (_, _, Some((i, agent))) => {
+                let t = &src.tasks[i];
+                let same = actions::inside_same_tmux(src.ctx());
+                let mut c = actions::attach_command(t, &agent, same);
+                let status = if same { c.status() } else { term.lend(|| c.status())? };
+                match status {
+                    Ok(s) if s.success() => format!("back from {}/{agent}", t.name),
+                    Ok(_) => format!(
+                        "could not attach to {}/{agent} (is it running? see `task status {}`)",
+                        t.name, t.name
+                    ),
+                    Err(e) => format!("could not run task attach: {e}"),
+                }
+            }
+            _ => nothing(),
+        },
+        Action::Progress => match task_sel {
+            Some(i) => {
+                let p = src.tasks[i].dir().join("progress.md");
+                pager(term, &p)?
+            }
+            None => nothing(),
+        },
+        Action::Send(text) => match target {
+            Some((i, agent)) => {
+                busy(term, ui, &format!("sending to {agent}…"))?;
+                let t = src.tasks[i].clone();
+                src.block_on(actions::send(&t, src.ctx(), &agent, &text))
+            }
+            None => nothing(),
+        },
+        Action::Checkin => match task_sel {
+            Some(i) => {
+                busy(term, ui, "checking in…")?;
+                let t = src.tasks[i].clone();
+                src.block_on(actions::checkin(&t, src.ctx()))
+            }
+            None => nothing(),
+        },
+        Action::Stop => match target {
+            Some((i, agent)) => {
+                let t = src.tasks[i].clone();
+                let out = src.block_on(actions::stop_agent(&t, src.ctx(), &agent));
+                src.reload(i);
+                out
+            }
+            None => nothing(),
+        },
+        Action::Quit | Action::Redraw => return Ok(()),
+    };
+    ui.note = Some(note);
+    Ok(())
+}
+
+/// Show `what` on the bottom line at once (a delivery can take seconds).
+fn busy(term: &mut Term, ui: &UiState, what: &str) -> Result<()> {
+    let _ = ui;
+    let area = term.t.get_frame().area();
+    term.t
+        .draw(|f| {
+            let r = ratatui::layout::Rect {
+                y: area.height.saturating_sub(1),
+                height: 1,
+                ..area
+            };
+            f.render_widget(ratatui::widgets::Paragraph::new(what.to_string()), r);
+        })
+        .map(|_| ())
+        .map_err(|e| Error::io("draw", "terminal", e))
+}
+
+fn pager(term: &mut Term, p: &std::path::Path) -> Result<String> {
+    if !p.is_file() {
+        return Ok(format!("{} does not exist yet", p.display()));
+    }
+    let mut c = actions::pager_command(p);
+    Ok(match term.lend(|| c.status())? {
+        Ok(_) => format!("closed {}", p.display()),
+        Err(e) => format!("cannot run $PAGER on {}: {e} (set PAGER)", p.display()),
+    })
+}

@@ -1,0 +1,294 @@
+//! Where `task ui` gets its data, cheaply: each task's status is read once at start and
+//! then only when a file watch says that task changed (pm_state.json, events.jsonl,
+//! handoffs/); panes are looked at with one `tmux list-panes` per second, and only when
+//! some agent has a local pane. Nothing re-reads every task folder in a loop.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::Sender;
+
+use notify::{RecursiveMode, Watcher};
+
+use crate::daemon::protocol::{Request, Response};
+use crate::error::{Error, Result};
+use crate::names::TaskName;
+use crate::session::{Ctx, PaneState};
+use crate::task::Task;
+use crate::tmux::find_pane;
+
+use super::model::TaskView;
+
+/// How much of events.jsonl is read: its tail, enough for a screen of events.
+const EVENTS_TAIL: u64 = 32 * 1024;
+
+/// Which tasks the UI shows.
+#[derive(Debug, Clone)]
+pub enum Scope {
+    /// Every task of this project folder.
+    Project(PathBuf),
+    /// Every task the daemon supervises, across projects.
+    All,
+}
+
+/// Something the source noticed, for the event loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Task `i` changed on disk.
+    Task(usize),
+    /// The set of tasks may have changed (a folder appeared in tasks/).
+    Tasks,
+}
+
+/// Where one agent's pane is recorded.
+#[derive(Debug, Clone)]
+struct PaneRecord {
+    agent: String,
+    pane: String,
+    server: Option<String>,
+}
+
+/// The tasks, their views, and the watches that keep them fresh.
+pub struct Source {
+    /// The tasks shown, in order.
+    pub tasks: Vec<Task>,
+    /// Their views, same order.
+    pub views: Vec<TaskView>,
+    panes: Vec<Vec<PaneRecord>>,
+    scope: Scope,
+    ctx: Ctx,
+    rt: tokio::runtime::Runtime,
+    watcher: notify::RecommendedWatcher,
+    watched: std::sync::Arc<Watched>,
+}
+
+/// The tasks in scope.
+fn discover(scope: &Scope) -> Result<Vec<Task>> {
+    match scope {
+        Scope::Project(root) => {
+            let mut names: Vec<TaskName> = match std::fs::read_dir(root.join("tasks")) {
+                Ok(rd) => rd
+                    .filter_map(|e| e.ok())
+                    .filter(|e| e.path().join("task.md").is_file())
+                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
+            names.sort();
+            names.into_iter().map(|n| Task::new(root, n)).collect()
+        }
+        Scope::All => match crate::daemon::client::request(&Request::Tasks)? {
+            Some(Response::Tasks { tasks }) => Ok(tasks
+                .into_iter()
+                .filter_map(|s| Task::new(Path::new(&s.project), s.task.parse().ok()?).ok())
+                .filter(|t| t.exists())
+                .collect()),
+            _ => Err(Error::Environment(
+                "--all shows the tasks the daemon supervises, and no daemon answers; start one with `task daemon` (or use --project DIR)".into(),
+            )),
+        },
+    }
+}
+
+/// Read the last [`EVENTS_TAIL`] bytes of a task's events.jsonl (a torn first line is skipped).
+fn events_tail(t: &Task) -> Vec<crate::events::Event> {
+    let p = crate::events::path(t);
+    let Ok(mut f) = std::fs::File::open(&p) else {
+        return Vec::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let from = len.saturating_sub(EVENTS_TAIL);
+    if f.seek(SeekFrom::Start(from)).is_err() {
+        return Vec::new();
+    }
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf);
+    crate::events::parse(&String::from_utf8_lossy(&buf))
+}
+
+/// The status shown for a task whose folder cannot be read: its name and the problem.
+fn unreadable(t: &Task, problem: String) -> crate::status::TaskStatus {
+    crate::status::TaskStatus {
+        task: t.name.to_string(),
+        title: None,
+        dir: t.dir().display().to_string(),
+        phase: Default::default(),
+        last_checkin: None,
+        next_checkin: None,
+        agents: Vec::new(),
+        blockers: Vec::new(),
+        handoffs: 0,
+        handoffs_unprocessed: 0,
+        handoffs_skipped: 0,
+        artifacts: 0,
+        escalations: Vec::new(),
+        roster: "?".into(),
+        lanes: Vec::new(),
+        problems: vec![problem],
+        watcher: None,
+    }
+}
+
+/// One task's view and pane records, read from its folder.
+fn load(t: &Task) -> (TaskView, Vec<PaneRecord>) {
+    let status = crate::status::task_status(t).unwrap_or_else(|e| {
+        tracing::warn!(task = %t.name, error = %e, "cannot read the task's status");
+        unreadable(t, e.to_string())
+    });
+    let panes = t
+        .state()
+        .map(|st| {
+            st.agents
+                .iter()
+                .filter(|(_, a)| a.host.is_local())
+                .filter_map(|(name, a)| {
+                    Some(PaneRecord {
+                        agent: name.clone(),
+                        pane: a.pane.clone()?,
+                        server: a.tmux_server.clone(),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let view = TaskView {
+        status,
+        events: events_tail(t),
+    };
+    (view, panes)
+}
+
+impl Source {
+    /// Find the tasks, read each once, and watch their folders; changes are sent to `tx`.
+    pub fn open(scope: Scope, tx: Sender<Change>) -> Result<Source> {
+        let ctx = Ctx::from_env()?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("start a runtime", "task ui", e))?;
+        let watched = std::sync::Arc::new(Watched::default());
+        let w2 = watched.clone();
+        let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            if let Ok(ev) = res {
+                for p in ev.paths {
+                    let _ = w2.with_path(&p, &tx);
+                }
+            }
+        })
+        .map_err(|e| Error::Environment(format!("cannot watch task folders: {e}")))?;
+        let mut s = Source {
+            tasks: Vec::new(),
+            views: Vec::new(),
+            panes: Vec::new(),
+            scope,
+            ctx,
+            rt,
+            watcher,
+            watched,
+        };
+        s.rescan()?;
+        Ok(s)
+    }
+
+    /// Find the tasks again and (re)watch them; read every task once.
+    pub fn rescan(&mut self) -> Result<()> {
+        for t in &self.tasks {
+            let _ = self.watcher.unwatch(&t.dir());
+            let _ = self.watcher.unwatch(&t.handoffs());
+        }
+        self.tasks = discover(&self.scope)?;
+        let mut map = BTreeMap::new();
+        if let Scope::Project(root) = &self.scope {
+            let tasks_dir = root.join("tasks");
+            if self.watcher.watch(&tasks_dir, RecursiveMode::NonRecursive).is_ok() {
+                map.insert(tasks_dir, Change::Tasks);
+            }
+        }
+        for (i, t) in self.tasks.iter().enumerate() {
+            for d in [t.dir(), t.handoffs()] {
+                match self.watcher.watch(&d, RecursiveMode::NonRecursive) {
+                    Ok(()) => {
+                        map.insert(d, Change::Task(i));
+                    }
+                    Err(e) => tracing::warn!(dir = %d.display(), error = %e, "not watched; press a key to refresh"),
+                }
+            }
+        }
+        self.watched.set(map);
+        let loaded: Vec<_> = self.tasks.iter().map(load).collect();
+        (self.views, self.panes) = loaded.into_iter().unzip();
+        self.look_at_panes();
+        Ok(())
+    }
+
+    /// Read task `i` again (a watch said it changed).
+    pub fn reload(&mut self, i: usize) {
+        if let Some(t) = self.tasks.get(i) {
+            let (v, p) = load(t);
+            self.views[i] = v;
+            self.panes[i] = p;
+        }
+    }
+
+    /// One `tmux list-panes` for every local agent: alive, dead or gone, and idle time.
+    /// Returns whether anything shown changed. No agent with a pane: no tmux call.
+    pub fn look_at_panes(&mut self) -> bool {
+        if self.panes.iter().all(Vec::is_empty) {
+            return false;
+        }
+        let Ok(panes) = self.rt.block_on(self.ctx.tmux.list_panes()) else {
+            return false;
+        };
+        let now = crate::clock::now().timestamp();
+        let mut changed = false;
+        for (view, recs) in self.views.iter_mut().zip(&self.panes) {
+            for r in recs {
+                let p = find_pane(&panes, &r.pane, r.server.as_deref());
+                let Some(row) = view.status.agents.iter_mut().find(|a| a.name == r.agent) else {
+                    continue;
+                };
+                let before = (row.pane, row.exit_status, row.exit_signal, row.idle_secs);
+                row.pane = Some(match p {
+                    None => PaneState::Gone,
+                    Some(p) if p.dead => PaneState::Dead,
+                    Some(_) => PaneState::Alive,
+                });
+                row.exit_status = p.filter(|p| p.dead).and_then(|p| p.dead_status);
+                row.exit_signal = p.filter(|p| p.dead).and_then(|p| p.dead_signal);
+                row.idle_secs = p.filter(|p| p.activity > 0).map(|p| (now - p.activity).max(0));
+                if let Some(lane) = view.status.lanes.iter_mut().find(|l| l.agent == r.agent) {
+                    lane.refresh(row.idle_secs.filter(|_| row.pane == Some(PaneState::Alive)));
+                }
+                changed |= before != (row.pane, row.exit_status, row.exit_signal, row.idle_secs);
+            }
+        }
+        changed
+    }
+
+    /// The context agent actions use (the same tmux server and prefix as `task`).
+    pub fn ctx(&self) -> &Ctx {
+        &self.ctx
+    }
+
+    /// Run a future on the UI's runtime (actions reuse the async app code paths).
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+}
+
+/// Which watched folder means which change; shared with the watcher's thread.
+#[derive(Default)]
+struct Watched(std::sync::Mutex<BTreeMap<PathBuf, Change>>);
+
+impl Watched {
+    fn set(&self, m: BTreeMap<PathBuf, Change>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = m;
+    }
+
+    /// Send the change `p` means: its folder's, or its parent folder's.
+    fn with_path(&self, p: &Path, tx: &Sender<Change>) -> Option<()> {
+        let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let c = m.get(p.parent()?).or_else(|| m.get(p))?;
+        tx.send(c.clone()).ok()
+    }
+}
