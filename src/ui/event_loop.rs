@@ -1,8 +1,8 @@
 //! The loop of `task ui`: wait for a key or a change, read only what changed, draw.
 //!
 //! It wakes at most every 200 ms (to drain the file watches) and looks at panes once a
-//! second; it draws only when something on screen changed, so an idle UI costs a few
-//! wake-ups and one `tmux list-panes` a second.
+//! half second; it draws only when something on screen changed, so an idle UI costs a few
+//! wake-ups and one `tmux list-panes` every half second.
 
 use std::collections::BTreeSet;
 use std::sync::mpsc::{Receiver, TryRecvError};
@@ -20,7 +20,7 @@ use super::source::{Change, Source};
 use super::terminal::Term;
 
 /// How often panes are looked at (a dead agent shows within this).
-const LOOK_EVERY: Duration = Duration::from_secs(1);
+const LOOK_EVERY: Duration = Duration::from_millis(500);
 /// The longest wait for a key before the watches are drained.
 const WAKE_EVERY: Duration = Duration::from_millis(200);
 

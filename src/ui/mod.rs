@@ -2,7 +2,7 @@
 //!
 //! Layers: [`model`] (pure: Needs-you items, rows, events), [`render`] (pure: the view
 //! model onto a ratatui frame), [`keys`] (pure: what each key does), and the I/O edges:
-//! [`source`] (task folders read once, then on file watches; one pane listing a second),
+//! [`source`] (task folders read once, then on file watches; one pane listing every half second),
 //! [`actions`] (send, check-in, attach, stop through the CLI's code paths),
 //! [`terminal`] and [`event_loop`].
 

@@ -175,6 +175,7 @@ fn list(f: &mut Frame, r: Rect, items: Vec<ListItem>, selected: Option<usize>, f
     st.select(if focused { selected } else { None });
     let l = List::new(items)
         .block(b)
+        .highlight_symbol("> ")
         .highlight_style(Style::default().add_modifier(Modifier::REVERSED));
     f.render_stateful_widget(l, r, &mut st);
 }
@@ -235,13 +236,11 @@ fn draw_tasks(f: &mut Frame, r: Rect, v: &View, ui: &UiState, theme: Theme) {
                     .next_checkin
                     .map(|t| format!("next in {}", model::ago(t.signed_duration_since(v.now).num_seconds())))
                     .unwrap_or_else(|| "no schedule".into());
-                let text = format!(
-                    "{} · {} · check-in {} ago · {}",
-                    s.task,
-                    s.phase,
-                    model::since(s.last_checkin, v.now),
-                    next
-                );
+                let last = match s.last_checkin {
+                    Some(t) => format!("check-in {} ago", model::since(Some(t), v.now)),
+                    None => "never checked in".into(),
+                };
+                let text = format!("{} · {} · {last} · {next}", s.task, s.phase);
                 ListItem::new(Line::from(Span::styled(
                     fit(&text, w),
                     Style::default().add_modifier(Modifier::BOLD),

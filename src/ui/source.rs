@@ -1,6 +1,6 @@
 //! Where `task ui` gets its data, cheaply: each task's status is read once at start and
 //! then only when a file watch says that task changed (pm_state.json, events.jsonl,
-//! handoffs/); panes are looked at with one `tmux list-panes` per second, and only when
+//! handoffs/); panes are looked at with one `tmux list-panes` every half second, and only when
 //! some agent has a local pane. Nothing re-reads every task folder in a loop.
 
 use std::collections::BTreeMap;

@@ -28,7 +28,7 @@ Keys:
   /                 filter by task/agent name    ?   all keys        q   quit
 
 Updates come from file watches on each task folder (pm_state.json, events.jsonl,
-handoffs/) and one tmux pane listing a second; nothing is polled otherwise.
+handoffs/) and one tmux pane listing every half second; nothing is polled otherwise.
 NO_COLOR=1 draws without colours.
 
 Examples:
