@@ -41,7 +41,9 @@ impl UiPane {
         argv.push(bin().display().to_string());
         argv.push("ui".into());
         argv.extend(args.iter().map(|a| a.to_string()));
-        argv.extend(["--project".into(), w.project.display().to_string()]);
+        if !args.contains(&"--all") {
+            argv.extend(["--project".into(), w.project.display().to_string()]);
+        }
         let o = Command::new("tmux")
             .arg("-S")
             .arg(&sock)
@@ -227,6 +229,51 @@ fn m_delivers_enter_attaches_and_returns_and_x_stops_the_agent() {
     assert_eq!(w.state("t1")["agents"]["dev"]["status"], "stopped");
     ui.wait("the agent shown stopped", 5, |s| {
         s.lines().any(|l| l.contains("dev") && l.contains("stopped"))
+    });
+    ui.keys(&["q"]);
+}
+
+#[test]
+fn with_a_daemon_the_ui_subscribes_and_all_follows_tasks_as_they_are_started() {
+    use std::io::{BufRead, BufReader, Write};
+    let w = World::new();
+    let _daemon = w.start_daemon(None);
+
+    // The raw stream: the tasks at once, then a line per change.
+    let mut s = std::os::unix::net::UnixStream::connect(w.daemon_socket()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(b"{\"v\":1,\"cmd\":\"subscribe\"}\n").unwrap();
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        (v["kind"].as_str(), v["tasks"].as_array().map(Vec::len)),
+        (Some("tasks"), Some(0)),
+        "{line}"
+    );
+
+    let ui = UiPane::start(&w, &["--all"]);
+    ui.wait("the daemon named as the source", 10, |s| {
+        s.contains("0 tasks") && s.contains("daemon")
+    });
+    w.new_task("t2", "");
+    ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
+        "start",
+        "t2",
+        "--runtime",
+        "demo",
+    ])));
+    line.clear();
+    r.read_line(&mut line).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        (v["kind"].as_str(), v["task"].as_str()),
+        (Some("changed"), Some("")),
+        "{line}"
+    );
+    ui.wait("the new task in the UI", 5, |s| {
+        s.contains("1 task ·") && s.contains("t2 ·")
     });
     ui.keys(&["q"]);
 }

@@ -28,6 +28,7 @@ pub mod protocol;
 mod registry;
 mod server;
 mod state_guard;
+mod subscribe;
 mod verbs;
 mod watcher;
 mod watches;

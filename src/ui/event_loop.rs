@@ -106,6 +106,7 @@ pub fn run(mut src: Source, rx: Receiver<Change>, mut ui: UiState, label: &str) 
                     dirty.insert(i);
                 }
                 Ok(Change::Tasks) => rescan = true,
+                Ok(Change::Named { project, task }) => dirty.extend(src.index_of(&project, &task)),
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => break,
             }

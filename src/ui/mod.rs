@@ -3,6 +3,7 @@
 //! Layers: [`model`] (pure: Needs-you items, rows, events), [`render`] (pure: the view
 //! model onto a ratatui frame), [`keys`] (pure: what each key does), and the I/O edges:
 //! [`source`] (task folders read once, then on file watches; one pane listing every half second),
+//! [`subscribe`] (the daemon's stream of changes, when one runs),
 //! [`actions`] (send, check-in, attach, stop through the CLI's code paths),
 //! [`terminal`] and [`event_loop`].
 
@@ -12,6 +13,7 @@ pub mod keys;
 pub mod model;
 pub mod render;
 pub mod source;
+pub mod subscribe;
 pub mod terminal;
 
 use crate::error::Result;
@@ -30,9 +32,11 @@ pub struct Options {
 /// Run the dashboard until the user quits.
 pub fn run(opts: Options) -> Result<()> {
     let (tx, rx) = std::sync::mpsc::channel();
-    let label = match &opts.scope {
-        Scope::All => "all supervised tasks · file watches",
-        Scope::Project(_) => "file watches",
+    let daemon = subscribe::start(tx.clone());
+    let label = match (&opts.scope, daemon) {
+        (Scope::All, _) => "all supervised tasks · daemon + file watches",
+        (Scope::Project(_), true) => "daemon + file watches",
+        (Scope::Project(_), false) => "file watches (no daemon)",
     };
     let src = source::Source::open(opts.scope, tx)?;
     let ui = keys::UiState {

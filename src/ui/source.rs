@@ -36,8 +36,11 @@ pub enum Scope {
 pub enum Change {
     /// Task `i` changed on disk.
     Task(usize),
-    /// The set of tasks may have changed (a folder appeared in tasks/).
+    /// The set of tasks may have changed (a folder appeared in tasks/, the daemon
+    /// registered or dropped one).
     Tasks,
+    /// The daemon says this task changed (by project folder and name).
+    Named { project: String, task: String },
 }
 
 /// Where one agent's pane is recorded.
@@ -219,6 +222,13 @@ impl Source {
         (self.views, self.panes) = loaded.into_iter().unzip();
         self.look_at_panes();
         Ok(())
+    }
+
+    /// The index of the task named by the daemon.
+    pub fn index_of(&self, project: &str, task: &str) -> Option<usize> {
+        self.tasks
+            .iter()
+            .position(|t| t.name.as_str() == task && t.project == Path::new(project))
     }
 
     /// Read task `i` again (a watch said it changed).
