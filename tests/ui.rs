@@ -237,7 +237,7 @@ fn m_delivers_enter_attaches_and_returns_and_x_stops_the_agent() {
 fn with_a_daemon_the_ui_subscribes_and_all_follows_tasks_as_they_are_started() {
     use std::io::{BufRead, BufReader, Write};
     let w = World::new();
-    let _daemon = w.start_daemon(None);
+    let daemon = w.start_daemon(None);
 
     // The raw stream: the tasks at once, then a line per change.
     let mut s = std::os::unix::net::UnixStream::connect(w.daemon_socket()).unwrap();
@@ -276,4 +276,5 @@ fn with_a_daemon_the_ui_subscribes_and_all_follows_tasks_as_they_are_started() {
         s.contains("1 task ·") && s.contains("t2 ·")
     });
     ui.keys(&["q"]);
+    w.kill_daemon(Some(daemon));
 }
