@@ -1,8 +1,9 @@
 //! The loop of `task ui`: wait for a key or a change, read only what changed, draw.
 //!
-//! It wakes at most every 200 ms (to drain the file watches) and looks at panes once a
-//! half second; it draws only when something on screen changed, so an idle UI costs a few
-//! wake-ups and one `tmux list-panes` every half second.
+//! It wakes every 200 ms to drain the file watches and check, with `kill(pid, 0)`, that
+//! every agent's pane process still runs (a death shows within a wake, no process
+//! started); `tmux list-panes` runs only when one ended, when a task changed, and every
+//! 5 s for idle times. It draws once a second (the clock) or when something changed.
 
 use std::collections::BTreeSet;
 use std::sync::mpsc::{Receiver, TryRecvError};
@@ -19,8 +20,8 @@ use super::render::{self, Theme, View};
 use super::source::{Change, Source};
 use super::terminal::Term;
 
-/// How often panes are looked at (a dead agent shows within this).
-const LOOK_EVERY: Duration = Duration::from_millis(500);
+/// How often panes are listed anyway (activity, for idle times and stale lanes).
+const LOOK_EVERY: Duration = Duration::from_secs(5);
 /// The longest wait for a key before the watches are drained.
 const WAKE_EVERY: Duration = Duration::from_millis(200);
 
@@ -36,14 +37,21 @@ pub fn run(mut src: Source, rx: Receiver<Change>, mut ui: UiState, label: &str) 
     let mut redraw = true;
     let mut last_look = Instant::now();
     let mut last_second = 0;
+    let (mut needs, mut rows) = (Vec::new(), Vec::new());
     loop {
         let now = crate::clock::now();
         if now.timestamp() != last_second {
+            if last_second != 0 {
+                src.age(now.timestamp() - last_second);
+            }
             last_second = now.timestamp();
             redraw = true;
         }
-        let needs = model::needs(&src.views, &seen);
-        let rows = model::rows(&src.views, &ui.filter);
+        // Everything that changes the lists sets `redraw`; in between they are kept.
+        if redraw {
+            needs = model::needs(&src.views, &seen);
+            rows = model::rows(&src.views, &ui.filter);
+        }
         let view = View {
             tasks: &src.views,
             needs: &needs,
@@ -60,7 +68,7 @@ pub fn run(mut src: Source, rx: Receiver<Change>, mut ui: UiState, label: &str) 
             redraw = false;
         }
         let mut action = None;
-        let wait = WAKE_EVERY.min(LOOK_EVERY.saturating_sub(last_look.elapsed()));
+        let wait = WAKE_EVERY;
         if event::poll(wait).map_err(io)? {
             match event::read().map_err(io)? {
                 Event::Key(k) if k.kind != KeyEventKind::Release => {
@@ -123,7 +131,7 @@ pub fn run(mut src: Source, rx: Receiver<Change>, mut ui: UiState, label: &str) 
             src.look_at_panes();
             redraw = true;
         }
-        if last_look.elapsed() >= LOOK_EVERY {
+        if last_look.elapsed() >= LOOK_EVERY || src.a_pane_ended() {
             last_look = Instant::now();
             redraw |= src.look_at_panes();
         }

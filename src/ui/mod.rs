@@ -2,7 +2,8 @@
 //!
 //! Layers: [`model`] (pure: Needs-you items, rows, events), [`render`] (pure: the view
 //! model onto a ratatui frame), [`keys`] (pure: what each key does), and the I/O edges:
-//! [`source`] (task folders read once, then on file watches; one pane listing every half second),
+//! [`source`] (task folders read once, then on file watches; panes listed when a pane
+//! process ends, when a task changed, and every 5 s),
 //! [`subscribe`] (the daemon's stream of changes, when one runs),
 //! [`actions`] (send, check-in, attach, stop through the CLI's code paths),
 //! [`terminal`] and [`event_loop`].

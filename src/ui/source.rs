@@ -1,7 +1,8 @@
 //! Where `task ui` gets its data, cheaply: each task's status is read once at start and
 //! then only when a file watch says that task changed (pm_state.json, events.jsonl,
-//! handoffs/); panes are looked at with one `tmux list-panes` every half second, and only when
-//! some agent has a local pane. Nothing re-reads every task folder in a loop.
+//! handoffs/); panes are listed with one `tmux list-panes` when a pane process ended
+//! (seen in /proc), when a task changed and every 5 s, and only when some agent has a
+//! local pane. Nothing re-reads every task folder in a loop.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
@@ -49,6 +50,9 @@ struct PaneRecord {
     agent: String,
     pane: String,
     server: Option<String>,
+    /// The pane's process when last listed alive: checked with `kill(pid, 0)` between
+    /// listings, so a death shows at once without running tmux.
+    pid: Option<u32>,
 }
 
 /// The tasks, their views, and the watches that keep them fresh.
@@ -109,6 +113,48 @@ fn events_tail(t: &Task) -> Vec<crate::events::Event> {
     crate::events::parse(&String::from_utf8_lossy(&buf))
 }
 
+/// Whether a change to `p` can change the screen: not a lock or temp file (dot files:
+/// the daemon takes `.state.lock` every few seconds), and in a task folder only the
+/// files the UI reads.
+fn shown(p: &Path) -> bool {
+    let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    if name.starts_with('.') {
+        return false;
+    }
+    let in_handoffs = p.parent().and_then(|d| d.file_name()).is_some_and(|d| d == "handoffs");
+    in_handoffs || p.is_dir() || matches!(name, "pm_state.json" | "events.jsonl" | "task.md" | "handoffs")
+}
+
+/// Whether process `pid` has ended (gone, or a zombie).
+fn ended(pid: u32) -> bool {
+    if Path::new("/proc/self/stat").exists() {
+        return match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            Ok(stat) => matches!(
+                stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()),
+                Some("Z" | "X")
+            ),
+        };
+    }
+    // SAFETY: signal 0 only checks that the process exists; nothing is sent.
+    let r = unsafe { libc::kill(pid as i32, 0) };
+    r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+}
+
+/// Whether a watch event is a change: written, created, removed, renamed — not an open
+/// or a read, which `task status` and the daemon do all the time.
+fn changes(e: &notify::Event) -> bool {
+    use notify::EventKind;
+    use notify::event::{AccessKind, AccessMode};
+    match e.kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) | EventKind::Other => false,
+        _ => true,
+    }
+}
+
 /// The status shown for a task whose folder cannot be read: its name and the problem.
 fn unreadable(t: &Task, problem: String) -> crate::status::TaskStatus {
     crate::status::TaskStatus {
@@ -149,6 +195,7 @@ fn load(t: &Task) -> (TaskView, Vec<PaneRecord>) {
                         agent: name.clone(),
                         pane: a.pane.clone()?,
                         server: a.tmux_server.clone(),
+                        pid: None,
                     })
                 })
                 .collect()
@@ -172,9 +219,14 @@ impl Source {
         let watched = std::sync::Arc::new(Watched::default());
         let w2 = watched.clone();
         let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            if let Ok(ev) = res {
-                for p in ev.paths {
-                    let _ = w2.with_path(&p, &tx);
+            // Reads (ours, the daemon's) are not changes: reacting to them would loop.
+            if let Ok(ev) = res
+                .as_ref()
+                .map_err(|_| ())
+                .and_then(|e| changes(e).then_some(e).ok_or(()))
+            {
+                for p in &ev.paths {
+                    let _ = w2.with_path(p, &tx);
                 }
             }
         })
@@ -234,6 +286,7 @@ impl Source {
     /// Read task `i` again (a watch said it changed).
     pub fn reload(&mut self, i: usize) {
         if let Some(t) = self.tasks.get(i) {
+            tracing::debug!(task = %t.name, "reading the task again");
             let (v, p) = load(t);
             self.views[i] = v;
             self.panes[i] = p;
@@ -246,14 +299,16 @@ impl Source {
         if self.panes.iter().all(Vec::is_empty) {
             return false;
         }
+        tracing::debug!("listing panes");
         let Ok(panes) = self.rt.block_on(self.ctx.tmux.list_panes()) else {
             return false;
         };
         let now = crate::clock::now().timestamp();
         let mut changed = false;
-        for (view, recs) in self.views.iter_mut().zip(&self.panes) {
+        for (view, recs) in self.views.iter_mut().zip(self.panes.iter_mut()) {
             for r in recs {
                 let p = find_pane(&panes, &r.pane, r.server.as_deref());
+                r.pid = p.filter(|p| !p.dead).and_then(|p| p.pid);
                 let Some(row) = view.status.agents.iter_mut().find(|a| a.name == r.agent) else {
                     continue;
                 };
@@ -273,6 +328,25 @@ impl Source {
             }
         }
         changed
+    }
+
+    /// Whether a pane process seen alive at the last listing has ended since: a look at
+    /// its /proc entry per local agent (gone, or a zombie tmux has not reaped yet), no
+    /// process started. Without /proc (not Linux) `kill(pid, 0)` says whether it exists.
+    pub fn a_pane_ended(&self) -> bool {
+        self.panes.iter().flatten().filter_map(|r| r.pid).any(ended)
+    }
+
+    /// Count idle times on by `secs` between listings (the pane's activity is only
+    /// re-read every few seconds).
+    pub fn age(&mut self, secs: i64) {
+        for v in &mut self.views {
+            for a in &mut v.status.agents {
+                if let Some(i) = a.idle_secs.as_mut() {
+                    *i += secs;
+                }
+            }
+        }
     }
 
     /// The context agent actions use (the same tmux server and prefix as `task`).
@@ -297,6 +371,9 @@ impl Watched {
 
     /// Send the change `p` means: its folder's, or its parent folder's.
     fn with_path(&self, p: &Path, tx: &Sender<Change>) -> Option<()> {
+        if !shown(p) {
+            return None;
+        }
         let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let c = m.get(p.parent()?).or_else(|| m.get(p))?;
         tx.send(c.clone()).ok()

@@ -28,7 +28,8 @@ Keys:
   /                 filter by task/agent name    ?   all keys        q   quit
 
 Updates come from file watches on each task folder (pm_state.json, events.jsonl,
-handoffs/) and one tmux pane listing every half second; nothing is polled otherwise.
+handoffs/) and a look at each agent's process in /proc (a death shows at once); tmux is listed
+only when something changed and every 5 s. Nothing re-reads task folders in a loop.
 NO_COLOR=1 draws without colours.
 
 Examples:
