@@ -76,7 +76,7 @@ pub const HELP: &[(&str, &str)] = &[
     ("j k / Down Up", "move the cursor"),
     (
         "Enter",
-        "attach to the agent (detach to come back); on an event: its handoff in $PAGER",
+        "attach (detach to come back); on an event: its handoff in $PAGER",
     ),
     ("m", "message the agent (verified delivery; the outcome is shown)"),
     ("c", "check in the task now"),

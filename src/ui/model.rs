@@ -161,12 +161,19 @@ pub fn needs(tasks: &[TaskView], seen: &BTreeSet<String>) -> Vec<Need> {
                     (Some(code), _) => format!("pane died (exit {code})"),
                     _ => "pane is gone".into(),
                 };
+                // Since when: the supervisor's record of the death, when it made one.
+                let since = t
+                    .events
+                    .iter()
+                    .rev()
+                    .find(|e| e.kind == "agent_died" && e.agent.as_deref() == Some(a.name.as_str()))
+                    .map(|e| e.time);
                 out.push(Need {
                     why: Why::Dead,
                     task: task.clone(),
                     agent: agent.clone(),
                     text: format!("{how}; Enter to look, or restart it"),
-                    since: None,
+                    since,
                 });
             }
             if a.pane == Some(PaneState::Unreachable) || a.unreachable_since.is_some() {

@@ -205,3 +205,17 @@ fn events_are_newest_first_and_name_their_handoff() {
     assert_eq!(event_handoff(e[0]).as_deref(), Some("dev-20251127-120002.md"));
     assert_eq!(events(&t, "checkin").len(), 1);
 }
+
+#[test]
+fn a_dead_agent_is_dated_by_the_supervisors_record_of_its_death() {
+    let mut t = task("t", vec![agent("dev", "dead")]);
+    let died = t0() - chrono::Duration::minutes(2);
+    t.events.push(crate::events::Event {
+        time: died,
+        kind: "agent_died".into(),
+        agent: Some("dev".into()),
+        data: serde_json::json!({"detail": "it was killed by signal 9"}),
+    });
+    let n = needs(&[t], &BTreeSet::new());
+    assert_eq!((n[0].why, n[0].since), (Why::Dead, Some(died)));
+}

@@ -180,8 +180,13 @@ fn list(f: &mut Frame, r: Rect, items: Vec<ListItem>, selected: Option<usize>, f
     f.render_stateful_widget(l, r, &mut st);
 }
 
+/// Columns left for a list's text: the selection marker `> ` takes two.
+fn list_width(r: Rect) -> usize {
+    (r.width as usize).saturating_sub(2)
+}
+
 fn draw_needs(f: &mut Frame, r: Rect, v: &View, ui: &UiState, theme: Theme) {
-    let w = r.width as usize;
+    let w = list_width(r);
     let focused = ui.focus == Focus::Needs;
     let items: Vec<ListItem> = if v.needs.is_empty() {
         vec![ListItem::new("  nothing needs you")]
@@ -205,7 +210,7 @@ fn draw_needs(f: &mut Frame, r: Rect, v: &View, ui: &UiState, theme: Theme) {
                     Span::raw(" "),
                     Span::raw(fit(&n.text, text_w)),
                 ];
-                if w >= 60 {
+                if w >= 58 {
                     spans.push(Span::raw(" "));
                     spans.push(Span::raw(format!("{since:>5}")));
                 }
@@ -223,7 +228,7 @@ fn draw_needs(f: &mut Frame, r: Rect, v: &View, ui: &UiState, theme: Theme) {
 }
 
 fn draw_tasks(f: &mut Frame, r: Rect, v: &View, ui: &UiState, theme: Theme) {
-    let w = r.width as usize;
+    let w = list_width(r);
     let narrow = w < 70;
     let focused = ui.focus == Focus::Tasks;
     let items: Vec<ListItem> = v
@@ -290,7 +295,7 @@ fn draw_tasks(f: &mut Frame, r: Rect, v: &View, ui: &UiState, theme: Theme) {
 }
 
 fn draw_events(f: &mut Frame, r: Rect, v: &View, ui: &UiState, theme: Theme) {
-    let w = r.width as usize;
+    let w = list_width(r);
     let focused = ui.focus == Focus::Events;
     let (title, items) = match v.selected_task(ui) {
         Some(i) => {

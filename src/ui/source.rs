@@ -320,7 +320,9 @@ impl Source {
                 });
                 row.exit_status = p.filter(|p| p.dead).and_then(|p| p.dead_status);
                 row.exit_signal = p.filter(|p| p.dead).and_then(|p| p.dead_signal);
-                row.idle_secs = p.filter(|p| p.activity > 0).map(|p| (now - p.activity).max(0));
+                row.idle_secs = p
+                    .filter(|p| p.activity > 0 && !p.dead)
+                    .map(|p| (now - p.activity).max(0));
                 if let Some(lane) = view.status.lanes.iter_mut().find(|l| l.agent == r.agent) {
                     lane.refresh(row.idle_secs.filter(|_| row.pane == Some(PaneState::Alive)));
                 }
