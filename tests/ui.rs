@@ -18,8 +18,14 @@ struct UiPane {
 impl UiPane {
     /// `task ui <args>` in a 100x30 pane, with the world's environment.
     fn start(w: &World, args: &[&str]) -> UiPane {
+        UiPane::start_with(w, args, &[])
+    }
+
+    /// [`UiPane::start`] with more environment.
+    fn start_with(w: &World, args: &[&str], env: &[(&str, &str)]) -> UiPane {
         let sock = w.dir.path().join("ui.sock");
-        let c = w.task();
+        let mut c = w.task();
+        c.envs(env.iter().copied());
         // sh keeps the pane (and what the UI printed) when the UI exits.
         let mut argv: Vec<String> = vec![
             "sh".into(),
@@ -153,7 +159,9 @@ fn a_blocked_handoff_and_a_dead_agent_appear_under_needs_you_within_a_second() {
     let w = World::new();
     let pane = w.new_task_with_idle_demo("t1", "dev");
     w.wait_demo_prompt(&pane);
-    let ui = UiPane::start(&w, &["--read-only"]);
+    // $PAGER shows the file until a key is pressed.
+    let pager = "sh -c 'echo PAGER-SHOWS; cat \"$0\"; read x'";
+    let ui = UiPane::start_with(&w, &["--read-only"], &[("PAGER", pager)]);
     ui.wait("dev in the task list", 10, |s| {
         s.contains("dev") && s.contains("nothing needs you")
     });
@@ -187,6 +195,16 @@ fn a_blocked_handoff_and_a_dead_agent_appear_under_needs_you_within_a_second() {
     // --read-only: the action keys are refused and say why.
     ui.keys(&["x"]);
     ui.wait("the read-only note", 5, |s| s.contains("read-only: actions are off"));
+
+    // p: progress.md in $PAGER, and back to the UI when the pager ends (looking is allowed).
+    ui.keys(&["p"]);
+    ui.wait("progress.md in the pager", 5, |s| {
+        s.contains("PAGER-SHOWS") && !s.contains("task ui ·")
+    });
+    ui.keys(&["Enter"]);
+    ui.wait("the UI back from the pager", 5, |s| {
+        s.contains("task ui ·") && s.contains("closed ") && s.contains("progress.md")
+    });
     ui.keys(&["q"]);
 }
 

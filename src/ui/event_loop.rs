@@ -80,29 +80,29 @@ pub fn run(mut src: Source, rx: Receiver<Change>, mut ui: UiState, label: &str) 
             }
         }
         // What to act on is taken from this frame's view before the data moves.
-        let target = view.selected_agent(&ui);
         let task_sel = view.selected_task(&ui);
-        let event_file = (ui.focus == Focus::Events)
-            .then(|| {
-                task_sel.and_then(|i| {
-                    model::events(&src.views[i], &ui.filter)
-                        .get(ui.cursor[2])
-                        .and_then(|e| model::event_handoff(e))
-                })
-            })
-            .flatten();
-        let need_key = (ui.focus == Focus::Needs)
-            .then(|| needs.get(ui.cursor[0]).map(model::Need::key))
-            .flatten();
+        let sel = Selection {
+            agent: view.selected_agent(&ui),
+            task: task_sel,
+            on_event: ui.focus == Focus::Events,
+            event_file: task_sel.and_then(|i| {
+                model::events(&src.views[i], &ui.filter)
+                    .get(ui.cursor[2])
+                    .and_then(|e| model::event_handoff(e))
+            }),
+            need_key: (ui.focus == Focus::Needs)
+                .then(|| needs.get(ui.cursor[0]).map(model::Need::key))
+                .flatten(),
+        };
         match action {
             None => {}
             Some(Action::Quit) => return Ok(()),
             Some(Action::Redraw) => redraw = true,
             Some(a) => {
                 redraw = true;
-                act(
-                    &mut src, &mut term, &mut ui, a, target, task_sel, event_file, need_key, &mut seen,
-                )?;
+                act(&mut src, &mut term, &mut ui, a, sel, &mut seen)?;
+                // The action may have written to the screen (or lent it): paint it all again.
+                term.t.clear().map_err(|e| Error::io("draw", "terminal", e))?;
             }
         }
         // Drain the watches: read again only the tasks that changed.
@@ -138,34 +138,45 @@ pub fn run(mut src: Source, rx: Receiver<Change>, mut ui: UiState, label: &str) 
     }
 }
 
+/// What the cursor was on when a key was pressed.
+struct Selection {
+    /// The agent actions apply to: (task index, agent name).
+    agent: Option<(usize, String)>,
+    /// The task shown in Events.
+    task: Option<usize>,
+    /// The cursor is in Events.
+    on_event: bool,
+    /// The handoff the selected event names.
+    event_file: Option<String>,
+    /// The selected Needs-you item's key.
+    need_key: Option<String>,
+}
+
 /// Run one action on the selected agent or task; its outcome goes to the bottom line.
-#[allow(clippy::too_many_arguments)]
 fn act(
     src: &mut Source,
     term: &mut Term,
     ui: &mut UiState,
     a: Action,
-    target: Option<(usize, String)>,
-    task_sel: Option<usize>,
-    event_file: Option<String>,
-    need_key: Option<String>,
+    sel: Selection,
     seen: &mut BTreeSet<String>,
 ) -> Result<()> {
     let nothing = || "nothing selected".to_string();
     let note = match a {
-        Action::Seen => match need_key {
+        Action::Seen => match sel.need_key {
             Some(k) => {
                 seen.insert(k);
                 "marked seen; it comes back if it changes".into()
             }
             None => "select a Needs-you item to mark it seen".into(),
         },
-        Action::Enter => match (event_file, task_sel, target) {
-            (Some(file), Some(i), _) => {
+        Action::Enter => match (sel.on_event, sel.event_file, sel.task, sel.agent) {
+            (true, Some(file), Some(i), _) => {
                 let p = src.tasks[i].handoffs().join(&file);
                 pager(term, &p)?
             }
-            (_, _, Some((i, agent))) => {
+            (true, None, _, _) => "this event names no handoff; Tab to an agent to attach".into(),
+            (false, _, _, Some((i, agent))) => {
                 let t = &src.tasks[i];
                 let same = actions::inside_same_tmux(src.ctx());
                 let mut c = actions::attach_command(t, &agent, same);
@@ -181,30 +192,30 @@ fn act(
             }
             _ => nothing(),
         },
-        Action::Progress => match task_sel {
+        Action::Progress => match sel.task {
             Some(i) => {
                 let p = src.tasks[i].dir().join("progress.md");
                 pager(term, &p)?
             }
             None => nothing(),
         },
-        Action::Send(text) => match target {
+        Action::Send(text) => match sel.agent {
             Some((i, agent)) => {
-                busy(term, ui, &format!("sending to {agent}…"))?;
+                busy(&format!("sending to {agent}…"));
                 let t = src.tasks[i].clone();
                 src.block_on(actions::send(&t, src.ctx(), &agent, &text))
             }
             None => nothing(),
         },
-        Action::Checkin => match task_sel {
+        Action::Checkin => match sel.task {
             Some(i) => {
-                busy(term, ui, "checking in…")?;
+                busy("checking in…");
                 let t = src.tasks[i].clone();
                 src.block_on(actions::checkin(&t, src.ctx()))
             }
             None => nothing(),
         },
-        Action::Stop => match target {
+        Action::Stop => match sel.agent {
             Some((i, agent)) => {
                 let t = src.tasks[i].clone();
                 let out = src.block_on(actions::stop_agent(&t, src.ctx(), &agent));
@@ -219,21 +230,17 @@ fn act(
     Ok(())
 }
 
-/// Show `what` on the bottom line at once (a delivery can take seconds).
-fn busy(term: &mut Term, ui: &UiState, what: &str) -> Result<()> {
-    let _ = ui;
-    let area = term.t.get_frame().area();
-    term.t
-        .draw(|f| {
-            let r = ratatui::layout::Rect {
-                y: area.height.saturating_sub(1),
-                height: 1,
-                ..area
-            };
-            f.render_widget(ratatui::widgets::Paragraph::new(what.to_string()), r);
-        })
-        .map(|_| ())
-        .map_err(|e| Error::io("draw", "terminal", e))
+/// Show `what` on the bottom line at once (a delivery can take seconds); written past
+/// ratatui, which repaints the whole screen after the action.
+fn busy(what: &str) {
+    use crossterm::{cursor::MoveTo, style::Print, terminal};
+    let rows = terminal::size().map(|(_, h)| h).unwrap_or(24);
+    let _ = crossterm::execute!(
+        std::io::stdout(),
+        MoveTo(0, rows.saturating_sub(1)),
+        terminal::Clear(terminal::ClearType::CurrentLine),
+        Print(what)
+    );
 }
 
 fn pager(term: &mut Term, p: &std::path::Path) -> Result<String> {
