@@ -296,3 +296,63 @@ fn with_a_daemon_the_ui_subscribes_and_all_follows_tasks_as_they_are_started() {
     ui.keys(&["q"]);
     w.kill_daemon(Some(daemon));
 }
+
+#[test]
+fn inside_the_agents_tmux_enter_switches_the_client_and_the_ui_keeps_running() {
+    let w = World::new();
+    let pane = w.new_task_with_idle_demo("t1", "dev");
+    w.wait_demo_prompt(&pane);
+    // The UI in a session of the agents' own server, with a real client attached to it
+    // (script gives the client a terminal).
+    let c = w.task();
+    let mut argv = vec!["env".to_string()];
+    argv.extend(
+        c.get_envs()
+            .filter_map(|(k, v)| Some(format!("{}={}", k.to_string_lossy(), v?.to_string_lossy()))),
+    );
+    argv.extend([
+        bin().display().to_string(),
+        "ui".into(),
+        "--project".into(),
+        w.project.display().to_string(),
+    ]);
+    let mut new = vec!["new-session", "-d", "-s", "ui", "-x", "100", "-y", "30"];
+    new.extend(argv.iter().map(String::as_str));
+    assert!(w.tmux(&new).status.success());
+    let attach = format!("tmux -S {} attach-session -t ui", w.sock.display());
+    let mut client = Command::new("script")
+        .args(["-qfc", &attach, "/dev/null"])
+        .env_remove("TMUX")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let client_session = || {
+        String::from_utf8_lossy(&w.tmux(&["list-clients", "-F", "#{client_session}"]).stdout)
+            .trim()
+            .to_string()
+    };
+    wait_for("the client on the UI's session", 10, || {
+        (client_session() == "ui").then_some(())
+    });
+    let screen = || w.capture("ui");
+    wait_for("the UI", 10, || screen().contains("dev").then_some(()));
+    for k in ["/", "d", "e", "v", "Enter", "Tab", "j", "Enter"] {
+        w.tmux(&["send-keys", "-t", "ui", k]);
+    }
+    wait_for("the client switched to the agent", 10, || {
+        (client_session() == "aot-t1-dev").then_some(())
+    });
+    wait_for("the UI still running, saying how to come back", 10, || {
+        screen().contains("switched to t1/dev").then_some(())
+    });
+    w.tmux(&["switch-client", "-t", "ui"]);
+    wait_for("the client back on the UI", 10, || {
+        (client_session() == "ui").then_some(())
+    });
+    // SAFETY: ending the script process this test started.
+    unsafe {
+        libc::kill(client.id() as i32, libc::SIGKILL);
+    }
+    let _ = client.wait();
+}

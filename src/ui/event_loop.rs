@@ -182,6 +182,12 @@ fn act(
                 let mut c = actions::attach_command(t, &agent, same);
                 let status = if same { c.status() } else { term.lend(|| c.status())? };
                 match status {
+                    Ok(s) if s.success() && same => {
+                        format!(
+                            "switched to {}/{agent}; tmux's last-session (prefix L) comes back",
+                            t.name
+                        )
+                    }
                     Ok(s) if s.success() => format!("back from {}/{agent}", t.name),
                     Ok(_) => format!(
                         "could not attach to {}/{agent} (is it running? see `task status {}`)",
