@@ -196,6 +196,10 @@ fn a_blocked_handoff_and_a_dead_agent_appear_under_needs_you_within_a_second() {
     ui.keys(&["x"]);
     ui.wait("the read-only note", 5, |s| s.contains("read-only: actions are off"));
 
+    // A task created while the UI runs shows up.
+    w.new_task("t2", "");
+    ui.wait("the new task", 5, |s| s.contains("2 tasks") && s.contains("t2 ·"));
+
     // p: progress.md in $PAGER, and back to the UI when the pager ends (looking is allowed).
     ui.keys(&["p"]);
     ui.wait("progress.md in the pager", 5, |s| {

@@ -256,7 +256,18 @@ impl Source {
         if let Scope::Project(root) = &self.scope {
             let tasks_dir = root.join("tasks");
             if self.watcher.watch(&tasks_dir, RecursiveMode::NonRecursive).is_ok() {
-                map.insert(tasks_dir, Change::Tasks);
+                map.insert(tasks_dir.clone(), Change::Tasks);
+            }
+            // A folder `task new` is still filling: its task.md appearing is a new task.
+            let unborn = std::fs::read_dir(&tasks_dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path());
+            for d in unborn.filter(|d| d.is_dir() && !d.join("task.md").is_file()) {
+                if self.watcher.watch(&d, RecursiveMode::NonRecursive).is_ok() {
+                    map.insert(d, Change::Tasks);
+                }
             }
         }
         for (i, t) in self.tasks.iter().enumerate() {
