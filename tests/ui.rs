@@ -360,3 +360,12 @@ fn inside_the_agents_tmux_enter_switches_the_client_and_the_ui_keeps_running() {
     }
     let _ = client.wait();
 }
+
+#[test]
+fn without_a_terminal_task_ui_says_what_to_use_instead() {
+    let w = World::new();
+    let o = run(w.task().arg("ui"));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("task ui needs a terminal"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("task status --json"), "{}", stderr(&o));
+}
