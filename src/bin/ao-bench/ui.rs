@@ -1,6 +1,7 @@
 //! `ao-bench ui`: `task ui` left alone with N tasks (each with an idle demo PM), in a
 //! pane of its own private tmux server: its CPU (with the tmux calls it waits for) and
-//! the agents' tmux server's, against the target of under 1 % of a core.
+//! the agents' tmux server's beside a floor (the same server with the daemon alone, just
+//! before), against the target of under 1 % of a core.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -42,6 +43,12 @@ pub(crate) fn bench_ui(args: &[String]) {
                 .success()
         );
     }
+    // Floor: the agents' tmux server with the daemon alone, for as long.
+    let server: u32 = tmux(&e.sock, &["display-message", "-p", "#{pid}"]).parse().unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let (f0, ft) = (cpu_secs(server), Instant::now());
+    std::thread::sleep(Duration::from_secs(idle_secs as u64));
+    let floor = 100.0 * (cpu_secs(server) - f0) / ft.elapsed().as_secs_f64();
     // The UI in its own tmux server, with the environment `task` gets here.
     let ui_sock = e.root.join("ui.sock");
     let c = e.task(&[]);
@@ -85,7 +92,6 @@ pub(crate) fn bench_ui(args: &[String]) {
     let pid: u32 = tmux(&ui_sock, &["display-message", "-p", "-t", "ui", "#{pane_pid}"])
         .parse()
         .unwrap();
-    let server: u32 = tmux(&e.sock, &["display-message", "-p", "#{pid}"]).parse().unwrap();
     std::thread::sleep(Duration::from_secs(3));
     let (u0, c0, s0) = (cpu_secs(pid), children_cpu_secs(pid), cpu_secs(server));
     let t0 = Instant::now();
@@ -102,7 +108,7 @@ pub(crate) fn bench_ui(args: &[String]) {
     println!("  its tmux calls   {kids:.2} CPU s ({:.2} % of a core)", pct(kids));
     println!("  total            {:.2} % of a core  (target < 1 %)", pct(own + kids));
     println!(
-        "  agents' tmux server meanwhile (answering it, and the daemon): {:.2} % of a core",
+        "  agents' tmux server meanwhile: {:.2} % of a core (floor, the daemon alone: {floor:.2} %)",
         pct(srv)
     );
     let _ = tmux(&ui_sock, &["kill-server"]);
