@@ -474,6 +474,7 @@ fn help_lists_each_verb_with_its_own_description() {
         ("watch", "Run check-ins in the foreground"),
         ("stop", "End the task's agent sessions"),
         ("attach", "Attach your terminal to an agent's tmux session"),
+        ("ui", "A live dashboard: who needs you first"),
         ("daemon", "Run the supervisor daemon in the foreground"),
         ("shutdown", "Stop the running daemon cleanly"),
         ("service", "Install, remove or inspect the systemd user unit"),

@@ -1,8 +1,7 @@
 //! The loop of `task ui`: wait for a key or a change, read only what changed, draw.
 //!
-//! It wakes every 200 ms to drain the file watches and check, with `kill(pid, 0)`, that
-//! every agent's pane process still runs (a death shows within a wake, no process
-//! started); `tmux list-panes` runs only when one ended, when a task changed, and every
+//! It wakes every 200 ms to drain the file watches and check in /proc that every agent's
+//! pane process still runs (a death shows within a wake, no process started); `tmux list-panes` runs only when one ended, when a task changed, and every
 //! 5 s for idle times. It draws once a second (the clock) or when something changed.
 
 use std::collections::BTreeSet;
@@ -79,26 +78,13 @@ pub fn run(mut src: Source, rx: Receiver<Change>, mut ui: UiState, label: &str) 
                 _ => {}
             }
         }
-        // What to act on is taken from this frame's view before the data moves.
-        let task_sel = view.selected_task(&ui);
-        let sel = Selection {
-            agent: view.selected_agent(&ui),
-            task: task_sel,
-            on_event: ui.focus == Focus::Events,
-            event_file: task_sel.and_then(|i| {
-                model::events(&src.views[i], &ui.filter)
-                    .get(ui.cursor[2])
-                    .and_then(|e| model::event_handoff(e))
-            }),
-            need_key: (ui.focus == Focus::Needs)
-                .then(|| needs.get(ui.cursor[0]).map(model::Need::key))
-                .flatten(),
-        };
         match action {
             None => {}
             Some(Action::Quit) => return Ok(()),
             Some(Action::Redraw) => redraw = true,
             Some(a) => {
+                // What to act on is taken from this frame's view before the data moves.
+                let sel = Selection::of(&view, &ui, &needs);
                 redraw = true;
                 act(&mut src, &mut term, &mut ui, a, sel, &mut seen)?;
                 // The action may have written to the screen (or lent it): paint it all again.
@@ -150,6 +136,26 @@ struct Selection {
     event_file: Option<String>,
     /// The selected Needs-you item's key.
     need_key: Option<String>,
+}
+
+impl Selection {
+    /// What the cursor is on in `view`.
+    fn of(view: &View, ui: &UiState, needs: &[model::Need]) -> Selection {
+        let task = view.selected_task(ui);
+        Selection {
+            agent: view.selected_agent(ui),
+            task,
+            on_event: ui.focus == Focus::Events,
+            event_file: task.and_then(|i| {
+                model::events(&view.tasks[i], &ui.filter)
+                    .get(ui.cursor[2])
+                    .and_then(|e| model::event_handoff(e))
+            }),
+            need_key: (ui.focus == Focus::Needs)
+                .then(|| needs.get(ui.cursor[0]).map(model::Need::key))
+                .flatten(),
+        }
+    }
 }
 
 /// Run one action on the selected agent or task; its outcome goes to the bottom line.
