@@ -13,5 +13,6 @@ pub(crate) mod daemon;
 pub mod io;
 pub(crate) mod runtimes;
 pub mod store;
+pub(crate) mod ui;
 
 pub use core::error::{Error, Result};

@@ -230,6 +230,18 @@ pub enum Command {
         #[command(flatten)]
         project: ProjectArg,
     },
+    /// A live dashboard: who needs you first (dialogs, escalations, BLOCKED handoffs, dead agents), then tasks, agents and events; act without attaching.
+    #[command(after_help = crate::cli::commands::ui::AFTER_HELP)]
+    Ui {
+        #[command(flatten)]
+        project: ProjectArg,
+        /// Every task the running daemon supervises, across projects (instead of one project).
+        #[arg(long, conflicts_with = "project")]
+        all: bool,
+        /// Look only: message, check-in and stop keys are off (a second screen, a shared terminal).
+        #[arg(long)]
+        read_only: bool,
+    },
     /// Run the supervisor daemon in the foreground (what the systemd unit runs); --stop asks a running one to stop.
     Daemon {
         /// Stop the running daemon instead (agents keep running).

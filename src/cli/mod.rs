@@ -191,6 +191,11 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Attach { task, agent, project } => {
             commands::attach::run(project.project.as_deref(), &task, agent.as_ref())
         }
+        Command::Ui {
+            project,
+            all,
+            read_only,
+        } => commands::ui::run(project.project.as_deref(), all, read_only),
         Command::DemoAgent { prompt_file } => Ok(crate::runtimes::demo::main(&prompt_file)?),
     }
 }

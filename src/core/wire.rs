@@ -61,6 +61,9 @@ pub enum Request {
         /// As for `Spawn`.
         tmux: String,
     },
+    /// Follow the supervised tasks (`task ui`): answered at once with [`Response::Tasks`],
+    /// then one [`Response::Changed`] line per change, for as long as the client reads.
+    Subscribe,
     /// End a task's sessions and stop supervising it (`task stop`); answered with [`Response::Stopped`].
     Stop {
         /// Project folder.
@@ -114,6 +117,9 @@ pub enum Response {
     Sent { report: crate::core::report::Report },
     /// The sessions a stop ended ([`Request::Stop`]).
     Stopped { stopped: crate::core::report::Stopped },
+    /// A streamed change ([`Request::Subscribe`]): a handoff of this task is final, or
+    /// (`task` empty) the set of supervised tasks changed.
+    Changed { project: String, task: String },
     /// The protocol refused the request (exit 6); `reason` says why.
     Refused {
         #[serde(flatten)]
@@ -220,6 +226,13 @@ mod tests {
         });
         assert_eq!(v["kind"], "stopped");
         assert_eq!(v["stopped"]["ended"][0], "ao-t1-pm");
+        let req: Envelope<Request> = serde_json::from_str(r#"{"v":1,"cmd":"subscribe"}"#).unwrap();
+        assert_eq!(req.body, Request::Subscribe);
+        let v = round_trip(&Response::Changed {
+            project: "/p".into(),
+            task: "t1".into(),
+        });
+        assert_eq!((v["kind"].as_str(), v["task"].as_str()), (Some("changed"), Some("t1")));
         let v = round_trip(&Response::Sent {
             report: crate::core::report::Report {
                 outcome: crate::core::report::Outcome::Delivered,

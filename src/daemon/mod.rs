@@ -25,6 +25,7 @@
 mod actor;
 mod server;
 mod state_guard;
+mod subscribe;
 mod verbs;
 mod watcher;
 mod watches;

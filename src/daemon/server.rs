@@ -26,6 +26,8 @@ const RECONCILE_EVERY: Duration = Duration::from_secs(5);
 
 enum Control {
     Request(Request, oneshot::Sender<Response>),
+    /// A subscriber: the tasks now, and every change from here on.
+    Subscribe(oneshot::Sender<(Vec<Supervised>, super::subscribe::Changes)>),
     /// What the file watcher saw.
     Seen(Seen),
 }
@@ -54,6 +56,8 @@ struct Supervisor {
     registered: Vec<Supervised>,
     watcher: Watcher,
     tmux: Tmux,
+    /// Changes for subscribers (`task ui`).
+    changes: super::subscribe::Hub,
 }
 
 impl Supervisor {
@@ -74,6 +78,7 @@ impl Supervisor {
 
     /// Stop supervising `s`: its actor ends, its folder is no longer watched.
     fn remove(&mut self, s: &Supervised) {
+        self.changes.tasks_changed();
         if let Some(e) = self.entries.remove(&key(s)) {
             self.watcher.unwatch(&e.handoffs);
             e.join.abort();
@@ -90,8 +95,9 @@ impl Supervisor {
 
     /// Tell the task watching `dir` that `file` was closed after writing or renamed in.
     fn final_in(&self, dir: &Path, file: &str, how: crate::store::handoffs::How) {
-        for e in self.entries.values().filter(|e| e.handoffs == dir) {
+        for (k, e) in self.entries.iter().filter(|(_, e)| e.handoffs == dir) {
             let _ = e.handle.tx.try_send(Msg::Final(file.to_string(), how));
+            self.changes.task_changed(k);
         }
     }
 
@@ -106,6 +112,7 @@ impl Supervisor {
         }
         if !self.registered.contains(&s) {
             self.registered.push(s);
+            self.changes.tasks_changed();
         }
         match self.save() {
             Ok(()) => Response::Ok,
@@ -184,6 +191,9 @@ async fn handle_conn(stream: UnixStream, ctl: mpsc::Sender<Control>) {
                 "protocol version {} is not {PROTOCOL_VERSION}; use the same `task` binary as the daemon",
                 env.v
             )),
+            Ok(env) if env.body == Request::Subscribe => {
+                return super::subscribe::serve(wr, |tx| ctl.try_send(Control::Subscribe(tx)).is_ok()).await;
+            }
             Ok(env) => {
                 let (tx, rx) = oneshot::channel();
                 if ctl.send(Control::Request(env.body, tx)).await.is_err() {
@@ -254,6 +264,7 @@ pub async fn run() -> Result<()> {
         registered: Vec::new(),
         watcher,
         tmux,
+        changes: super::subscribe::Hub::new(),
     };
     for s in registry::load() {
         match sup.add(&s) {
@@ -295,6 +306,9 @@ pub async fn run() -> Result<()> {
                 None => break,
                 Some(Control::Seen(Seen::Rescan)) => sup.hint_all(),
                 Some(Control::Seen(Seen::Final(dir, name, how))) => sup.final_in(&dir, &name, how),
+                Some(Control::Subscribe(reply)) => {
+                    let _ = reply.send((sup.registered.clone(), sup.changes.subscribe()));
+                }
                 Some(Control::Request(req, reply)) => match req {
                     Request::Ping => {
                         let _ = reply.send(Response::Pong { pid: std::process::id(), version: env!("CARGO_PKG_VERSION").into() });
@@ -310,6 +324,9 @@ pub async fn run() -> Result<()> {
                     }
                     Request::Checkin { project, task } => sup.checkin(&Supervised { project, task }, reply).await,
                     req @ (Request::Spawn { .. } | Request::Send { .. } | Request::Stop { .. }) => sup.verb(req, reply),
+                    Request::Subscribe => {
+                        let _ = reply.send(Response::failure("subscribe is served on its own connection"));
+                    }
                     Request::Shutdown => {
                         let _ = reply.send(Response::Ok);
                         // Let the connection task write the answer before the runtime ends.

@@ -19,4 +19,5 @@ pub(crate) mod spawn;
 pub(crate) mod start;
 pub(crate) mod status;
 pub(crate) mod stop;
+pub(crate) mod ui;
 pub(crate) mod watch;

@@ -1,0 +1,295 @@
+//! The view model of `task ui`: what the screen shows, computed from task statuses and
+//! events by plain functions (no I/O), so every kind of row is unit-tested.
+//!
+//! "Needs you" comes first because it is the one question a person running many agents
+//! asks: which agent cannot go on without me, since when, and why.
+
+use chrono::{DateTime, Utc};
+use std::collections::BTreeSet;
+
+use crate::core::attention::Kind;
+use crate::core::model::PaneState;
+use crate::core::status::{LaneState, TaskStatus};
+use crate::store::events::Event;
+
+/// One task as the UI holds it: its status (liveness merged in by the source) and the
+/// newest events of its log.
+#[derive(Debug, Clone)]
+pub struct TaskView {
+    /// The task's status, as `task status` gathers it.
+    pub status: TaskStatus,
+    /// Its newest events, oldest first (a bounded tail of events.jsonl).
+    pub events: Vec<Event>,
+}
+
+/// Why an item needs a human, most urgent first (the order of the variants is the order
+/// on screen: a dialog blocks an agent this minute, a stale lane may sort itself out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Why {
+    /// The agent's screen shows a dialog (permission, trust, login…).
+    Dialog,
+    /// The supervisor called a human (PM out of restarts, storage trouble…).
+    Escalation,
+    /// The agent's pane died while it was supposed to run.
+    Dead,
+    /// The agent's latest handoff says BLOCKED.
+    Blocked,
+    /// The agent's host cannot be reached.
+    Unreachable,
+    /// The agent's lane is held by an agent silent for too long.
+    StaleLane,
+    /// The agent hit a usage limit and resumes by itself.
+    Paused,
+}
+
+impl Why {
+    /// The short word in the first column.
+    pub fn word(self) -> &'static str {
+        match self {
+            Why::Dialog => "dialog",
+            Why::Escalation => "escalated",
+            Why::Dead => "dead",
+            Why::Blocked => "blocked",
+            Why::Unreachable => "unreachable",
+            Why::StaleLane => "stale",
+            Why::Paused => "paused",
+        }
+    }
+}
+
+/// One row under "Needs you".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Need {
+    /// Why, which also ranks it.
+    pub why: Why,
+    /// The task.
+    pub task: String,
+    /// The agent, when the item is about one.
+    pub agent: Option<String>,
+    /// One line saying what is wrong.
+    pub text: String,
+    /// Since when, when known.
+    pub since: Option<DateTime<Utc>>,
+}
+
+impl Need {
+    /// Identity for "marked seen": the same episode keeps its key; a new one (another
+    /// since, another text) shows again.
+    pub fn key(&self) -> String {
+        format!(
+            "{}|{}|{}|{}|{}",
+            self.why.word(),
+            self.task,
+            self.agent.as_deref().unwrap_or(""),
+            self.since.map(|t| t.timestamp()).unwrap_or(0),
+            self.text
+        )
+    }
+}
+
+/// Whether an agent that should be running has lost its pane.
+fn is_dead(state: &str, pane: Option<PaneState>) -> bool {
+    state == "dead" || (state == "running" && matches!(pane, Some(PaneState::Dead | PaneState::Gone)))
+}
+
+/// Everything that needs a human across `tasks`, most urgent first (then oldest first),
+/// leaving out items whose key is in `seen`.
+pub fn needs(tasks: &[TaskView], seen: &BTreeSet<String>) -> Vec<Need> {
+    let mut out = Vec::new();
+    for t in tasks {
+        let s = &t.status;
+        let task = s.task.clone();
+        for e in &s.escalations {
+            out.push(Need {
+                why: Why::Escalation,
+                task: task.clone(),
+                agent: None,
+                text: crate::core::handoff::one_line(&e.reason, 200),
+                since: Some(e.time),
+            });
+        }
+        for b in &s.blockers {
+            out.push(Need {
+                why: Why::Blocked,
+                task: task.clone(),
+                agent: Some(b.agent.clone()),
+                text: format!("BLOCKED: {}", b.text),
+                since: s
+                    .agents
+                    .iter()
+                    .find(|a| a.name == b.agent)
+                    .and_then(|a| a.last_handoff_time.as_deref())
+                    .and_then(parse_stamp),
+            });
+        }
+        for a in &s.agents {
+            let agent = Some(a.name.clone());
+            if let Some(at) = &a.attention {
+                let (why, text) = match at.kind {
+                    Kind::NeedsHuman => (Why::Dialog, format!("{}: {}", at.reason, at.line)),
+                    Kind::Paused => (
+                        Why::Paused,
+                        match at.resets_at {
+                            Some(r) => format!(
+                                "{}; resumes {}",
+                                at.reason,
+                                r.with_timezone(&chrono::Local).format("%H:%M")
+                            ),
+                            None => at.reason.clone(),
+                        },
+                    ),
+                };
+                out.push(Need {
+                    why,
+                    task: task.clone(),
+                    agent: agent.clone(),
+                    text,
+                    since: Some(at.since),
+                });
+            } else if a.waiting_for_human {
+                out.push(Need {
+                    why: Why::Dialog,
+                    task: task.clone(),
+                    agent: agent.clone(),
+                    text: "its screen shows a dialog".into(),
+                    since: None,
+                });
+            }
+            if is_dead(&a.state, a.pane) {
+                let how = match (a.exit_status, a.exit_signal) {
+                    (_, Some(sig)) => format!("pane died (signal {sig})"),
+                    (Some(code), _) => format!("pane died (exit {code})"),
+                    _ => "pane is gone".into(),
+                };
+                // Since when: the supervisor's record of the death, when it made one.
+                let since = t
+                    .events
+                    .iter()
+                    .rev()
+                    .find(|e| e.kind == "agent_died" && e.agent.as_deref() == Some(a.name.as_str()))
+                    .map(|e| e.time);
+                out.push(Need {
+                    why: Why::Dead,
+                    task: task.clone(),
+                    agent: agent.clone(),
+                    text: format!("{how}; Enter to look, or restart it"),
+                    since,
+                });
+            }
+            if a.pane == Some(PaneState::Unreachable) || a.unreachable_since.is_some() {
+                out.push(Need {
+                    why: Why::Unreachable,
+                    task: task.clone(),
+                    agent: agent.clone(),
+                    text: format!("host {} does not answer", a.host),
+                    since: a.unreachable_since,
+                });
+            }
+        }
+        for l in s.lanes.iter().filter(|l| l.state == LaneState::Stale) {
+            out.push(Need {
+                why: Why::StaleLane,
+                task: task.clone(),
+                agent: Some(l.agent.clone()),
+                text: format!("lane held but silent for {}", ago(l.idle_secs.unwrap_or(0))),
+                since: l.since,
+            });
+        }
+    }
+    out.retain(|n| !seen.contains(&n.key()));
+    out.sort_by(|a, b| {
+        (a.why, a.since.is_none(), a.since, &a.task, &a.agent).cmp(&(
+            b.why,
+            b.since.is_none(),
+            b.since,
+            &b.task,
+            &b.agent,
+        ))
+    });
+    out
+}
+
+/// A handoff name's stamp (`2025-11-27 09:00:00`, as status prints it) as a time.
+fn parse_stamp(s: &str) -> Option<DateTime<Utc>> {
+    chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S")
+        .ok()
+        .map(|n| n.and_utc())
+}
+
+/// A duration in seconds as people read it: `45s`, `12m`, `3h`, `2d`.
+pub fn ago(secs: i64) -> String {
+    let s = secs.max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+/// "since" as the age of `t` at `now` (`-` when unknown).
+pub fn since(t: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
+    t.map(|t| ago(now.signed_duration_since(t).num_seconds()))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// One line of the Tasks and agents list: a task, or one of its agents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Row {
+    /// `tasks[i]`.
+    Task(usize),
+    /// Agent `j` of `tasks[i]`.
+    Agent(usize, usize),
+}
+
+/// The rows of the Tasks and agents list, each task followed by its agents, keeping only
+/// what matches `filter` (a case-insensitive substring of the task or agent name; a task
+/// whose name matches keeps all its agents).
+pub fn rows(tasks: &[TaskView], filter: &str) -> Vec<Row> {
+    let f = filter.to_lowercase();
+    let mut out = Vec::new();
+    for (i, t) in tasks.iter().enumerate() {
+        let task_hit = f.is_empty() || t.status.task.to_lowercase().contains(&f);
+        let agents: Vec<usize> = (0..t.status.agents.len())
+            .filter(|&j| task_hit || t.status.agents[j].name.to_lowercase().contains(&f))
+            .collect();
+        if task_hit || !agents.is_empty() {
+            out.push(Row::Task(i));
+            out.extend(agents.into_iter().map(|j| Row::Agent(i, j)));
+        }
+    }
+    out
+}
+
+/// The lane word for an agent: `busy`, `stale`, `queued` (a spawn waits), or `-`.
+pub fn lane_word(s: &TaskStatus, agent: &str) -> String {
+    match s.lanes.iter().find(|l| l.agent == agent) {
+        Some(l) if l.queued.is_some() => format!("{}+queued", l.state),
+        Some(l) if l.state != LaneState::Free => l.state.to_string(),
+        _ => "-".into(),
+    }
+}
+
+/// The selected task's events, newest first, matching `filter`.
+pub fn events<'a>(t: &'a TaskView, filter: &str) -> Vec<&'a Event> {
+    let f = filter.to_lowercase();
+    t.events
+        .iter()
+        .rev()
+        .filter(|e| f.is_empty() || crate::store::events::render(e).to_lowercase().contains(&f))
+        .collect()
+}
+
+/// The handoff file an event names, for Enter on an event (opens it in `$PAGER`).
+pub fn event_handoff(e: &Event) -> Option<String> {
+    let m = e.data.as_object()?;
+    ["handoff", "file"]
+        .iter()
+        .find_map(|k| m.get(*k).and_then(|v| v.as_str()))
+        .filter(|f| f.ends_with(".md"))
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+#[path = "model_tests.rs"]
+pub(crate) mod tests;
