@@ -234,7 +234,9 @@ fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
     } else {
         Reply::Text(match wire {
             // Gemini CLI's side calls (next speaker, routing) ask for JSON with these fields.
-            Wire::Gemini => "{\"reasoning\": \"scripted\", \"next_speaker\": \"user\", \"model_choice\": \"flash\"}".into(),
+            Wire::Gemini => {
+                "{\"reasoning\": \"scripted\", \"next_speaker\": \"user\", \"model_choice\": \"flash\"}".into()
+            }
             Wire::OpenAi => "Scripted session".into(),
             Wire::Anthropic => "{\"title\": \"Scripted session\"}".into(),
         })
@@ -286,12 +288,7 @@ fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
     };
 }
 
-fn anthropic_respond(
-    req: tiny_http::Request,
-    stream: bool,
-    model: &str,
-    reply: &Reply,
-) -> std::io::Result<()> {
+fn anthropic_respond(req: tiny_http::Request, stream: bool, model: &str, reply: &Reply) -> std::io::Result<()> {
     let model = model.to_string();
     let reply = reply.clone();
     if stream {

@@ -43,7 +43,11 @@ pub fn to_messages(v: &Value) -> Value {
     }
     let tools = v["tools"]
         .as_array()
-        .map(|t| t.iter().flat_map(|x| x["functionDeclarations"].as_array().cloned().unwrap_or_default()).collect())
+        .map(|t| {
+            t.iter()
+                .flat_map(|x| x["functionDeclarations"].as_array().cloned().unwrap_or_default())
+                .collect()
+        })
         .unwrap_or_else(Vec::new);
     json!({"model": "gemini-scripted", "tools": tools, "messages": msgs})
 }

@@ -21,7 +21,11 @@ pub fn to_messages(v: &Value) -> Value {
             (Some("message") | None, Some("user")) => {
                 let text = match &it["content"] {
                     Value::String(s) => s.clone(),
-                    Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n"),
+                    Value::Array(parts) => parts
+                        .iter()
+                        .filter_map(|p| p["text"].as_str())
+                        .collect::<Vec<_>>()
+                        .join("\n"),
                     _ => String::new(),
                 };
                 msgs.push(json!({"role": "user", "content": [{"type": "text", "text": text}]}));
@@ -32,7 +36,11 @@ pub fn to_messages(v: &Value) -> Value {
             (Some("function_call_output"), _) => {
                 let out = match &it["output"] {
                     Value::String(s) => s.clone(),
-                    Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n"),
+                    Value::Array(parts) => parts
+                        .iter()
+                        .filter_map(|p| p["text"].as_str())
+                        .collect::<Vec<_>>()
+                        .join("\n"),
                     o => o["content"].as_str().unwrap_or_default().to_string(),
                 };
                 msgs.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": it["call_id"], "content": out}]}));
@@ -66,9 +74,14 @@ pub fn sse_response(model: &str, reply: &Reply) -> tiny_http::Response<std::io::
     let item = item(reply);
     let mut out = String::new();
     let mut ev = |data: Value| {
-        out.push_str(&format!("event: {}\ndata: {data}\n\n", data["type"].as_str().unwrap_or("")));
+        out.push_str(&format!(
+            "event: {}\ndata: {data}\n\n",
+            data["type"].as_str().unwrap_or("")
+        ));
     };
-    ev(json!({"type": "response.created", "response": {"id": id, "model": model, "status": "in_progress", "output": []}}));
+    ev(
+        json!({"type": "response.created", "response": {"id": id, "model": model, "status": "in_progress", "output": []}}),
+    );
     let mut added = item.clone();
     if let Some(o) = added.as_object_mut() {
         o.insert("status".into(), json!("in_progress"));
