@@ -41,14 +41,14 @@ pub fn to_messages(v: &Value) -> Value {
         }
         msgs.push(json!({"role": "user", "content": blocks}));
     }
-    let tools = v["tools"]
+    let tools: Vec<Value> = v["tools"]
         .as_array()
         .map(|t| {
             t.iter()
                 .flat_map(|x| x["functionDeclarations"].as_array().cloned().unwrap_or_default())
                 .collect()
         })
-        .unwrap_or_else(Vec::new);
+        .unwrap_or_default();
     json!({"model": "gemini-scripted", "tools": tools, "messages": msgs})
 }
 
