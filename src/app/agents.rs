@@ -138,7 +138,15 @@ pub enum Which {
     Kiro,
     /// Both.
     Both,
+    /// Codex CLI: `AGENTS.md`, every agent's role (Codex has no agent files).
+    Codex,
+    /// Gemini CLI: `GEMINI.md`, every agent's role (Gemini CLI has no agent files).
+    Gemini,
 }
+
+/// The instructions file Codex and Gemini CLI read from their cwd: who is who in the
+/// team, each role's body under its name.
+const INSTRUCTIONS: &str = include_str!("../../templates/instructions-cli.md");
 
 /// What `setup-agents` did, path by path (relative to the project).
 #[derive(Debug, Default, Clone, Serialize)]
@@ -161,6 +169,26 @@ pub fn setup(project: &Path, which: Which, roster: &crate::core::protocol::roste
     }
     let mut names = vec!["pm".to_string()];
     names.extend(roster.agents.keys().map(|n| roster.canonical(n)).filter(|n| n != "pm"));
+    let instructions = match which {
+        Which::Codex => Some(("AGENTS.md", "codex")),
+        Which::Gemini => Some(("GEMINI.md", "gemini")),
+        _ => None,
+    };
+    if let Some((file, runtime)) = instructions {
+        let mut text = INSTRUCTIONS.replace("{runtime}", runtime);
+        for name in &names {
+            let def = parse_agent_md(&definition(name, roster))
+                .map_err(|e| Error::BadInput(format!("built-in template for agent {name} is malformed: {e}")))?;
+            text.push_str(&format!("\n## {name}\n\n{}\n", def.prompt.trim()));
+        }
+        let path = project.join(file);
+        if fsutil::atomic_create(&path, text.as_bytes())? {
+            report.added.push(file.to_string());
+        } else {
+            report.kept.push(file.to_string());
+        }
+        return Ok(report);
+    }
     for name in &names {
         let text = definition(name, roster);
         let text = text.as_str();

@@ -1,7 +1,7 @@
 //! Runtimes: how an agent is launched, and what its screen looks like.
 //!
 //! A runtime is an argv template (never a shell string) plus the screen
-//! patterns verified delivery needs. The built-ins — `claude`, `kiro`, `demo`
+//! patterns verified delivery needs. The built-ins — `claude`, `codex`, `gemini`, `kiro`, `demo`
 //! — live in templates/runtimes/*.toml; users add profiles, or override a
 //! built-in, in `$XDG_CONFIG_HOME/agent-orchestrator/config.toml` under
 //! `[runtimes.<name>]` with the same fields.
@@ -21,8 +21,10 @@ use serde::Deserialize;
 use crate::core::error::{Error, Result};
 use crate::core::screen::{PatternSpec, Patterns};
 
-const BUILTIN: [(&str, &str); 3] = [
+const BUILTIN: [(&str, &str); 5] = [
     ("claude", include_str!("../../templates/runtimes/claude.toml")),
+    ("codex", include_str!("../../templates/runtimes/codex.toml")),
+    ("gemini", include_str!("../../templates/runtimes/gemini.toml")),
     ("kiro", include_str!("../../templates/runtimes/kiro.toml")),
     ("demo", include_str!("../../templates/runtimes/demo.toml")),
 ];

@@ -1,4 +1,4 @@
-//! Real Claude Code in a test world: the pinned binary, a throwaway HOME that says only
+//! Real agent CLIs in a test world (Claude Code; Codex CLI and Gemini CLI likewise): the pinned binary, a throwaway HOME that says only
 //! what a logged-in user's would (onboarding done, the folder trusted, a subscription
 //! token), and the scripted model server behind it. Shared by tests/claude.rs and the
 //! Claude Code benchmark.
@@ -30,34 +30,116 @@ pub fn claude_bin() -> PathBuf {
     p
 }
 
-/// A world whose agents are real Claude Code talking to the scripted model.
+/// A pinned npm program for the tests: `$env`, else the copy scripts/test installs into
+/// `target/<dir>-<version from tests/<version_file>>/node_modules/.bin/<bin>`.
+pub fn npm_bin(env: &str, version_file: &str, dir: &str, bin: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(env) {
+        return PathBuf::from(p);
+    }
+    let version = std::fs::read_to_string(repo().join("tests").join(version_file)).unwrap();
+    let p = repo()
+        .join(format!("target/{dir}-{}", version.trim()))
+        .join("node_modules/.bin")
+        .join(bin);
+    assert!(
+        p.exists(),
+        "{bin} {} is not installed at {}: run scripts/test (it installs it), or set {env}=/path/to/{bin}",
+        version.trim(),
+        p.display()
+    );
+    p
+}
+
+/// The pinned Codex CLI: `AO_TEST_CODEX`, else the copy scripts/test installs.
+pub fn codex_bin() -> PathBuf {
+    npm_bin("AO_TEST_CODEX", "codex.version", "codex", "codex")
+}
+
+/// The pinned Gemini CLI: `AO_TEST_GEMINI`, else the copy scripts/test installs.
+pub fn gemini_bin() -> PathBuf {
+    npm_bin("AO_TEST_GEMINI", "gemini.version", "gemini-cli", "gemini")
+}
+
+/// A world whose agents are real agent CLIs (Claude Code unless told otherwise) talking
+/// to the scripted model.
 pub struct Cc {
     pub w: World,
     pub model: ModelServer,
     pub home: PathBuf,
     pub path: String,
+    /// The runtime `task setup-agents` and `task start` are given.
+    pub runtime: String,
 }
 
 impl Cc {
     pub fn new() -> Cc {
-        let claude = claude_bin();
+        Cc::with_runtime("claude")
+    }
+
+    /// A world for one runtime (`claude`, `codex` or `gemini`).
+    pub fn with_runtime(runtime: &str) -> Cc {
+        Cc::with_programs(runtime, &[runtime])
+    }
+
+    /// A world started with `runtime`, where each of `programs` is installed and set up.
+    pub fn with_programs(runtime: &str, programs: &[&str]) -> Cc {
         let w = World::new();
         let model = ModelServer::start();
         let home = w.dir.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
-        // What a user who has logged in once and trusted the project has in ~/.claude.json.
-        let cfg = serde_json::json!({
-            "hasCompletedOnboarding": true,
-            "projects": { w.project.to_string_lossy(): { "hasTrustDialogAccepted": true } },
-        });
-        std::fs::write(home.join(".claude.json"), cfg.to_string()).unwrap();
-        let path = format!(
-            "{}:{}:{}",
-            w.bin_dir.display(),
-            claude.parent().unwrap().display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        Cc { w, model, home, path }
+        let mut path = format!("{}", w.bin_dir.display());
+        for p in programs {
+            let bin = match *p {
+                "claude" => {
+                    // What a user who has logged in once and trusted the project has in ~/.claude.json.
+                    let cfg = serde_json::json!({
+                        "hasCompletedOnboarding": true,
+                        "projects": { w.project.to_string_lossy(): { "hasTrustDialogAccepted": true } },
+                    });
+                    std::fs::write(home.join(".claude.json"), cfg.to_string()).unwrap();
+                    claude_bin()
+                }
+                "codex" => {
+                    // A provider at the scripted server (the key comes from OPENAI_API_KEY),
+                    // the project trusted, no update check.
+                    let dir = home.join(".codex");
+                    std::fs::create_dir_all(&dir).unwrap();
+                    let cfg = format!(
+                        "model = \"gpt-scripted\"\nmodel_provider = \"scripted\"\ncheck_for_update_on_startup = false\n\n[model_providers.scripted]\nname = \"Scripted\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\nenv_key = \"OPENAI_API_KEY\"\n\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+                        model.url(),
+                        w.project.display()
+                    );
+                    std::fs::write(dir.join("config.toml"), cfg).unwrap();
+                    codex_bin()
+                }
+                "gemini" => {
+                    // An API-key login, a fixed model (no routing call), no update check;
+                    // folder trust off, as for a user who trusts their projects.
+                    let dir = home.join(".gemini");
+                    std::fs::create_dir_all(&dir).unwrap();
+                    let cfg = serde_json::json!({
+                        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": false}},
+                        "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
+                        "privacy": {"usageStatisticsEnabled": false},
+                        "model": {"name": "gemini-2.5-flash"},
+                    });
+                    std::fs::write(dir.join("settings.json"), cfg.to_string()).unwrap();
+                    gemini_bin()
+                }
+                other => panic!("no test setup for {other}"),
+            };
+            path.push(':');
+            path.push_str(&bin.parent().unwrap().display().to_string());
+        }
+        path.push(':');
+        path.push_str(&std::env::var("PATH").unwrap_or_default());
+        Cc {
+            w,
+            model,
+            home,
+            path,
+            runtime: runtime.to_string(),
+        }
     }
 
     /// `task` with the user's environment: Claude Code's login and the model's address.
@@ -69,6 +151,11 @@ impl Cc {
             .env("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-scripted-test-token")
             .env_remove("ANTHROPIC_API_KEY")
             .env("DISABLE_AUTOUPDATER", "1")
+            .env("OPENAI_API_KEY", "sk-scripted-test-key")
+            .env("GEMINI_API_KEY", "scripted-test-key")
+            .env("GOOGLE_GEMINI_BASE_URL", self.model.url())
+            .env_remove("CODEX_HOME")
+            .env_remove("GOOGLE_API_KEY")
             .args(args);
         c
     }
@@ -87,9 +174,13 @@ impl Cc {
         self.ok(&["new", TASK]);
         let md = std::fs::read_to_string(repo().join("tasks.example").join(TASK).join("task.md")).unwrap();
         std::fs::write(self.task_dir().join("task.md"), format!("{md}{config}")).unwrap();
-        let out = self.ok(&["setup-agents", "--runtime", "claude"]);
-        assert!(out.contains("Bash(task handoff:*)"), "{out}");
-        self.ok(&["start", TASK, "--runtime", "claude"]);
+        if self.runtime == "claude" {
+            let out = self.ok(&["setup-agents", "--runtime", "claude"]);
+            assert!(out.contains("Bash(task handoff:*)"), "{out}");
+        } else {
+            self.ok(&["setup-agents", "--runtime", &self.runtime]);
+        }
+        self.ok(&["start", TASK, "--runtime", &self.runtime]);
     }
 
     pub fn state(&self) -> serde_json::Value {

@@ -1,4 +1,7 @@
-//! A scripted stand-in for the Anthropic Messages API, so real Claude Code runs offline.
+//! A scripted stand-in for the model APIs behind the agent CLIs, so real Claude Code,
+//! Codex CLI and Gemini CLI run offline. The script (who says what) is here and reads the
+//! Anthropic Messages shape; the other wire formats are translated to it and back, one
+//! module each: [`openai`] (Responses, Codex) and [`gemini`] (Gemini API, Gemini CLI).
 //!
 //! The model behind Claude Code is the only part of a test that is not real. This server
 //! answers `POST /v1/messages` (streaming SSE and plain JSON) and Claude Code's side
@@ -19,6 +22,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
+
+mod gemini;
+mod openai;
 
 /// The order the scripted PM delegates in: the example task's route.
 pub const ROUTE: [&str; 4] = ["explore", "plan", "dev", "review"];
@@ -152,15 +158,38 @@ impl Drop for ModelServer {
     }
 }
 
+/// The wire format a request arrived in, told by its path.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Wire {
+    /// Anthropic Messages (`POST /v1/messages`): Claude Code.
+    Anthropic,
+    /// OpenAI Responses (`POST /v1/responses`): Codex CLI.
+    OpenAi,
+    /// Gemini API (`POST /v1beta/models/<model>:streamGenerateContent?alt=sse` or
+    /// `:generateContent`): Gemini CLI.
+    Gemini,
+}
+
 fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
     let mut body = String::new();
     let _ = std::io::Read::read_to_string(req.as_reader(), &mut body);
     let path = req.url().to_string();
-    if !(req.method() == &tiny_http::Method::Post && path.starts_with("/v1/messages")) {
-        // Health checks and anything else Claude Code probes: an empty JSON object.
+    let post = req.method() == &tiny_http::Method::Post;
+    let wire = if post && path.starts_with("/v1/messages") {
+        Wire::Anthropic
+    } else if post && path.starts_with("/v1/responses") {
+        Wire::OpenAi
+    } else if post && (path.contains("generateContent") || path.contains("GenerateContent")) {
+        Wire::Gemini
+    } else if path.contains("/models") {
+        // Codex lists the provider's models at start: none beyond the configured one.
+        let _ = req.respond(json_response(200, &json!({"object": "list", "data": []})));
+        return;
+    } else {
+        // Health checks and anything else the programs probe: an empty JSON object.
         let _ = req.respond(json_response(200, &json!({})));
         return;
-    }
+    };
     let Ok(v) = serde_json::from_str::<Value>(&body) else {
         let _ = req.respond(json_response(
             400,
@@ -172,7 +201,15 @@ fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
         let _ = req.respond(json_response(200, &json!({"input_tokens": 100})));
         return;
     }
-    let stream = v["stream"].as_bool().unwrap_or(false);
+    // Every wire format is read into the Messages shape the script reads.
+    let (v, stream) = match wire {
+        Wire::Anthropic => {
+            let stream = v["stream"].as_bool().unwrap_or(false);
+            (v, stream)
+        }
+        Wire::OpenAi => (openai::to_messages(&v), true),
+        Wire::Gemini => (gemini::to_messages(&v), path.contains("alt=sse")),
+    };
     let main = v["tools"].as_array().is_some_and(|t| !t.is_empty());
     let msgs = v["messages"].as_array().cloned().unwrap_or_default();
     let agent = agent_of(&msgs);
@@ -195,7 +232,14 @@ fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
         let ask = agent.as_ref().and_then(|a| g.steer.ask_first.get(a).cloned());
         script(&msgs, ask.as_deref()).unwrap_or_else(|| Reply::Text("Understood.".into()))
     } else {
-        Reply::Text("{\"title\": \"Scripted session\"}".into())
+        Reply::Text(match wire {
+            // Gemini CLI's side calls (next speaker, routing) ask for JSON with these fields.
+            Wire::Gemini => {
+                "{\"reasoning\": \"scripted\", \"next_speaker\": \"user\", \"model_choice\": \"flash\"}".into()
+            }
+            Wire::OpenAi => "Scripted session".into(),
+            Wire::Anthropic => "{\"title\": \"Scripted session\"}".into(),
+        })
     };
     let answer = match (&limited, &reply) {
         (Some(_), _) => "429 usage limit".to_string(),
@@ -236,11 +280,22 @@ fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
         std::thread::sleep(d);
     }
     let model = v["model"].as_str().unwrap_or("claude-scripted").to_string();
-    let _ = if stream {
+    let _ = match wire {
+        Wire::OpenAi => req.respond(openai::sse_response(&model, &reply)),
+        Wire::Gemini if stream => req.respond(gemini::sse_response(&reply)),
+        Wire::Gemini => req.respond(json_response(200, &gemini::response_json(&reply))),
+        Wire::Anthropic => anthropic_respond(req, stream, &model, &reply),
+    };
+}
+
+fn anthropic_respond(req: tiny_http::Request, stream: bool, model: &str, reply: &Reply) -> std::io::Result<()> {
+    let model = model.to_string();
+    let reply = reply.clone();
+    if stream {
         req.respond(sse_response(&model, &reply))
     } else {
         req.respond(json_response(200, &message_json(&model, &reply)))
-    };
+    }
 }
 
 /// What the scripted model says.
@@ -495,6 +550,11 @@ fn uuid_ish() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(1);
     format!("{:016x}{:08x}", now_secs(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Input and output tokens reported for every answer.
+fn usage_tokens() -> (u64, u64) {
+    (100, 20)
 }
 
 fn usage() -> Value {
