@@ -341,7 +341,26 @@ impl Tmux {
             return Ok(false);
         }
         let target = format!("={name}");
+        // The panes' process groups, for programs that outlive the SIGHUP tmux sends
+        // (Gemini CLI's node keeps running): asked before the session is gone.
+        let groups: Vec<i32> = if self.via.is_none() {
+            self.run(
+                "list the session's panes",
+                &["list-panes", "-s", "-t", &target, "-F", "#{pane_pid}"],
+            )
+            .await
+            .map(|out| {
+                out.lines()
+                    .filter_map(|l| l.trim().parse().ok())
+                    .filter(|p| *p > 1)
+                    .collect()
+            })
+            .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         self.run("stop session", &["kill-session", "-t", &target]).await?;
+        end_groups(&groups).await;
         Ok(true)
     }
 
@@ -465,6 +484,40 @@ impl Tmux {
         }
         let e = c.exec();
         Error::io("run tmux attach", "tmux", e)
+    }
+}
+
+/// End what is left of the process groups of a killed session's panes: SIGTERM to any
+/// group still there, then SIGKILL to one that outlives 2 s. Each pane's program leads its
+/// own group (tmux starts it with setsid), so this reaches the agent and its children and
+/// nothing else; a program that exited on tmux's SIGHUP is not signalled at all.
+async fn end_groups(groups: &[i32]) {
+    // SAFETY: kill(2) with a negative pid signals one process group; signal 0 only asks.
+    // A leader that is a zombie (exited, not yet reaped by tmux) counts as gone.
+    let alive = |g: i32| {
+        (unsafe { libc::kill(-g, 0) }) == 0
+            && !std::fs::read_to_string(format!("/proc/{g}/stat")).is_ok_and(|s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+            })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let left: Vec<i32> = groups.iter().copied().filter(|g| alive(*g)).collect();
+    if left.is_empty() {
+        return;
+    }
+    for g in &left {
+        // SAFETY: as above.
+        unsafe { libc::kill(-g, libc::SIGTERM) };
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while left.iter().any(|g| alive(*g)) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    for g in left.iter().filter(|g| alive(**g)) {
+        tracing::warn!(group = g, "an agent outlived SIGHUP and SIGTERM; killing it");
+        // SAFETY: as above.
+        unsafe { libc::kill(-g, libc::SIGKILL) };
     }
 }
 
