@@ -14,23 +14,26 @@ use chrono::{DateTime, Utc};
 use crate::app::context::Ctx;
 use crate::core::error::Error;
 use crate::core::error::Result;
-use crate::core::handoff::Loaded;
+use crate::core::handoff::{HandoffName, Loaded};
 use crate::core::model::PmState;
 use crate::core::protocol::lane::{self, Decision, Holder, Reason, ReleaseReason, Seen, Timing};
+use crate::io::tmux::{PaneInfo, find_pane};
 use crate::store::handoffs;
 use crate::store::task::Task;
 
 /// A pane not recorded this long after its lane was acquired belongs to a spawn that died half-way.
 const START_GRACE_SECS: i64 = 60;
 
-/// The agent's newest handoff written after `since`, if terminal and `ready`.
+/// The agent's newest handoff written after `since`, if terminal and `ready`; `names` is
+/// the handoff listing (`None`: it could not be read).
 fn terminal_since(
     task: &Task,
+    names: Option<&[HandoffName]>,
     agent: &str,
     since: DateTime<Utc>,
     ready: &(dyn Fn(&Loaded) -> bool + Sync),
 ) -> Option<Loaded> {
-    let (names, _) = handoffs::list(&task.handoffs()).ok()?;
+    let names = names?;
     let since_ns = since.timestamp_nanos_opt().unwrap_or(0);
     names
         .iter()
@@ -39,6 +42,25 @@ fn terminal_since(
         .take(4)
         .filter_map(|n| handoffs::load(&task.handoffs(), n).ok()?.ok())
         .find(|l| l.mtime_ns >= since_ns && l.handoff.status.is_terminal() && ready(l))
+}
+
+/// What [`observe`] reads of the task folder and the tmux server, read once by whoever
+/// looks at several lanes (a settle), not once per lane.
+pub struct Surroundings {
+    /// The handoff listing; `None` when it could not be read.
+    pub names: Option<Vec<HandoffName>>,
+    /// This server's panes; `Err` (logged by the lane that needs it) when tmux failed.
+    pub panes: std::result::Result<Vec<PaneInfo>, String>,
+}
+
+impl Surroundings {
+    /// Read the handoff listing and list the panes, once.
+    pub async fn read(ctx: &Ctx, task: &Task) -> Surroundings {
+        Surroundings {
+            names: handoffs::list(&task.handoffs()).ok().map(|(n, _)| n),
+            panes: ctx.tmux.list_panes().await.map_err(|e| e.to_string()),
+        }
+    }
 }
 
 /// What the holder's agent has done since it took the lane; `st` is the state the
@@ -52,8 +74,21 @@ pub async fn observe(
     ready: &(dyn Fn(&Loaded) -> bool + Sync),
     now: DateTime<Utc>,
 ) -> (Seen, Option<Loaded>) {
+    observe_in(&Surroundings::read(ctx, task).await, task, st, agent, h, ready, now)
+}
+
+/// [`observe`] in surroundings already read.
+pub fn observe_in(
+    around: &Surroundings,
+    task: &Task,
+    st: &PmState,
+    agent: &str,
+    h: &Holder,
+    ready: &(dyn Fn(&Loaded) -> bool + Sync),
+    now: DateTime<Utc>,
+) -> (Seen, Option<Loaded>) {
     let a = st.agents.get(agent);
-    let terminal = terminal_since(task, agent, h.since, ready);
+    let terminal = terminal_since(task, around.names.as_deref(), agent, h.since, ready);
     let mut seen = Seen {
         terminal_handoff: terminal.is_some(),
         pane_dead: false,
@@ -61,15 +96,14 @@ pub async fn observe(
     };
     let local = a.is_none_or(|a| a.host.is_local());
     match (&h.pane, local) {
-        (Some(p), true) => match ctx
-            .tmux
-            .pane_on(
+        (Some(p), true) => match around.panes.as_ref().map(|panes| {
+            find_pane(
+                panes,
                 p,
                 a.filter(|a| a.pane.as_ref() == Some(p))
                     .and_then(|a| a.tmux_server.as_deref()),
             )
-            .await
-        {
+        }) {
             Ok(None) => seen.pane_dead = true,
             Ok(Some(info)) => {
                 seen.pane_dead = info.dead;

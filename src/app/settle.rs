@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::app::context::Ctx;
-use crate::app::lanes::{Settled, observe, release};
+use crate::app::lanes::{Settled, Surroundings, observe_in, release};
 use crate::core::error::Result;
 use crate::core::handoff::Loaded;
 use crate::core::protocol::lane::{self, Reason, Timing};
@@ -21,9 +21,16 @@ pub async fn settle(ctx: &Ctx, task: &Task, ready: &(dyn Fn(&Loaded) -> bool + S
         return out;
     }
     let timing = Timing::from_spec(task.spec().ok().as_ref());
+    // One handoff listing and one pane listing for all the lanes.
+    let around = match st.lanes.values().any(|l| l.holder.is_some()) {
+        true => Some(Surroundings::read(ctx, task).await),
+        false => None,
+    };
     for (agent, l) in &st.lanes {
-        let Some(h) = &l.holder else { continue };
-        let (seen, last) = observe(ctx, task, &st, agent, h, ready, now).await;
+        let (Some(h), Some(around)) = (&l.holder, &around) else {
+            continue;
+        };
+        let (seen, last) = observe_in(around, task, &st, agent, h, ready, now);
         let Some(reason) = lane::release_due(h, &seen, l.queued.is_some(), now, &timing) else {
             continue;
         };

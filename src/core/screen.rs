@@ -46,8 +46,26 @@ pub struct Patterns {
 
 fn compile(list: &[String], what: &str) -> std::result::Result<Vec<Regex>, String> {
     list.iter()
-        .map(|p| Regex::new(&format!("(?m){p}")).map_err(|e| format!("{what} pattern {p:?}: {e}")))
+        .map(|p| cached_regex(&format!("(?m){p}")).map_err(|e| format!("{what} pattern {p:?}: {e}")))
         .collect()
+}
+
+/// A compiled regex, built once per process for each pattern text. The supervisor resolves
+/// a runtime (and so compiles its patterns) for every look at a pane and every delivery;
+/// compiling them again each time was a visible share of the daemon's CPU under load. A
+/// `Regex` is immutable and cheap to clone, so the same text always gives the same regex.
+fn cached_regex(text: &str) -> std::result::Result<Regex, regex::Error> {
+    static CACHE: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, Regex>>> =
+        std::sync::LazyLock::new(Default::default);
+    if let Some(r) = CACHE.lock().unwrap_or_else(|e| e.into_inner()).get(text) {
+        return Ok(r.clone());
+    }
+    let r = Regex::new(text)?;
+    CACHE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(text.to_string(), r.clone());
+    Ok(r)
 }
 
 impl PatternSpec {

@@ -77,6 +77,44 @@ async fn dead_check(tmux: &Tmux, pane: &str) -> Result<Option<String>> {
     })
 }
 
+/// The longest pause between looks while waiting for a busy agent's input to be ready.
+const READY_POLL_MAX: Duration = Duration::from_millis(100);
+/// While waiting for the input to be ready, the pane is checked for death this often
+/// (and at the first look).
+const DEAD_CHECK_EVERY: u32 = 5;
+
+/// The pace of the wait for a ready input area. Pure. An agent that is ready at once is
+/// seen at the first look; one that is busy (a PM still working on the last check-in) is
+/// looked at less and less often, up to [`READY_POLL_MAX`], and checked for death every
+/// [`DEAD_CHECK_EVERY`] looks: every look is a tmux client (a capture, a pane listing), and
+/// polling every 20 ms with both was most of the supervisor's CPU under load.
+#[derive(Debug, Clone)]
+struct ReadyWait {
+    looks: u32,
+    pause: Duration,
+}
+
+impl ReadyWait {
+    fn new(poll: Duration) -> ReadyWait {
+        ReadyWait { looks: 0, pause: poll }
+    }
+
+    /// Whether this look checks the pane for death too; counts the look.
+    fn check_dead(&mut self) -> bool {
+        let due = self.looks % DEAD_CHECK_EVERY == 0;
+        self.looks += 1;
+        due
+    }
+
+    /// The pause before the next look: half as long again each time, at most [`READY_POLL_MAX`]
+    /// (never below the first).
+    fn next_sleep(&mut self) -> Duration {
+        let now = self.pause;
+        self.pause = (self.pause * 3 / 2).min(READY_POLL_MAX.max(now));
+        now
+    }
+}
+
 fn report(outcome: Outcome, reason: impl Into<String>, enters: u32, bytes: usize) -> Report {
     Report {
         outcome,
@@ -110,9 +148,12 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
     let mut last: Screen;
     let mut pending_since: Option<(Instant, String)> = None;
     let mut cleared = false;
+    let mut wait = ReadyWait::new(o.poll);
     let before = loop {
-        if let Some(why) = dead_check(tmux, pane).await? {
-            return Ok(report(Outcome::Failed, why, 0, bytes));
+        if wait.check_dead() {
+            if let Some(why) = dead_check(tmux, pane).await? {
+                return Ok(report(Outcome::Failed, why, 0, bytes));
+            }
         }
         let screen = tmux.capture(pane).await?;
         last = match assess(&screen, p) {
@@ -146,7 +187,7 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
                 bytes,
             ));
         }
-        tokio::time::sleep(o.poll).await;
+        tokio::time::sleep(wait.next_sleep()).await;
     };
 
     // 2. Paste once, from a uniquely named buffer (deleted by -d).
@@ -233,5 +274,27 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
                 bytes,
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_for_a_busy_agent_slows_down_and_checks_for_death_now_and_then() {
+        let mut w = ReadyWait::new(Duration::from_millis(20));
+        let sleeps: Vec<u128> = (0..8).map(|_| w.next_sleep().as_millis()).collect();
+        assert_eq!(sleeps, [20, 30, 45, 67, 100, 100, 100, 100]);
+        let mut w = ReadyWait::new(Duration::from_millis(20));
+        let dead: Vec<bool> = (0..11).map(|_| w.check_dead()).collect();
+        assert_eq!(
+            dead,
+            [true, false, false, false, false, true, false, false, false, false, true]
+        );
+        // A poll configured slower than the cap stays as configured.
+        let mut w = ReadyWait::new(Duration::from_millis(300));
+        assert_eq!(w.next_sleep(), Duration::from_millis(300));
+        assert_eq!(w.next_sleep(), Duration::from_millis(300));
     }
 }

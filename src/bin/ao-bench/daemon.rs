@@ -75,11 +75,23 @@ pub(crate) fn lines_in(p: &Path) -> usize {
 }
 
 pub(crate) fn cpu_secs(pid: u32) -> f64 {
+    stat_secs(pid, 11)
+}
+
+/// CPU seconds of the children `pid` has waited for (cutime + cstime): for the daemon,
+/// the tmux clients it runs, which [`cpu_secs`] does not count.
+pub(crate) fn children_cpu_secs(pid: u32) -> f64 {
+    stat_secs(pid, 13)
+}
+
+/// Fields `at` and `at + 1` of /proc/<pid>/stat after the command name, in seconds.
+fn stat_secs(pid: u32, at: usize) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let after = stat.rsplit(')').next().unwrap_or("");
     let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
-        + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks: f64 = f.get(at).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        + f.get(at + 1).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf has no preconditions.
     ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
 }
 

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::daemon::{Env, cpu_secs, rss_kib, write_handoff_from};
+use crate::daemon::{Env, children_cpu_secs, cpu_secs, rss_kib, write_handoff_from};
 use crate::{arg, ms};
 
 /// The spokes each task runs (the PM is the sixth agent of a task's team, not counted).
@@ -166,8 +166,10 @@ pub(crate) fn bench_soak(args: &[String]) {
     let mut daemon: Option<Child> = None;
     let daemon_pid = e.daemon_pid().expect("task start left a daemon running");
     let server = tmux_server_pid(&e).expect("the tmux server runs");
-    // CPU of every daemon of the run: what the killed ones used, plus the current one's.
+    // CPU of every daemon of the run: what the killed ones used, plus the current one's;
+    // apart, what the tmux clients and other children it ran and reaped used.
     let (mut daemon_used, mut daemon_base, server_cpu0) = (0.0, cpu_secs(daemon_pid), cpu_secs(server));
+    let (mut children_used, mut children_base) = (0.0, children_cpu_secs(daemon_pid));
     let mut current_pid = daemon_pid;
     let mut max_rss = rss_kib(daemon_pid);
     println!(
@@ -234,6 +236,7 @@ pub(crate) fn bench_soak(args: &[String]) {
         }
         if now >= next_kill && killed < kills {
             daemon_used += cpu_secs(current_pid) - daemon_base;
+            children_used += children_cpu_secs(current_pid) - children_base;
             kill_daemon(&e, daemon.take());
             daemon = Some(start_daemon(&e));
             while e.daemon_pid().is_none() {
@@ -241,6 +244,7 @@ pub(crate) fn bench_soak(args: &[String]) {
             }
             current_pid = e.daemon_pid().unwrap();
             daemon_base = cpu_secs(current_pid);
+            children_base = children_cpu_secs(current_pid);
             killed += 1;
             next_kill += kill_every;
         }
@@ -250,6 +254,7 @@ pub(crate) fn bench_soak(args: &[String]) {
     }
     let wall = start.elapsed().as_secs_f64();
     let daemon_cpu = daemon_used + cpu_secs(current_pid) - daemon_base;
+    let children_cpu = children_used + children_cpu_secs(current_pid) - children_base;
     let server_cpu = cpu_secs(server) - server_cpu0;
     // Let the last handoffs arrive.
     let settle = Instant::now();
@@ -292,9 +297,10 @@ pub(crate) fn bench_soak(args: &[String]) {
         );
     }
     println!(
-        "daemon: {:.1} % of a core (target < 5 %), max RSS {} MiB; tmux server: {:.1} % of a core",
+        "daemon: {:.1} % of a core (target < 5 %), max RSS {} MiB; its tmux clients: {:.1} %; tmux server: {:.1} % of a core",
         100.0 * daemon_cpu / wall,
         max_rss / 1024,
+        100.0 * children_cpu / wall,
         100.0 * server_cpu / wall
     );
     drop(daemon);
