@@ -175,6 +175,9 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
         escalations: state.escalations.clone(),
         problems,
         watcher: handoffs::watch_stats::load(),
+        cost: crate::app::cost::gather(task, &state, now)
+            .map_err(|e| tracing::warn!(task = %task.name, error = %e, "cannot gather usage"))
+            .ok(),
     })
 }
 

@@ -195,8 +195,20 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
     // Dialogs and usage limits: escalate, pause, resume (cron mode has no other watcher).
     tend_attention(task, tmux, now).await;
 
+    // What the team has cost: read before the lock (transcripts can be large).
+    let spend = crate::app::cost::gather(task, &task.state()?, now)
+        .map_err(|e| tracing::warn!(task = %task.name, error = %e, "cannot gather usage for the check-in"))
+        .ok();
+    let cost = snapshot::CostNote {
+        line: spend
+            .as_ref()
+            .map(crate::core::cost::view::checkin_line)
+            .unwrap_or_default(),
+        standings: spend.as_ref().map(|v| v.budgets.clone()).unwrap_or_default(),
+    };
+
     // A: under the state lock, one snapshot: evaluate, open escalations, progress.md, the message.
-    let mut plan = task.update_state(now, |st| evaluate_locked(task, st, ready, extra.clone(), now))?;
+    let mut plan = task.update_state(now, |st| evaluate_locked(task, st, ready, extra.clone(), &cost, now))?;
     for reason in &plan.escalated {
         crate::app::escalation::announce(task, reason, now)?;
     }
@@ -246,7 +258,7 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
                     next_checkin: task.state()?.next_checkin,
                 });
             }
-            plan = task.update_state(now, |st| evaluate_locked(task, st, ready, extra, now))?;
+            plan = task.update_state(now, |st| evaluate_locked(task, st, ready, extra, &cost, now))?;
             for reason in &plan.escalated {
                 crate::app::escalation::announce(task, reason, now)?;
             }
@@ -384,6 +396,8 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
     if recorded {
         intent::clear(task)?;
     }
+    // A used-up budget: every running agent it covers is told once to wrap up.
+    crate::app::cost::tell_wrap_up(task, tmux, &cost.standings, now).await;
     note(
         task,
         "checkin",

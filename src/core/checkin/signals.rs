@@ -44,6 +44,10 @@ pub enum SignalKind {
     NeedsHuman,
     /// An agent is paused by a usage limit until its reset.
     Paused,
+    /// A budget is 80 % used (task.md `budget:`); told once per budget.
+    BudgetWarning,
+    /// A budget is used up: new spawns are refused; told once per budget.
+    BudgetReached,
 }
 
 impl SignalKind {
@@ -63,6 +67,8 @@ impl SignalKind {
             SignalKind::Routing => "recommendation not in the roster",
             SignalKind::NeedsHuman => "needs a human",
             SignalKind::Paused => "paused",
+            SignalKind::BudgetWarning => "budget warning",
+            SignalKind::BudgetReached => "budget used up",
         }
     }
 }
@@ -207,6 +213,59 @@ pub fn evaluate(
         refused_moves: refused,
         rejections,
     }
+}
+
+/// The reminder key that marks a budget signal as told (in `PmState::reminders`), or
+/// `None` for other kinds.
+pub fn budget_reminder(s: &Signal) -> Option<String> {
+    match s.kind {
+        SignalKind::BudgetWarning => Some(format!("budget_warning:{}", s.agent)),
+        SignalKind::BudgetReached => Some(format!("budget_reached:{}", s.agent)),
+        _ => None,
+    }
+}
+
+/// Budget signals the PM has not been told: at 80 % a warning, at 100 % that the budget
+/// is used up, each once per budget (a warning is not sent after the budget is used up).
+pub fn budget_signals(state: &PmState, standings: &[crate::core::cost::budget::Standing]) -> Vec<Signal> {
+    use crate::core::cost::budget::Level;
+    standings
+        .iter()
+        .filter_map(|b| {
+            let (kind, text) = match (b.level, b.percent) {
+                (Level::Warning, Some(p)) => (
+                    SignalKind::BudgetWarning,
+                    format!("{p}% of the {} budget ({}) is used; plan to finish within it", b.scope, b.limit),
+                ),
+                (Level::Exceeded, Some(p)) => (
+                    SignalKind::BudgetReached,
+                    format!(
+                        "{p}% of the {} budget ({}) is used: new spawns are refused (SPAWN_REJECT_BUDGET) and a human is asked; running agents were told to wrap up",
+                        b.scope, b.limit
+                    ),
+                ),
+                _ => return None,
+            };
+            let s = Signal {
+                kind,
+                agent: b.scope.clone(),
+                file: None,
+                text,
+            };
+            let told = |k: &str| state.reminders.contains_key(k);
+            let key = budget_reminder(&s)?;
+            let reached_told = told(&format!("budget_reached:{}", b.scope));
+            (!told(&key) && !(kind == SignalKind::BudgetWarning && reached_told)).then_some(s)
+        })
+        .collect()
+}
+
+/// The escalation text for a used-up budget: stable for one budget, so it is raised once.
+pub fn budget_escalation(b: &crate::core::cost::budget::Standing) -> String {
+    format!(
+        "the {} budget ({}) is used up: new spawns are refused; raise it in task.md or spawn with `task spawn --over-budget`",
+        b.scope, b.limit
+    )
 }
 
 /// What needs a human after these handoffs: repeated rejections, and a task
