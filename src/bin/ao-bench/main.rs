@@ -13,6 +13,9 @@
 //!       N tasks × 5 demo agents under one daemon with a handoff every few seconds per
 //!       task, random agent deaths and daemon kill -9s: handoffs lost and told twice,
 //!       check-in p50/p99 under load, daemon CPU and RSS, tmux server CPU.
+//!   ao-bench usage [--agents N] [--mb N] [--runs N]
+//!       token usage from N Claude Code transcripts of M MB: the first read and the
+//!       incremental update after one new answer, beside a raw read and a full re-read.
 //!   ao-bench generate DIR [--handoffs N] [--artifacts N]
 //!       only write the generated task (DIR/tasks/bench).
 //!
@@ -23,6 +26,7 @@ mod remote;
 mod soak;
 mod status;
 mod tmux;
+mod usage;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -114,6 +118,7 @@ fn main() {
         Some("daemon") => daemon::bench_daemon(&args),
         Some("remote") => remote::bench_remote(&args),
         Some("soak") => soak::bench_soak(&args),
+        Some("usage") => usage::bench_usage(&args),
         Some("generate") => {
             let dir = PathBuf::from(args.get(1).expect("ao-bench generate DIR"));
             std::fs::create_dir_all(&dir).unwrap();
@@ -122,7 +127,7 @@ fn main() {
         }
         _ => {
             eprintln!(
-                "usage: ao-bench status [--handoffs N] [--artifacts N] [--runs N] | tmux [--runs N] | daemon | remote [--handoffs N] [--runs N] | soak [--tasks N] [--minutes N] | generate DIR"
+                "usage: ao-bench status [--handoffs N] [--artifacts N] [--runs N] | tmux [--runs N] | daemon | remote [--handoffs N] [--runs N] | soak [--tasks N] [--minutes N] | usage [--agents N] [--mb N] | generate DIR"
             );
             std::process::exit(2);
         }

@@ -240,7 +240,7 @@ pub fn render_status(v: &CostView) -> String {
             .map(|h| format!("; {h:.1} check-ins/hour"))
             .unwrap_or_default(),
         s.pm_tokens_per_checkin
-            .map(|t| format!("; the PM spends ~{} tokens per check-in", budget::tokens(t)))
+            .map(|t| format!("; the PM has used ~{} tokens per check-in delivered", budget::tokens(t)))
             .unwrap_or_default(),
     );
     out
