@@ -163,9 +163,48 @@ fn usage_is_summed_exactly_priced_and_a_low_budget_warns_then_refuses_the_next_s
     let calls = std::fs::read_to_string(&notified).unwrap();
     assert_eq!(calls.lines().filter(|l| l.contains("budget")).count(), 1, "{calls}");
 
-    // A human decides to spend more.
+    // A human decides to spend more; plan's first answer is held, so it is still running
+    // when the next check-in tells it, once, to wrap up.
+    cc.model.hold("plan", std::time::Duration::from_secs(15), 1);
     let out = cc.ok(&["spawn", TASK, "plan", "--handoff", &h, "--over-budget"]);
     assert!(out.contains("SPAWN_OK"), "{out}");
+    wait_for("plan to ask the model", 60, || {
+        (!cc.model.turns("plan").is_empty()).then_some(())
+    });
+    let told = || {
+        events(&cc.task_dir(), "supervisor_message")
+            .into_iter()
+            .filter(|e| e["agent"] == "plan" && e["data"]["outcome"] == "delivered")
+            .count()
+    };
+    cc.ok(&["checkin", TASK]);
+    assert_eq!(told(), 1, "{}", cc.dump());
+    cc.ok(&["checkin", TASK]);
+    assert_eq!(told(), 1, "told once per run\n{}", cc.dump());
+    // Typed while plan was busy: Claude Code shows it in plan's conversation, once.
+    let session = cc.state()["agents"]["plan"]["session"].as_str().unwrap().to_string();
+    let shown = wait_until(
+        "the wrap-up message in plan's conversation",
+        std::time::Duration::from_secs(60),
+        std::time::Duration::from_millis(200),
+        || {
+            let screen = cc.w.capture(&format!("={session}:"));
+            screen.contains("budget of task").then_some(screen)
+        },
+        || cc.dump(),
+    );
+    assert_eq!(
+        shown.matches("is used up. Finish what you are doing").count(),
+        1,
+        "{shown}"
+    );
+    let calls = std::fs::read_to_string(&notified).unwrap();
+    assert_eq!(calls.lines().filter(|l| l.contains("budget")).count(), 1, "{calls}");
+    let st = status(&cc);
+    assert!(
+        st["task"]["cost"]["supervisor"]["messages_delivered"].as_u64() >= Some(1),
+        "{st}"
+    );
 }
 
 /// How many transcript lines each assistant message id has, over every transcript.

@@ -131,9 +131,10 @@ fn deliveries(task: &Task) -> Vec<(DateTime<Utc>, Sent)> {
 pub fn gather(task: &Task, state: &PmState, now: DateTime<Utc>) -> Result<CostView> {
     let mut file = usage_file::load(task);
     let cwd = crate::app::session::local_cwd(task).unwrap_or_else(|_| task.project.clone());
-    if let Some(projects) = claude_projects() {
-        read_transcripts(state, &cwd, &projects, &mut file);
-    }
+    let moved = match claude_projects() {
+        Some(projects) => read_transcripts(state, &cwd, &projects, &mut file),
+        None => false,
+    };
     let prices = crate::io::prices::load();
     let agents: Vec<AgentCost> = state
         .agents
@@ -150,7 +151,7 @@ pub fn gather(task: &Task, state: &PmState, now: DateTime<Utc>) -> Result<CostVi
     let roles: BTreeMap<String, Spent> = budgets.roles.keys().map(|r| (r.clone(), v.spent_by(r))).collect();
     v.budgets = budget::standings(&budgets, v.spent(), &roles);
     let block = Some(view::render_progress(&v));
-    if file.progress_block != block || file.agents.values().any(|m| !m.is_empty()) {
+    if moved || file.progress_block != block {
         file.progress_block = block;
         if let Err(e) = usage_file::save(task, &file) {
             tracing::warn!(task = %task.name, error = %e, "cannot save usage.json; the next look reads the transcripts again");

@@ -3,7 +3,8 @@
 //!
 //! Cheap by construction: one directory listing for handoffs, one walk of artifacts,
 //! and one parsed handoff per agent (its latest), so a task with 10,000 handoffs
-//! answers in milliseconds; nothing here writes. [`task_status`] reads only the task
+//! answers in milliseconds; nothing here writes but usage.json (how far each agent's
+//! transcript has been read, see [`crate::app::cost`]). [`task_status`] reads only the task
 //! folder (no tmux); what the panes say (alive or dead, exit status, idle time, waiting
 //! for a human) is asked of tmux by [`with_liveness`] and written over the matching
 //! rows, and each lane's staleness is refreshed from it.

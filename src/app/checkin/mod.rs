@@ -206,6 +206,9 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
             .unwrap_or_default(),
         standings: spend.as_ref().map(|v| v.budgets.clone()).unwrap_or_default(),
     };
+    // A used-up budget: every running agent it covers is told once to wrap up (under the
+    // check-in lock, so two check-ins never tell one agent twice).
+    crate::app::cost::tell_wrap_up(task, tmux, &cost.standings, now).await;
 
     // A: under the state lock, one snapshot: evaluate, open escalations, progress.md, the message.
     let mut plan = task.update_state(now, |st| evaluate_locked(task, st, ready, extra.clone(), &cost, now))?;
@@ -396,8 +399,6 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
     if recorded {
         intent::clear(task)?;
     }
-    // A used-up budget: every running agent it covers is told once to wrap up.
-    crate::app::cost::tell_wrap_up(task, tmux, &cost.standings, now).await;
     note(
         task,
         "checkin",
