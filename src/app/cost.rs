@@ -278,3 +278,59 @@ pub fn check_spawn(task: &Task, agent: &str) -> anyhow::Result<()> {
     )
     .into())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(id: &str, out: u64) -> String {
+        format!(
+            "{{\"type\":\"assistant\",\"message\":{{\"id\":\"{id}\",\"model\":\"m\",\"usage\":{{\"input_tokens\":10,\"output_tokens\":{out}}}}}}}\n"
+        )
+    }
+
+    #[test]
+    fn every_session_of_an_agent_counts_and_unreadable_agents_are_unknown() {
+        let d = tempfile::tempdir().unwrap();
+        let (projects, cwd) = (d.path().join("projects"), Path::new("/work/proj"));
+        let dir = projects.join("-work-proj");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("s-old.jsonl"), answer("a", 1)).unwrap();
+        std::fs::write(dir.join("s-new.jsonl"), answer("b", 2) + &answer("c", 3)).unwrap();
+        let mut st = PmState::default();
+        st.agents.insert(
+            "dev".into(),
+            AgentState {
+                runtime: Some("claude".into()),
+                session_id: Some("s-new".into()),
+                past_sessions: vec!["s-old".into()],
+                ..Default::default()
+            },
+        );
+        st.agents.insert(
+            "review".into(),
+            AgentState {
+                runtime: Some("kiro".into()),
+                session_id: Some("s-old".into()),
+                ..Default::default()
+            },
+        );
+        let mut file = UsageFile::default();
+        assert!(read_transcripts(&st, cwd, &projects, &mut file));
+        assert!(
+            !read_transcripts(&st, cwd, &projects, &mut file),
+            "nothing new the second time"
+        );
+        let prices = Prices::default();
+        let dev = agent_cost("dev", &st.agents["dev"], &file, &prices);
+        assert_eq!((dev.answers, dev.tokens.output, dev.total_tokens), (3, 6, 36));
+        assert_eq!(dev.usd, None, "no price for model m");
+        let review = agent_cost("review", &st.agents["review"], &file, &prices);
+        assert!(!review.known && review.total_tokens == 0, "{review:?}");
+        assert!(review.unknown_why.unwrap().contains("kiro"));
+        assert!(
+            !file.agents.contains_key("review"),
+            "a Kiro agent's files are never read"
+        );
+    }
+}

@@ -255,7 +255,9 @@ pub fn budget_signals(state: &PmState, standings: &[crate::core::cost::budget::S
             let told = |k: &str| state.reminders.contains_key(k);
             let key = budget_reminder(&s)?;
             let reached_told = told(&format!("budget_reached:{}", b.scope));
-            (!told(&key) && !(kind == SignalKind::BudgetWarning && reached_told)).then_some(s)
+            // A warning after the budget is used up would only repeat the worse news.
+            let stale_warning = kind == SignalKind::BudgetWarning && reached_told;
+            (!told(&key) && !stale_warning).then_some(s)
         })
         .collect()
 }
@@ -336,4 +338,44 @@ pub fn attention_signals(task: &str, state: &PmState, pm: Option<&crate::core::s
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::cost::budget::{Limit, Spent, standing};
+
+    #[test]
+    fn budget_signals_are_told_once_each_and_a_warning_never_follows_the_used_up_news() {
+        let mut st = PmState::default();
+        let warn = [standing("task", Limit::Tokens(100), Spent { tokens: 85, usd: None })];
+        let s = budget_signals(&st, &warn);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].kind, SignalKind::BudgetWarning);
+        assert!(
+            s[0].text.starts_with("85% of the task budget (100 tokens)"),
+            "{}",
+            s[0].text
+        );
+        // Recorded with the check-in: not told again.
+        st.reminders.insert(budget_reminder(&s[0]).unwrap(), chrono::Utc::now());
+        assert!(budget_signals(&st, &warn).is_empty());
+        let over = [
+            standing("task", Limit::Tokens(100), Spent { tokens: 120, usd: None }),
+            standing("dev", Limit::Tokens(1000), Spent { tokens: 10, usd: None }),
+        ];
+        let s = budget_signals(&st, &over);
+        assert_eq!(
+            s.iter().map(|s| s.kind).collect::<Vec<_>>(),
+            [SignalKind::BudgetReached]
+        );
+        assert!(s[0].text.contains("SPAWN_REJECT_BUDGET"), "{}", s[0].text);
+        st.reminders.insert(budget_reminder(&s[0]).unwrap(), chrono::Utc::now());
+        assert!(budget_signals(&st, &over).is_empty());
+        // The escalation text is the same each time, so a human is called once per budget.
+        assert_eq!(budget_escalation(&over[0]), budget_escalation(&over[0].clone()));
+        // A dollar budget with unpriced spending is not judged, so nothing is said.
+        let unknown = [standing("task", Limit::Usd(1.0), Spent { tokens: 10, usd: None })];
+        assert!(budget_signals(&PmState::default(), &unknown).is_empty());
+    }
 }
