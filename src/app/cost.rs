@@ -4,8 +4,9 @@
 //! every check-in and every spawn, so each sees fresh figures; reading is incremental,
 //! so calling it often is cheap.
 //!
-//! Usage is "unknown", never a guess, for agents whose transcripts cannot be read here:
-//! remote agents (their transcripts are on the host) and runtimes other than Claude Code.
+//! Remote agents' transcripts are read on their host over its SSH master
+//! ([`read_remote`], the same offsets). Usage is "unknown", never a guess, for runtimes
+//! other than Claude Code.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -37,11 +38,8 @@ pub fn transcript_path(projects: &Path, cwd: &Path, id: &str) -> PathBuf {
         .join(format!("{id}.jsonl"))
 }
 
-/// Why `a`'s usage cannot be read here, or `None` when it can.
+/// Why `a`'s usage cannot be read, or `None` when it can (locally or on its host).
 fn unknown_why(a: &AgentState) -> Option<String> {
-    if a.host.remote().is_some() {
-        return Some("remote agent: its transcript stays on the host".into());
-    }
     match a.runtime.as_deref() {
         Some("claude") => None,
         Some(r) => Some(format!("the {r} runtime keeps no usage record we read")),
@@ -54,7 +52,7 @@ fn unknown_why(a: &AgentState) -> Option<String> {
 pub fn read_transcripts(state: &PmState, cwd: &Path, projects: &Path, file: &mut UsageFile) -> bool {
     let mut moved = false;
     for (name, a) in &state.agents {
-        if unknown_why(a).is_some() {
+        if unknown_why(a).is_some() || a.host.remote().is_some() {
             continue;
         }
         let sessions = a.past_sessions.iter().chain(a.session_id.iter());
@@ -81,6 +79,69 @@ pub fn read_transcripts(state: &PmState, cwd: &Path, projects: &Path, file: &mut
         }
     }
     moved
+}
+
+/// The first read of a remote transcript moves this much per ssh round trip.
+const REMOTE_CHUNK: usize = 4 << 20;
+
+/// Read the new transcript lines of every remote Claude Code agent on its host, over the
+/// host's SSH master, into usage.json. An unreachable host keeps the figures last read
+/// (logged): they are what was spent at least, never a guess.
+pub async fn read_remote(task: &Task, state: &PmState) {
+    let remote: Vec<(&String, &AgentState)> = state
+        .agents
+        .iter()
+        .filter(|(_, a)| a.host.remote().is_some() && unknown_why(a).is_none())
+        .collect();
+    if remote.is_empty() {
+        return;
+    }
+    let mut file = usage_file::load(task);
+    let mut moved = false;
+    for (name, a) in remote {
+        let Some(spec) = a.host.remote() else { continue };
+        let read = async {
+            let host = crate::io::remote::Host::connect(spec).await?;
+            let slug = crate::app::checkin::intent::claude_slug(Path::new(&host.cwd().await?));
+            for id in a.past_sessions.iter().chain(a.session_id.iter()) {
+                let t = file
+                    .agents
+                    .entry(name.clone())
+                    .or_default()
+                    .entry(id.clone())
+                    .or_default();
+                loop {
+                    let Some(p) = crate::io::remote::transcript::read(&host, &slug, id, t.offset, REMOTE_CHUNK).await?
+                    else {
+                        break;
+                    };
+                    if p.size < t.offset {
+                        tracing::warn!(agent = %name, "the remote transcript shrank (replaced?); counting it again");
+                        *t = Default::default();
+                        moved = true;
+                        continue;
+                    }
+                    let fed = t.feed(&p.bytes);
+                    for w in fed.warnings {
+                        tracing::warn!(agent = %name, warning = %w, "remote transcript line not counted");
+                    }
+                    moved |= fed.consumed > 0;
+                    if fed.consumed == 0 || t.offset >= p.size {
+                        break;
+                    }
+                }
+            }
+            Ok::<(), crate::core::error::Error>(())
+        };
+        if let Err(e) = read.await {
+            tracing::warn!(agent = %name, error = %e, "cannot read the remote agent's transcript; its usage stays as last read");
+        }
+    }
+    if moved {
+        if let Err(e) = usage_file::save(task, &file) {
+            tracing::warn!(task = %task.name, error = %e, "cannot save usage.json");
+        }
+    }
 }
 
 /// One agent's figures from what was read.
@@ -241,10 +302,11 @@ pub async fn tell_wrap_up(
 /// Refuse a spawn of `agent` when a budget covering it is used up
 /// (`SPAWN_REJECT_BUDGET`, exit 6): the refusal is recorded where people look (the lane's
 /// last outcome, a `spawn_refused` event) and a human is called once per budget.
-pub fn check_spawn(task: &Task, agent: &str) -> anyhow::Result<()> {
+pub async fn check_spawn(task: &Task, agent: &str) -> anyhow::Result<()> {
     use crate::core::protocol::reason::{Reason, Refusal};
     let now = crate::core::clock::now();
     let state = task.state()?;
+    read_remote(task, &state).await;
     let v = gather(task, &state, now)?;
     let Some(b) = budget::refuses(&v.budgets, agent) else {
         return Ok(());

@@ -27,7 +27,7 @@ pub(crate) async fn spawn(
 ) -> anyhow::Result<SpawnReport> {
     super::gate::check(t, ctx, agent.as_str(), "spawn")?;
     if !over_budget {
-        super::cost::check_spawn(t, agent.as_str())?;
+        super::cost::check_spawn(t, agent.as_str()).await?;
     }
     let handoff = session::find_handoff(t, handoff)?;
     let s = supervised(t);

@@ -20,9 +20,22 @@ use crate::store::task::{self, Task};
 
 /// The status of `t`, with liveness when any agent has a pane.
 pub(crate) fn with_liveness(t: &Task) -> crate::Result<TaskStatus> {
+    read_remote_usage(t);
     let mut s = task_status(t)?;
     add_liveness(t, &mut s);
     Ok(s)
+}
+
+/// Bring remote agents' usage up to date over their SSH masters (best effort, like liveness).
+fn read_remote_usage(t: &Task) {
+    let Ok(st) = t.state() else { return };
+    if !st.agents.values().any(|a| a.host.remote().is_some()) {
+        return;
+    }
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+        return;
+    };
+    rt.block_on(crate::app::cost::read_remote(t, &st));
 }
 
 /// Merge the panes' liveness into `s`. Best effort: status must show even when tmux or
