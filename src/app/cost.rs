@@ -299,6 +299,17 @@ pub async fn tell_wrap_up(
     }
 }
 
+/// Why a spawn of `agent` would be refused for its budget now (usage as last read; no
+/// remote reads, so the daemon's tick stays cheap), or `None`.
+pub fn refusal(task: &Task, agent: &str, now: DateTime<Utc>) -> Option<String> {
+    let budgets = task.spec().ok()?.budgets();
+    if !budgets.any() {
+        return None;
+    }
+    let v = gather(task, &task.state().ok()?, now).ok()?;
+    budget::refuses(&v.budgets, agent).map(crate::core::checkin::signals::budget_escalation)
+}
+
 /// Refuse a spawn of `agent` when a budget covering it is used up
 /// (`SPAWN_REJECT_BUDGET`, exit 6): the refusal is recorded where people look (the lane's
 /// last outcome, a `spawn_refused` event) and a human is called once per budget.

@@ -21,7 +21,8 @@ Exit codes:
   4  pm_state.json is corrupt or from a newer version
   5  a message or check-in was not confirmed delivered (it will be retried)
   6  the protocol refused a spawn or send; the message starts with its reason code
-     (SPAWN_REJECT_ACTIVE_LANE, SPAWN_REJECT_DUPLICATE, SPAWN_REJECT_SPOKE_CALLER)
+     (SPAWN_REJECT_ACTIVE_LANE, SPAWN_REJECT_DUPLICATE, SPAWN_REJECT_SPOKE_CALLER,
+     SPAWN_REJECT_BUDGET)
 
 Environment:
   TASK_NAME, TASK_DIR   set in every agent's session; `task` finds the task from them
