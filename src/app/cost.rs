@@ -189,7 +189,19 @@ fn deliveries(task: &Task) -> Vec<(DateTime<Utc>, Sent)> {
 
 /// Refresh the usage of `task` (reading only what is new) and gather the whole picture.
 /// Never fails on a transcript: an unreadable one keeps its last figures, with a warning.
+/// usage.json is written only when a transcript moved (so `task status` on a quiet task
+/// writes nothing); see [`gather_for_checkin`].
 pub fn gather(task: &Task, state: &PmState, now: DateTime<Utc>) -> Result<CostView> {
+    gather_with(task, state, now, false)
+}
+
+/// [`gather`], also keeping the `## Cost` section for progress.md, which the check-in
+/// writes next (the scribe cannot price tokens itself).
+pub fn gather_for_checkin(task: &Task, state: &PmState, now: DateTime<Utc>) -> Result<CostView> {
+    gather_with(task, state, now, true)
+}
+
+fn gather_with(task: &Task, state: &PmState, now: DateTime<Utc>, for_progress: bool) -> Result<CostView> {
     let mut file = usage_file::load(task);
     let cwd = crate::app::session::local_cwd(task).unwrap_or_else(|_| task.project.clone());
     let moved = match claude_projects() {
@@ -212,7 +224,7 @@ pub fn gather(task: &Task, state: &PmState, now: DateTime<Utc>) -> Result<CostVi
     let roles: BTreeMap<String, Spent> = budgets.roles.keys().map(|r| (r.clone(), v.spent_by(r))).collect();
     v.budgets = budget::standings(&budgets, v.spent(), &roles);
     let block = Some(view::render_progress(&v));
-    if moved || file.progress_block != block {
+    if moved || (for_progress && file.progress_block != block) {
         file.progress_block = block;
         if let Err(e) = usage_file::save(task, &file) {
             tracing::warn!(task = %task.name, error = %e, "cannot save usage.json; the next look reads the transcripts again");

@@ -198,7 +198,7 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
     // What the team has cost: read before the lock (transcripts can be large).
     let before = task.state()?;
     crate::app::cost::read_remote(task, &before).await;
-    let spend = crate::app::cost::gather(task, &before, now)
+    let spend = crate::app::cost::gather_for_checkin(task, &before, now)
         .map_err(|e| tracing::warn!(task = %task.name, error = %e, "cannot gather usage for the check-in"))
         .ok();
     let cost = snapshot::CostNote {

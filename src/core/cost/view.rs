@@ -200,7 +200,7 @@ pub fn render_status(v: &CostView) -> String {
             let t = &a.tokens;
             let _ = writeln!(
                 out,
-                "  {:<12} {:>8} tokens{} — in {}, out {}, cache write {}, cache read {}; {} answers{}",
+                "  {:<12} {:>8} tokens{:<10} in {} · out {} · cache +{}/{} read{}",
                 a.agent,
                 budget::tokens(a.total_tokens),
                 money(a.usd),
@@ -208,19 +208,19 @@ pub fn render_status(v: &CostView) -> String {
                 budget::tokens(t.output),
                 budget::tokens(t.cache_creation),
                 budget::tokens(t.cache_read),
-                a.answers,
                 if a.skipped_lines > 0 {
-                    format!(", {} transcript line(s) skipped", a.skipped_lines)
+                    format!(" ({} bad lines)", a.skipped_lines)
                 } else {
                     String::new()
                 }
             );
         } else {
+            let why = a.unknown_why.as_deref().unwrap_or("no usage record");
             let _ = writeln!(
                 out,
                 "  {:<12} unknown ({})",
                 a.agent,
-                a.unknown_why.as_deref().unwrap_or("no usage record")
+                crate::core::handoff::one_line(why, 70)
             );
         }
     }
@@ -230,17 +230,21 @@ pub fn render_status(v: &CostView) -> String {
     let s = &v.supervisor;
     let _ = writeln!(
         out,
-        "Supervisor:    {} check-ins + {} messages delivered, {} bytes ≈ {} tokens into the PM's context; {} quiet check-ins skipped{}{}",
+        "Supervisor:    {} check-ins + {} messages delivered: {} bytes ≈ {} tokens to the PM",
         s.checkins_delivered,
         s.messages_delivered,
         s.checkin_bytes + s.message_bytes,
         budget::tokens(s.estimated_tokens),
+    );
+    let _ = writeln!(
+        out,
+        "               {} quiet check-ins skipped{}{}",
         s.skipped_quiet,
         s.checkins_per_hour
-            .map(|h| format!("; {h:.1} check-ins/hour"))
+            .map(|h| format!("; {h:.1} delivered per hour"))
             .unwrap_or_default(),
         s.pm_tokens_per_checkin
-            .map(|t| format!("; the PM has used ~{} tokens per check-in delivered", budget::tokens(t)))
+            .map(|t| format!("; the PM used ~{} tokens per check-in", budget::tokens(t)))
             .unwrap_or_default(),
     );
     out
@@ -330,6 +334,9 @@ mod tests {
         assert_eq!(v.unknown, ["k"]);
         let text = render_status(&v);
         assert!(text.contains("150 tokens ($1.50), prices of 2025-11-01"), "{text}");
+        for line in text.lines() {
+            assert!(line.chars().count() <= 100, "over 100 columns: {line:?}");
+        }
         assert!(
             text.contains("k            unknown (kiro keeps no usage record)"),
             "{text}"
