@@ -168,10 +168,15 @@ fn agent_cost(name: &str, a: &AgentState, file: &UsageFile, prices: &Prices) -> 
     }
 }
 
-/// The supervisor's deliveries as events.jsonl recorded them.
-fn deliveries(task: &Task) -> Vec<(DateTime<Utc>, Sent)> {
+/// The supervisor's deliveries as events.jsonl recorded them, and the PM's tokens when
+/// the first check-in was delivered (recorded since usage is read).
+fn deliveries(task: &Task) -> (Vec<(DateTime<Utc>, Sent)>, Option<u64>) {
     let events = crate::store::events::read(&crate::store::events::path(task)).unwrap_or_default();
-    events
+    let pm_at_first = events
+        .iter()
+        .find(|e| e.kind == "checkin" && e.data["outcome"] == "delivered")
+        .and_then(|e| e.data["pm_tokens"].as_u64());
+    let sent = events
         .iter()
         .filter_map(|e| {
             let bytes = e.data["bytes"].as_u64().unwrap_or(0);
@@ -184,7 +189,8 @@ fn deliveries(task: &Task) -> Vec<(DateTime<Utc>, Sent)> {
             };
             Some((e.time, s))
         })
-        .collect()
+        .collect();
+    (sent, pm_at_first)
 }
 
 /// Refresh the usage of `task` (reading only what is new) and gather the whole picture.
@@ -214,11 +220,11 @@ fn gather_with(task: &Task, state: &PmState, now: DateTime<Utc>, for_progress: b
         .iter()
         .map(|(n, a)| agent_cost(n, a, &file, &prices))
         .collect();
-    let mut sup = view::supervisor_spend(&deliveries(task), now);
-    let mut v = CostView::new(agents, prices.as_of.clone(), sup.clone());
+    let (sent, pm_at_first) = deliveries(task);
+    let mut v = CostView::new(agents, prices.as_of.clone(), view::supervisor_spend(&sent, now));
     if let Some(pm) = v.agents.iter().find(|a| a.agent == "pm" && a.known) {
-        sup.pm_tokens_per_checkin = (sup.checkins_delivered > 0).then(|| pm.total_tokens / sup.checkins_delivered);
-        v.supervisor = sup;
+        v.supervisor.pm_tokens_per_checkin =
+            view::pm_tokens_per_checkin(pm_at_first, pm.total_tokens, v.supervisor.checkins_delivered);
     }
     let budgets = task.spec().map(|s| s.budgets()).unwrap_or_default();
     let roles: BTreeMap<String, Spent> = budgets.roles.keys().map(|r| (r.clone(), v.spent_by(r))).collect();

@@ -413,6 +413,8 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
             "enters": delivery.enters,
             "bytes": delivery.bytes,
             "recorded": recorded,
+            // The PM's tokens as read before this check-in: what later ones cost it.
+            "pm_tokens": spend.as_ref().and_then(|v| v.agents.iter().find(|a| a.agent == "pm" && a.known)).map(|a| a.total_tokens),
         }),
         now,
     );

@@ -54,7 +54,8 @@ pub struct SupervisorSpend {
     pub skipped_quiet: u64,
     /// Check-ins delivered per hour since the first one (`null` before any).
     pub checkins_per_hour: Option<f64>,
-    /// The PM's tokens per delivered check-in, from its transcript (`null` when unknown).
+    /// The PM's tokens since the first check-in it was delivered, per check-in: what the
+    /// schedule costs in the PM's own answers (`null` when unknown or before any).
     pub pm_tokens_per_checkin: Option<u64>,
 }
 
@@ -94,6 +95,14 @@ pub fn supervisor_spend(events: &[(DateTime<Utc>, Sent)], now: DateTime<Utc>) ->
         s.checkins_delivered as f64 / hours
     });
     s
+}
+
+/// What each check-in costs in the PM's own tokens: its tokens now less its tokens when
+/// the first check-in was delivered (recorded in that check-in's event), per check-in
+/// delivered. The PM's start-up is left out: it is not the schedule's cost.
+pub fn pm_tokens_per_checkin(at_first: Option<u64>, now: u64, delivered: u64) -> Option<u64> {
+    let first = at_first?;
+    (delivered > 0).then(|| now.saturating_sub(first) / delivered)
 }
 
 /// The whole picture for one task.
@@ -244,7 +253,7 @@ pub fn render_status(v: &CostView) -> String {
             .map(|h| format!("; {h:.1} delivered per hour"))
             .unwrap_or_default(),
         s.pm_tokens_per_checkin
-            .map(|t| format!("; the PM used ~{} tokens per check-in", budget::tokens(t)))
+            .map(|t| format!("; the PM spends ~{} tokens per check-in", budget::tokens(t)))
             .unwrap_or_default(),
     );
     out
@@ -369,5 +378,12 @@ mod tests {
         );
         assert_eq!(s.estimated_tokens, 225);
         assert_eq!(s.checkins_per_hour, Some(2.0));
+        assert_eq!(pm_tokens_per_checkin(Some(5000), 9000, 2), Some(2000));
+        assert_eq!(
+            pm_tokens_per_checkin(None, 9000, 2),
+            None,
+            "no figure from before it was recorded"
+        );
+        assert_eq!(pm_tokens_per_checkin(Some(5000), 9000, 0), None);
     }
 }
