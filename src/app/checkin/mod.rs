@@ -207,6 +207,7 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
             .map(crate::core::cost::view::checkin_line)
             .unwrap_or_default(),
         standings: spend.as_ref().map(|v| v.budgets.clone()).unwrap_or_default(),
+        gathered: spend.is_some(),
     };
     // A used-up budget: every running agent it covers is told once to wrap up (under the
     // check-in lock, so two check-ins never tell one agent twice).

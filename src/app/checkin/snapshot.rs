@@ -11,7 +11,8 @@ use super::record::apply_handoffs;
 use crate::core::attention::Attention;
 use crate::core::checkin::message::{Place, render_checkin};
 use crate::core::checkin::signals::{
-    Evaluation, Signal, SignalKind, attention_signals, budget_escalation, budget_signals, evaluate, to_escalate,
+    Evaluation, Signal, SignalKind, attention_signals, budget_escalation, budget_signals, evaluate, settle_budgets,
+    to_escalate,
 };
 use crate::core::cost::budget::{Level, Standing};
 use crate::core::error::Result;
@@ -119,6 +120,8 @@ pub(crate) struct CostNote {
     pub line: String,
     /// Each budget's standing.
     pub standings: Vec<Standing>,
+    /// Whether usage was gathered at all (if not, nothing is concluded about budgets).
+    pub gathered: bool,
 }
 
 /// The PM's pane, runtime and attention episode, as the state records them.
@@ -169,7 +172,13 @@ pub(super) fn evaluate_locked(
         ));
     }
     ev.signals.extend(extra);
-    ev.signals.extend(budget_signals(&snap.state, &cost.standings));
+    // Budgets a human raised are settled first: their escalation closes, warnings re-arm.
+    let mut budget_view = snap.state.clone();
+    if cost.gathered {
+        settle_budgets(state, &cost.standings);
+        settle_budgets(&mut budget_view, &cost.standings);
+    }
+    ev.signals.extend(budget_signals(&budget_view, &cost.standings));
     let pm_patterns = snap
         .state
         .agents

@@ -262,12 +262,37 @@ pub fn budget_signals(state: &PmState, standings: &[crate::core::cost::budget::S
         .collect()
 }
 
+/// How every budget escalation starts, so one that no longer holds can be closed.
+pub const BUDGET_ESCALATION: &str = "budget used up: ";
+
 /// The escalation text for a used-up budget: stable for one budget, so it is raised once.
 pub fn budget_escalation(b: &crate::core::cost::budget::Standing) -> String {
     format!(
-        "the {} budget ({}) is used up: new spawns are refused; raise it in task.md or spawn with `task spawn --over-budget`",
+        "{BUDGET_ESCALATION}the {} budget ({}); new spawns are refused: raise it in task.md or spawn with `task spawn --over-budget`",
         b.scope, b.limit
     )
+}
+
+/// Forget what was told about budgets that no longer hold (a human raised one): their
+/// escalations close, and their warnings are told again when the new limit nears. Pure.
+pub fn settle_budgets(state: &mut PmState, standings: &[crate::core::cost::budget::Standing]) {
+    use crate::core::cost::budget::Level;
+    let open: Vec<String> = standings
+        .iter()
+        .filter(|b| b.level == Level::Exceeded)
+        .map(budget_escalation)
+        .collect();
+    state
+        .escalations
+        .retain(|e| !e.reason.starts_with(BUDGET_ESCALATION) || open.contains(&e.reason));
+    for b in standings.iter().filter(|b| b.level != Level::Unknown) {
+        if b.level != Level::Exceeded {
+            state.reminders.remove(&format!("budget_reached:{}", b.scope));
+        }
+        if b.level == Level::Ok {
+            state.reminders.remove(&format!("budget_warning:{}", b.scope));
+        }
+    }
 }
 
 /// What needs a human after these handoffs: repeated rejections, and a task
@@ -374,6 +399,19 @@ mod tests {
         assert!(budget_signals(&st, &over).is_empty());
         // The escalation text is the same each time, so a human is called once per budget.
         assert_eq!(budget_escalation(&over[0]), budget_escalation(&over[0].clone()));
+        // A human raises the budget: the escalation closes and the warnings can come again.
+        st.escalations.push(crate::core::model::Escalation {
+            time: chrono::Utc::now(),
+            reason: budget_escalation(&over[0]),
+        });
+        let raised = [standing("task", Limit::Tokens(1000), Spent { tokens: 120, usd: None })];
+        settle_budgets(&mut st, &raised);
+        assert!(
+            st.escalations.is_empty() && st.reminders.is_empty(),
+            "{:?}",
+            st.reminders
+        );
+        assert!(budget_signals(&st, &raised).is_empty(), "12% is nothing to say");
         // A dollar budget with unpriced spending is not judged, so nothing is said.
         let unknown = [standing("task", Limit::Usd(1.0), Spent { tokens: 10, usd: None })];
         assert!(budget_signals(&PmState::default(), &unknown).is_empty());
