@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use crate::core::cost::budget::{self, Spent};
 use crate::core::cost::price::Prices;
 use crate::core::cost::usage::{self, ByModel};
-use crate::core::cost::view::{self, AgentCost, CostView, Sent};
+use crate::core::cost::view::{self, AgentCost, CostView};
 use crate::core::error::Result;
 use crate::core::model::{AgentState, PmState};
 use crate::store::task::Task;
@@ -168,31 +168,6 @@ fn agent_cost(name: &str, a: &AgentState, file: &UsageFile, prices: &Prices) -> 
     }
 }
 
-/// The supervisor's deliveries as events.jsonl recorded them, and the PM's tokens when
-/// the first check-in was delivered (recorded since usage is read).
-fn deliveries(task: &Task) -> (Vec<(DateTime<Utc>, Sent)>, Option<u64>) {
-    let events = crate::store::events::read(&crate::store::events::path(task)).unwrap_or_default();
-    let pm_at_first = events
-        .iter()
-        .find(|e| e.kind == "checkin" && e.data["outcome"] == "delivered")
-        .and_then(|e| e.data["pm_tokens"].as_u64());
-    let sent = events
-        .iter()
-        .filter_map(|e| {
-            let bytes = e.data["bytes"].as_u64().unwrap_or(0);
-            let delivered = e.data["outcome"] == "delivered";
-            let s = match e.kind.as_str() {
-                "checkin" if delivered => Sent::Checkin(bytes),
-                "supervisor_message" if delivered => Sent::Message(bytes),
-                "checkin_skipped" if e.data["why"] == "nothing new" => Sent::SkippedQuiet,
-                _ => return None,
-            };
-            Some((e.time, s))
-        })
-        .collect();
-    (sent, pm_at_first)
-}
-
 /// Refresh the usage of `task` (reading only what is new) and gather the whole picture.
 /// Never fails on a transcript: an unreadable one keeps its last figures, with a warning.
 /// usage.json is written only when a transcript moved (so `task status` on a quiet task
@@ -220,17 +195,22 @@ fn gather_with(task: &Task, state: &PmState, now: DateTime<Utc>, for_progress: b
         .iter()
         .map(|(n, a)| agent_cost(n, a, &file, &prices))
         .collect();
-    let (sent, pm_at_first) = deliveries(task);
-    let mut v = CostView::new(agents, prices.as_of.clone(), view::supervisor_spend(&sent, now));
-    if let Some(pm) = v.agents.iter().find(|a| a.agent == "pm" && a.known) {
-        v.supervisor.pm_tokens_per_checkin =
-            view::pm_tokens_per_checkin(pm_at_first, pm.total_tokens, v.supervisor.checkins_delivered);
-    }
+    let log = crate::store::events::path(task);
+    let logged = usage_file::read_events(&log, &mut file.events).unwrap_or_else(|e| {
+        tracing::warn!(task = %task.name, error = %e, "cannot read events.jsonl; the supervisor's spend is as last counted");
+        false
+    });
+    let pm_now = agents
+        .iter()
+        .find(|a| a.agent == "pm" && a.known)
+        .map(|a| a.total_tokens);
+    let spend = file.events.spend(now, pm_now);
+    let mut v = CostView::new(agents, prices.as_of.clone(), spend);
     let budgets = task.spec().map(|s| s.budgets()).unwrap_or_default();
     let roles: BTreeMap<String, Spent> = budgets.roles.keys().map(|r| (r.clone(), v.spent_by(r))).collect();
     v.budgets = budget::standings(&budgets, v.spent(), &roles);
     let block = Some(view::render_progress(&v));
-    if moved || (for_progress && file.progress_block != block) {
+    if moved || (for_progress && (logged || file.progress_block != block)) {
         file.progress_block = block;
         if let Err(e) = usage_file::save(task, &file) {
             tracing::warn!(task = %task.name, error = %e, "cannot save usage.json; the next look reads the transcripts again");

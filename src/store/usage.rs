@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::core::cost::supervisor::{Sent, Tally};
 use crate::core::cost::usage::Transcript;
 use crate::core::error::{Error, Result};
 use crate::store::fsutil;
@@ -27,6 +28,9 @@ pub struct UsageFile {
     /// Agent → session id → its transcript as read so far.
     #[serde(default)]
     pub agents: BTreeMap<String, BTreeMap<String, Transcript>>,
+    /// The supervisor's deliveries counted from events.jsonl, and how far it was read.
+    #[serde(default)]
+    pub events: Tally,
     /// The cost section last rendered for progress.md (the scribe cannot price tokens).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress_block: Option<String>,
@@ -98,6 +102,37 @@ pub fn read_new(file: &Path, t: &mut Transcript) -> Result<Vec<String>> {
     Ok(warnings)
 }
 
+/// Count the events appended to `log` (events.jsonl) since `t.offset`; returns whether
+/// anything was read. Complete lines only (a torn last line waits); a line that is not an
+/// event is passed over, as every reader of the log does.
+pub fn read_events(log: &Path, t: &mut Tally) -> Result<bool> {
+    let mut f = match std::fs::File::open(log) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::io("open", log, e)),
+    };
+    let len = f.metadata().map_err(|e| Error::io("stat", log, e))?.len();
+    if len < t.offset {
+        *t = Tally::default();
+    }
+    f.seek(SeekFrom::Start(t.offset))
+        .map_err(|e| Error::io("seek in", log, e))?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf).map_err(|e| Error::io("read", log, e))?;
+    let Some(end) = buf.iter().rposition(|b| *b == b'\n') else {
+        return Ok(false);
+    };
+    for line in buf[..end].split(|b| *b == b'\n') {
+        if let Ok(e) = serde_json::from_slice::<crate::store::events::Event>(line) {
+            if let Some(s) = Sent::from_event(&e.kind, &e.data) {
+                t.add(e.time, s);
+            }
+        }
+    }
+    t.offset += end as u64 + 1;
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,6 +180,33 @@ mod tests {
         let mut t = Transcript::default();
         read_new(&p, &mut t).unwrap();
         assert_eq!(sum(&t.by_model).output, 4);
+    }
+
+    #[test]
+    fn events_are_counted_once_from_where_the_last_read_stopped() {
+        let d = tempfile::tempdir().unwrap();
+        let task = Task::new(d.path(), "t1".parse().unwrap()).unwrap();
+        crate::store::task::create_or_repair(&task, chrono::Utc::now()).unwrap();
+        let log = crate::store::events::path(&task);
+        let mut t = Tally::default();
+        assert!(!read_events(&log, &mut t).unwrap());
+        let now = chrono::Utc::now();
+        let delivered = serde_json::json!({"outcome": "delivered", "bytes": 100});
+        crate::store::events::append(&task, "checkin", Some("pm"), delivered.clone(), now).unwrap();
+        crate::store::events::append(&task, "spawn", Some("dev"), serde_json::json!({}), now).unwrap();
+        assert!(read_events(&log, &mut t).unwrap());
+        assert_eq!((t.checkins, t.checkin_bytes), (1, 100));
+        assert!(!read_events(&log, &mut t).unwrap(), "nothing new");
+        assert_eq!(t.checkins, 1, "nothing counted twice");
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log)
+            .unwrap()
+            .write_all(b"{\"time\": \"20")
+            .unwrap();
+        crate::store::events::append(&task, "checkin", Some("pm"), delivered, now).unwrap();
+        read_events(&log, &mut t).unwrap();
+        assert_eq!(t.checkins, 1, "a torn line glued to the next is not an event");
     }
 
     #[test]

@@ -4,5 +4,6 @@
 
 pub mod budget;
 pub mod price;
+pub mod supervisor;
 pub mod usage;
 pub mod view;

@@ -1,18 +1,13 @@
 //! What the team has cost, as `task status`, `--json`, progress.md and the check-in show
 //! it (pure): per agent and task totals in tokens, money where every price is known, the
-//! budgets' standing, and the supervisor's own spend (what its messages put in the PM's
-//! context, estimated at 4 bytes a token, and how often it checked in).
+//! budgets' standing, and the supervisor's own spend ([`super::supervisor`]).
 
 use std::fmt::Write as _;
 
-use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::budget::{self, Level, Standing};
 use super::usage::{ByModel, Tokens};
-
-/// Bytes per token for the supervisor's estimate (English text and markdown run ~4).
-pub const BYTES_PER_TOKEN: u64 = 4;
 
 /// One agent's usage.
 #[derive(Debug, Clone, Serialize)]
@@ -37,73 +32,7 @@ pub struct AgentCost {
     pub skipped_lines: u64,
 }
 
-/// What the supervisor's own messages cost.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct SupervisorSpend {
-    /// Check-ins delivered to the PM.
-    pub checkins_delivered: u64,
-    /// Their bytes.
-    pub checkin_bytes: u64,
-    /// Other messages the supervisor delivered (budget wrap-ups, resume nudges).
-    pub messages_delivered: u64,
-    /// Their bytes.
-    pub message_bytes: u64,
-    /// All of it in tokens, estimated at [`BYTES_PER_TOKEN`] bytes a token.
-    pub estimated_tokens: u64,
-    /// Scheduled check-ins not sent because nothing was new.
-    pub skipped_quiet: u64,
-    /// Check-ins delivered per hour since the first one (`null` before any).
-    pub checkins_per_hour: Option<f64>,
-    /// The PM's tokens since the first check-in it was delivered, per check-in: what the
-    /// schedule costs in the PM's own answers (`null` when unknown or before any).
-    pub pm_tokens_per_checkin: Option<u64>,
-}
-
-/// One delivery or skip by the supervisor, as the event log records it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sent {
-    /// A check-in delivered, with its bytes.
-    Checkin(u64),
-    /// Another message delivered, with its bytes.
-    Message(u64),
-    /// A scheduled check-in skipped as quiet.
-    SkippedQuiet,
-}
-
-/// Sum the supervisor's deliveries (`events` in time order) up to `now`.
-pub fn supervisor_spend(events: &[(DateTime<Utc>, Sent)], now: DateTime<Utc>) -> SupervisorSpend {
-    let mut s = SupervisorSpend::default();
-    let mut first = None;
-    for (t, e) in events {
-        match e {
-            Sent::Checkin(b) => {
-                s.checkins_delivered += 1;
-                s.checkin_bytes += b;
-                first.get_or_insert(*t);
-            }
-            Sent::Message(b) => {
-                s.messages_delivered += 1;
-                s.message_bytes += b;
-            }
-            Sent::SkippedQuiet => s.skipped_quiet += 1,
-        }
-    }
-    s.estimated_tokens = (s.checkin_bytes + s.message_bytes).div_ceil(BYTES_PER_TOKEN);
-    s.checkins_per_hour = first.map(|f| {
-        // At least a minute: one check-in a moment ago is not 3,600 an hour.
-        let hours = (now.signed_duration_since(f).num_seconds().max(60)) as f64 / 3600.0;
-        s.checkins_delivered as f64 / hours
-    });
-    s
-}
-
-/// What each check-in costs in the PM's own tokens: its tokens now less its tokens when
-/// the first check-in was delivered (recorded in that check-in's event), per check-in
-/// delivered. The PM's start-up is left out: it is not the schedule's cost.
-pub fn pm_tokens_per_checkin(at_first: Option<u64>, now: u64, delivered: u64) -> Option<u64> {
-    let first = at_first?;
-    (delivered > 0).then(|| now.saturating_sub(first) / delivered)
-}
+pub use super::supervisor::SupervisorSpend;
 
 /// The whole picture for one task.
 #[derive(Debug, Clone, Serialize)]
@@ -354,36 +283,5 @@ mod tests {
         assert_eq!(v.usd, None);
         assert!(render_status(&v).contains("money unknown"));
         assert_eq!(checkin_line(&v), "Cost so far: 100 tokens.");
-    }
-
-    #[test]
-    fn the_supervisor_spend_counts_bytes_rate_and_quiet_skips() {
-        let t0: DateTime<Utc> = "2026-11-23T09:00:00Z".parse().unwrap();
-        let h = chrono::Duration::minutes(30);
-        let ev = [
-            (t0, Sent::Checkin(400)),
-            (t0 + h, Sent::SkippedQuiet),
-            (t0 + h, Sent::Checkin(401)),
-            (t0 + h, Sent::Message(99)),
-        ];
-        let s = supervisor_spend(&ev, t0 + h + h);
-        assert_eq!(
-            (
-                s.checkins_delivered,
-                s.checkin_bytes,
-                s.messages_delivered,
-                s.skipped_quiet
-            ),
-            (2, 801, 1, 1)
-        );
-        assert_eq!(s.estimated_tokens, 225);
-        assert_eq!(s.checkins_per_hour, Some(2.0));
-        assert_eq!(pm_tokens_per_checkin(Some(5000), 9000, 2), Some(2000));
-        assert_eq!(
-            pm_tokens_per_checkin(None, 9000, 2),
-            None,
-            "no figure from before it was recorded"
-        );
-        assert_eq!(pm_tokens_per_checkin(Some(5000), 9000, 0), None);
     }
 }
