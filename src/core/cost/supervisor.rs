@@ -30,7 +30,8 @@ impl Sent {
         let delivered = data["outcome"] == "delivered";
         Some(match kind {
             "checkin" if delivered => Sent::Checkin(bytes, data["pm_tokens"].as_u64()),
-            "supervisor_message" if delivered => Sent::Message(bytes),
+            // Budget wrap-ups, and the resume message after a usage limit.
+            "supervisor_message" | "resumed" if delivered => Sent::Message(bytes),
             "checkin_skipped" if data["why"] == "nothing new" => Sent::SkippedQuiet,
             _ => return None,
         })
@@ -104,7 +105,7 @@ pub struct SupervisorSpend {
     pub checkins_delivered: u64,
     /// Their bytes.
     pub checkin_bytes: u64,
-    /// Other messages the supervisor delivered (budget wrap-ups).
+    /// Other messages the supervisor delivered (budget wrap-ups, resumes after a usage limit).
     pub messages_delivered: u64,
     /// Their bytes.
     pub message_bytes: u64,
