@@ -163,7 +163,7 @@ async fn resume(
         task,
         if delivered { "resumed" } else { "resume_failed" },
         Some(agent),
-        serde_json::json!({"resets_at": ep.resets_at, "outcome": report.outcome, "reason": report.reason}),
+        serde_json::json!({"resets_at": ep.resets_at, "outcome": report.outcome, "reason": report.reason, "bytes": text.len()}),
         now,
     )?;
     if delivered {

@@ -13,6 +13,7 @@ pub(crate) mod attach;
 pub(crate) mod attend;
 pub(crate) mod checkin;
 pub(crate) mod context;
+pub mod cost;
 pub(crate) mod daemon;
 pub(crate) mod dispatch;
 pub(crate) mod doctor;

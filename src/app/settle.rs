@@ -45,6 +45,12 @@ pub async fn settle(ctx: &Ctx, task: &Task, ready: &(dyn Fn(&Loaded) -> bool + S
         if l.holder.is_some() || l.queued.is_none() {
             continue;
         }
+        // A used-up budget holds the queue (a spawn refused now would be lost); it starts
+        // once the budget is raised.
+        if let Some(why) = crate::app::cost::refusal(task, agent, now) {
+            tracing::info!(task = %task.name, agent, why = %why, "a queued spawn waits: its budget is used up");
+            continue;
+        }
         match start_queued(ctx, task, agent, now).await {
             Ok(Some(_)) => out.dequeued.push(agent.clone()),
             Ok(None) => {}

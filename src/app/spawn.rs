@@ -14,7 +14,8 @@ use crate::store::task::Task;
 use super::dispatch::{daemon_or_here, supervised};
 
 /// Spawn `agent` with the PM's `handoff`: the gate first, then the spawn in the daemon
-/// when one runs, else here; the same typed report from either side.
+/// when one runs, else here; the same typed report from either side. A used-up budget
+/// refuses it unless `over_budget` (a human's decision).
 pub(crate) async fn spawn(
     t: &Task,
     ctx: &Ctx,
@@ -22,8 +23,12 @@ pub(crate) async fn spawn(
     handoff: &Path,
     runtime: Option<&str>,
     queue: bool,
+    over_budget: bool,
 ) -> anyhow::Result<SpawnReport> {
     super::gate::check(t, ctx, agent.as_str(), "spawn")?;
+    if !over_budget {
+        super::cost::check_spawn(t, agent.as_str()).await?;
+    }
     let handoff = session::find_handoff(t, handoff)?;
     let s = supervised(t);
     let req = Request::Spawn {

@@ -3,7 +3,8 @@
 //!
 //! Cheap by construction: one directory listing for handoffs, one walk of artifacts,
 //! and one parsed handoff per agent (its latest), so a task with 10,000 handoffs
-//! answers in milliseconds; nothing here writes. [`task_status`] reads only the task
+//! answers in milliseconds; nothing here writes but usage.json (how far each agent's
+//! transcript has been read, see [`crate::app::cost`]). [`task_status`] reads only the task
 //! folder (no tmux); what the panes say (alive or dead, exit status, idle time, waiting
 //! for a human) is asked of tmux by [`with_liveness`] and written over the matching
 //! rows, and each lane's staleness is refreshed from it.
@@ -19,9 +20,22 @@ use crate::store::task::{self, Task};
 
 /// The status of `t`, with liveness when any agent has a pane.
 pub(crate) fn with_liveness(t: &Task) -> crate::Result<TaskStatus> {
+    read_remote_usage(t);
     let mut s = task_status(t)?;
     add_liveness(t, &mut s);
     Ok(s)
+}
+
+/// Bring remote agents' usage up to date over their SSH masters (best effort, like liveness).
+fn read_remote_usage(t: &Task) {
+    let Ok(st) = t.state() else { return };
+    if !st.agents.values().any(|a| a.host.remote().is_some()) {
+        return;
+    }
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+        return;
+    };
+    rt.block_on(crate::app::cost::read_remote(t, &st));
 }
 
 /// Merge the panes' liveness into `s`. Best effort: status must show even when tmux or
@@ -175,6 +189,9 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
         escalations: state.escalations.clone(),
         problems,
         watcher: handoffs::watch_stats::load(),
+        cost: crate::app::cost::gather(task, &state, now)
+            .map_err(|e| tracing::warn!(task = %task.name, error = %e, "cannot gather usage"))
+            .ok(),
     })
 }
 

@@ -21,7 +21,8 @@ Exit codes:
   4  pm_state.json is corrupt or from a newer version
   5  a message or check-in was not confirmed delivered (it will be retried)
   6  the protocol refused a spawn or send; the message starts with its reason code
-     (SPAWN_REJECT_ACTIVE_LANE, SPAWN_REJECT_DUPLICATE, SPAWN_REJECT_SPOKE_CALLER)
+     (SPAWN_REJECT_ACTIVE_LANE, SPAWN_REJECT_DUPLICATE, SPAWN_REJECT_SPOKE_CALLER,
+     SPAWN_REJECT_BUDGET)
 
 Environment:
   TASK_NAME, TASK_DIR   set in every agent's session; `task` finds the task from them
@@ -143,6 +144,7 @@ pub enum Command {
     /// a sign of life. A busy lane refuses (SPAWN_REJECT_ACTIVE_LANE) unless --queue holds the
     /// spawn until it frees (SPAWN_QUEUED, later SPAWN_DEQUEUED); the same spawn again while it
     /// runs is SPAWN_REJECT_DUPLICATE; a reclaimed silent lane is SPAWN_RECOVERED_STALE.
+    /// A used-up task.md budget refuses it (SPAWN_REJECT_BUDGET) unless --over-budget.
     /// Refusals exit 6. The agent's context bundle is deployed to active_agents/<agent>/.
     Spawn {
         /// The task.
@@ -163,6 +165,9 @@ pub enum Command {
         /// When the agent's lane is busy, wait in it (one spawn per lane) and start as soon as it frees.
         #[arg(long)]
         queue: bool,
+        /// Start even though a task.md budget is used up (for a human who decided to spend more).
+        #[arg(long)]
+        over_budget: bool,
         /// Print what was started as JSON.
         #[arg(long)]
         json: bool,

@@ -139,10 +139,12 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             runtime,
             project,
             queue,
+            over_budget,
             json,
             ..
         } => {
             let args = commands::spawn::Args {
+                over_budget,
                 agent: &agent,
                 handoff: &handoff,
                 runtime: runtime.as_deref(),

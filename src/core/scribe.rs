@@ -30,6 +30,8 @@ pub struct Input<'a> {
     pub artifacts: &'a [Artifact],
     /// Escalations waiting for a human (one line each).
     pub escalations: &'a [String],
+    /// The `## Cost` section, when usage has been read (rendered by `core::cost::view`).
+    pub cost: Option<&'a str>,
 }
 
 /// The handoff chain in the style of docs/protocol.md#progress-and-lineage, one line per handoff:
@@ -172,6 +174,11 @@ pub fn render(i: &Input<'_>) -> String {
     }
     s.push('\n');
 
+    if let Some(c) = i.cost {
+        s.push_str(c.trim_end());
+        s.push_str("\n\n");
+    }
+
     s.push_str("## Artifacts Generated\n");
     if i.artifacts.is_empty() {
         s.push_str("None yet.\n");
@@ -193,6 +200,7 @@ pub fn render_empty(task: &str, state: &PmState, now: DateTime<Utc>) -> String {
         latest: &[],
         artifacts: &[],
         escalations: &[],
+        cost: None,
     })
 }
 

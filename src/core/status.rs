@@ -156,6 +156,8 @@ pub struct TaskStatus {
     /// The daemon's file watcher, daemon-wide: its event queue overflows (each one a
     /// rescan of every task's handoffs) since it started; `None` when no daemon saved any.
     pub watcher: Option<crate::core::model::WatchStats>,
+    /// What the team has cost (`null` when it could not be gathered); see docs/json.md.
+    pub cost: Option<crate::core::cost::view::CostView>,
 }
 
 fn opt_time(t: Option<DateTime<Utc>>) -> String {
@@ -193,6 +195,9 @@ pub fn render(s: &TaskStatus) -> String {
         }
     ));
     out.push_str(&format!("Artifacts:     {}\n", s.artifacts));
+    if let Some(c) = &s.cost {
+        out.push_str(&crate::core::cost::view::render_status(c));
+    }
     if let Some(w) = s.watcher.as_ref().filter(|w| w.overflows > 0) {
         out.push_str(&format!(
             "Watcher:       {} event queue overflow(s), handoffs rescanned (last {}; daemon-wide)\n",

@@ -8,6 +8,7 @@ pub(crate) mod delivery;
 pub(crate) mod logging;
 pub(crate) mod pane_lock;
 pub(crate) mod permissions;
+pub(crate) mod prices;
 pub mod program;
 pub mod remote;
 pub(crate) mod runtime;

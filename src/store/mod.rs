@@ -11,3 +11,4 @@ pub(crate) mod progress;
 pub(crate) mod registry;
 pub(crate) mod roster;
 pub mod task;
+pub mod usage;

@@ -69,6 +69,7 @@ pub fn write_gathered(
     escalations: &[String],
     now: DateTime<Utc>,
 ) -> Result<String> {
+    let cost = crate::store::usage::load(task).progress_block;
     let text = render(&Input {
         task: task.name.as_str(),
         now,
@@ -78,6 +79,7 @@ pub fn write_gathered(
         latest,
         artifacts,
         escalations,
+        cost: cost.as_deref(),
     });
     fsutil::atomic_write(&task.progress_path(), text.as_bytes())?;
     Ok(text)

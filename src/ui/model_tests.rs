@@ -48,6 +48,7 @@ pub(crate) fn task(name: &str, agents: Vec<AgentRow>) -> TaskView {
             lanes: Vec::new(),
             problems: Vec::new(),
             watcher: None,
+            cost: None,
         },
         events: Vec::new(),
     }

@@ -176,6 +176,7 @@ fn unreadable(t: &Task, problem: String) -> crate::core::status::TaskStatus {
         lanes: Vec::new(),
         problems: vec![problem],
         watcher: None,
+        cost: None,
     }
 }
 

@@ -61,7 +61,20 @@ struct Steer {
     limit: BTreeMap<String, SystemTime>,
     /// Agent → a command to run before its handoff (once).
     ask_first: BTreeMap<String, String>,
+    /// Agent → the usage its main answers report (default [`DEFAULT_USAGE`]).
+    usage: BTreeMap<String, Usage>,
+    /// The model every answer names (default: the model asked for).
+    model: Option<String>,
+    /// Streamed tool calls start with this text block (two content blocks in one answer:
+    /// Claude Code writes a transcript line for each, with the same message id).
+    preface: Option<String>,
 }
+
+/// Token usage one answer reports: input, output, cache creation, cache read.
+pub type Usage = [u64; 4];
+
+/// What every answer reports unless steered.
+pub const DEFAULT_USAGE: Usage = [100, 20, 0, 0];
 
 #[derive(Default)]
 struct Inner {
@@ -136,6 +149,21 @@ impl ModelServer {
     /// Answer `agent`'s next main request with the subscription usage limit, resetting at `reset`.
     pub fn limit_next(&self, agent: &str, reset: SystemTime) {
         self.inner.lock().unwrap().steer.limit.insert(agent.into(), reset);
+    }
+
+    /// Report `usage` in every main answer to `agent` (known numbers for cost tests).
+    pub fn usage_for(&self, agent: &str, usage: Usage) {
+        self.inner.lock().unwrap().steer.usage.insert(agent.into(), usage);
+    }
+
+    /// Name `model` in every answer, whatever model was asked for.
+    pub fn answer_as(&self, model: &str) {
+        self.inner.lock().unwrap().steer.model = Some(model.into());
+    }
+
+    /// Start every streamed tool call with a text block saying `text`.
+    pub fn preface_tools(&self, text: &str) {
+        self.inner.lock().unwrap().steer.preface = Some(text.into());
     }
 
     /// Have `agent` run `command` (one Bash call) before it hands off.
@@ -279,23 +307,25 @@ fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
     if let Some(d) = held {
         std::thread::sleep(d);
     }
-    let model = v["model"].as_str().unwrap_or("claude-scripted").to_string();
+    let (model, usage, preface) = {
+        let g = inner.lock().unwrap();
+        let model = g.steer.model.clone();
+        let preface = g.steer.preface.clone();
+        let usage = agent
+            .as_ref()
+            .filter(|_| main)
+            .and_then(|a| g.steer.usage.get(a).copied())
+            .unwrap_or(DEFAULT_USAGE);
+        (model, usage, preface)
+    };
+    let model = model.unwrap_or_else(|| v["model"].as_str().unwrap_or("claude-scripted").to_string());
     let _ = match wire {
         Wire::OpenAi => req.respond(openai::sse_response(&model, &reply)),
         Wire::Gemini if stream => req.respond(gemini::sse_response(&reply)),
         Wire::Gemini => req.respond(json_response(200, &gemini::response_json(&reply))),
-        Wire::Anthropic => anthropic_respond(req, stream, &model, &reply),
+        Wire::Anthropic if stream => req.respond(sse_response(&model, &reply, usage, preface.as_deref())),
+        Wire::Anthropic => req.respond(json_response(200, &message_json(&model, &reply, usage))),
     };
-}
-
-fn anthropic_respond(req: tiny_http::Request, stream: bool, model: &str, reply: &Reply) -> std::io::Result<()> {
-    let model = model.to_string();
-    let reply = reply.clone();
-    if stream {
-        req.respond(sse_response(&model, &reply))
-    } else {
-        req.respond(json_response(200, &message_json(&model, &reply)))
-    }
 }
 
 /// What the scripted model says.
@@ -557,11 +587,13 @@ fn usage_tokens() -> (u64, u64) {
     (100, 20)
 }
 
-fn usage() -> Value {
-    json!({"input_tokens": 100, "output_tokens": 20, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0})
+/// The usage as the API reports it; `output` is what message_start says (the API sends 1
+/// there, and the final count in message_delta).
+fn usage(u: Usage, output: u64) -> Value {
+    json!({"input_tokens": u[0], "output_tokens": output, "cache_creation_input_tokens": u[2], "cache_read_input_tokens": u[3]})
 }
 
-fn message_json(model: &str, reply: &Reply) -> Value {
+fn message_json(model: &str, reply: &Reply, u: Usage) -> Value {
     json!({
         "id": format!("msg_{}", uuid_ish()),
         "type": "message",
@@ -570,11 +602,16 @@ fn message_json(model: &str, reply: &Reply) -> Value {
         "content": content(reply),
         "stop_reason": stop_reason(reply),
         "stop_sequence": null,
-        "usage": usage(),
+        "usage": usage(u, u[1]),
     })
 }
 
-fn sse_response(model: &str, reply: &Reply) -> tiny_http::Response<std::io::Cursor<Vec<u8>>> {
+fn sse_response(
+    model: &str,
+    reply: &Reply,
+    u: Usage,
+    preface: Option<&str>,
+) -> tiny_http::Response<std::io::Cursor<Vec<u8>>> {
     let mut out = String::new();
     let mut ev = |name: &str, data: Value| {
         out.push_str(&format!("event: {name}\ndata: {data}\n\n"));
@@ -583,7 +620,7 @@ fn sse_response(model: &str, reply: &Reply) -> tiny_http::Response<std::io::Curs
         "message_start",
         json!({"type": "message_start", "message": {
             "id": format!("msg_{}", uuid_ish()), "type": "message", "role": "assistant", "model": model,
-            "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage()}}),
+            "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage(u, 1)}}),
     );
     match reply {
         Reply::Text(t) => {
@@ -597,23 +634,42 @@ fn sse_response(model: &str, reply: &Reply) -> tiny_http::Response<std::io::Curs
             );
         }
         Reply::Tool(_) => {
+            let mut index = 0;
+            if let Some(t) = preface {
+                ev(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+                );
+                ev(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}}),
+                );
+                ev("content_block_stop", json!({"type": "content_block_stop", "index": 0}));
+                index = 1;
+            }
             let block = &content(reply)[0];
             ev(
                 "content_block_start",
-                json!({"type": "content_block_start", "index": 0, "content_block": {
+                json!({"type": "content_block_start", "index": index, "content_block": {
                     "type": "tool_use", "id": block["id"], "name": "Bash", "input": {}}}),
             );
             ev(
                 "content_block_delta",
-                json!({"type": "content_block_delta", "index": 0, "delta": {
+                json!({"type": "content_block_delta", "index": index, "delta": {
                     "type": "input_json_delta", "partial_json": block["input"].to_string()}}),
+            );
+            ev(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": index}),
             );
         }
     }
-    ev("content_block_stop", json!({"type": "content_block_stop", "index": 0}));
+    if matches!(reply, Reply::Text(_)) {
+        ev("content_block_stop", json!({"type": "content_block_stop", "index": 0}));
+    }
     ev(
         "message_delta",
-        json!({"type": "message_delta", "delta": {"stop_reason": stop_reason(reply), "stop_sequence": null}, "usage": {"output_tokens": 20}}),
+        json!({"type": "message_delta", "delta": {"stop_reason": stop_reason(reply), "stop_sequence": null}, "usage": {"output_tokens": u[1]}}),
     );
     ev("message_stop", json!({"type": "message_stop"}));
     tiny_http::Response::from_data(out.into_bytes())

@@ -195,8 +195,26 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
     // Dialogs and usage limits: escalate, pause, resume (cron mode has no other watcher).
     tend_attention(task, tmux, now).await;
 
+    // What the team has cost: read before the lock (transcripts can be large).
+    let before = task.state()?;
+    crate::app::cost::read_remote(task, &before).await;
+    let spend = crate::app::cost::gather_for_checkin(task, &before, now)
+        .map_err(|e| tracing::warn!(task = %task.name, error = %e, "cannot gather usage for the check-in"))
+        .ok();
+    let cost = snapshot::CostNote {
+        line: spend
+            .as_ref()
+            .map(crate::core::cost::view::checkin_line)
+            .unwrap_or_default(),
+        standings: spend.as_ref().map(|v| v.budgets.clone()).unwrap_or_default(),
+        gathered: spend.is_some(),
+    };
+    // A used-up budget: every running agent it covers is told once to wrap up (under the
+    // check-in lock, so two check-ins never tell one agent twice).
+    crate::app::cost::tell_wrap_up(task, tmux, &cost.standings, now).await;
+
     // A: under the state lock, one snapshot: evaluate, open escalations, progress.md, the message.
-    let mut plan = task.update_state(now, |st| evaluate_locked(task, st, ready, extra.clone(), now))?;
+    let mut plan = task.update_state(now, |st| evaluate_locked(task, st, ready, extra.clone(), &cost, now))?;
     for reason in &plan.escalated {
         crate::app::escalation::announce(task, reason, now)?;
     }
@@ -246,7 +264,7 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
                     next_checkin: task.state()?.next_checkin,
                 });
             }
-            plan = task.update_state(now, |st| evaluate_locked(task, st, ready, extra, now))?;
+            plan = task.update_state(now, |st| evaluate_locked(task, st, ready, extra, &cost, now))?;
             for reason in &plan.escalated {
                 crate::app::escalation::announce(task, reason, now)?;
             }
@@ -396,6 +414,8 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
             "enters": delivery.enters,
             "bytes": delivery.bytes,
             "recorded": recorded,
+            // The PM's tokens as read before this check-in: what later ones cost it.
+            "pm_tokens": spend.as_ref().and_then(|v| v.agents.iter().find(|a| a.agent == "pm" && a.known)).map(|a| a.total_tokens),
         }),
         now,
     );

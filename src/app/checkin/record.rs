@@ -75,6 +75,13 @@ pub(super) fn record(state: &mut PmState, cands: &[Candidate], ev: &Evaluation, 
     state.phase = ev.phase;
     state.review_rejections = ev.rejections.clone();
     state.last_checkin = Some(now);
+    for key in ev
+        .signals
+        .iter()
+        .filter_map(crate::core::checkin::signals::budget_reminder)
+    {
+        state.reminders.insert(key, now);
+    }
     if ev.signals.iter().any(|s| s.kind == SignalKind::NoProgress) {
         state.reminders.insert("no_progress".into(), now);
     }

@@ -10,7 +10,11 @@ use chrono::{DateTime, Utc};
 use super::record::apply_handoffs;
 use crate::core::attention::Attention;
 use crate::core::checkin::message::{Place, render_checkin};
-use crate::core::checkin::signals::{Evaluation, Signal, SignalKind, attention_signals, evaluate, to_escalate};
+use crate::core::checkin::signals::{
+    Evaluation, Signal, SignalKind, attention_signals, budget_escalation, budget_signals, evaluate, settle_budgets,
+    to_escalate,
+};
+use crate::core::cost::budget::{Level, Standing};
 use crate::core::error::Result;
 use crate::core::handoff::{self, Candidate, HandoffName, Loaded};
 use crate::core::model::{PmState, TaskSpec};
@@ -109,6 +113,17 @@ impl Snapshot {
     }
 }
 
+/// What a check-in says about spending: its one line, and the budgets' standing.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CostNote {
+    /// The message's line (empty: nothing to say).
+    pub line: String,
+    /// Each budget's standing.
+    pub standings: Vec<Standing>,
+    /// Whether usage was gathered at all (if not, nothing is concluded about budgets).
+    pub gathered: bool,
+}
+
 /// The PM's pane, runtime and attention episode, as the state records them.
 pub(super) type PmPane = (String, Option<String>, Option<Attention>);
 
@@ -130,12 +145,15 @@ pub(super) struct Plan {
 
 /// The first locked phase, on the state read under the lock: snapshot, evaluate, open
 /// the escalations in `state` (saved by the caller), write progress.md once, render
-/// the message. `extra` signals (agent deaths) join those computed from handoffs.
+/// the message. `extra` signals (agent deaths) join those computed from handoffs;
+/// `cost` is the message's one line on spending (gathered before the lock: reading
+/// transcripts must not hold the state).
 pub(super) fn evaluate_locked(
     task: &Task,
     state: &mut PmState,
     ready: &(dyn Fn(&Loaded) -> bool + Sync),
     extra: Vec<Signal>,
+    cost: &CostNote,
     now: DateTime<Utc>,
 ) -> Result<Plan> {
     let snap = Snapshot::read(task, state, ready)?;
@@ -154,6 +172,13 @@ pub(super) fn evaluate_locked(
         ));
     }
     ev.signals.extend(extra);
+    // Budgets a human raised are settled first: their escalation closes, warnings re-arm.
+    let mut budget_view = snap.state.clone();
+    if cost.gathered {
+        settle_budgets(state, &cost.standings);
+        settle_budgets(&mut budget_view, &cost.standings);
+    }
+    ev.signals.extend(budget_signals(&budget_view, &cost.standings));
     let pm_patterns = snap
         .state
         .agents
@@ -174,8 +199,14 @@ pub(super) fn evaluate_locked(
     }
 
     // Escalations are opened now, whether or not the message is delivered.
+    let used_up = cost
+        .standings
+        .iter()
+        .filter(|b| b.level == Level::Exceeded)
+        .map(budget_escalation);
     let escalated: Vec<String> = to_escalate(&snap.state, &new, &ev)
         .into_iter()
+        .chain(used_up)
         .filter(|r| crate::app::escalation::record(state, r, now))
         .collect();
     let open: Vec<String> = state.escalations.iter().map(|e| e.reason.clone()).collect();
@@ -197,6 +228,7 @@ pub(super) fn evaluate_locked(
         name: task.name.as_str(),
         progress: &progress,
         handoffs: &handoffs,
+        cost: &cost.line,
     };
     let message = render_checkin(&place, &preview, &new, &amended, &ev, now);
     let pm = snap
@@ -243,7 +275,7 @@ mod tests {
         };
         st.review_rejections.insert("dev".into(), 2);
 
-        let plan = evaluate_locked(&task, &mut st, &ready, Vec::new(), now).unwrap();
+        let plan = evaluate_locked(&task, &mut st, &ready, Vec::new(), &CostNote::default(), now).unwrap();
         let files: Vec<&str> = plan.cands.iter().map(|c| c.loaded.file.as_str()).collect();
         assert_eq!(files, ["review-20261123-085900.md"]);
         assert_eq!(plan.ev.phase, Phase::Iterate);
@@ -261,7 +293,7 @@ mod tests {
         assert!(!plan.message.contains("dev-20261123-085930.md"), "{}", plan.message);
 
         // The same evaluation again (the delivery failed): the escalation is already open.
-        let plan = evaluate_locked(&task, &mut st, &ready, Vec::new(), now).unwrap();
+        let plan = evaluate_locked(&task, &mut st, &ready, Vec::new(), &CostNote::default(), now).unwrap();
         assert!(plan.escalated.is_empty(), "{:?}", plan.escalated);
         assert_eq!(st.escalations.len(), 1);
     }

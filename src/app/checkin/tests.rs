@@ -377,6 +377,7 @@ fn render(t: &Task, st: &PmState, new: &[crate::core::handoff::Loaded], ev: &Eva
         name: t.name.as_str(),
         progress: &progress,
         handoffs: &handoffs,
+        cost: "",
     };
     render_message(&place, st, new, ev, now)
 }

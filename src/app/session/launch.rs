@@ -154,6 +154,11 @@ pub(super) fn record_start(
         a.tmux_server = tmux_server;
         a.status = crate::core::model::AgentStatus::Running;
         a.runtime = Some(started.runtime.clone());
+        if let Some(old) = a.session_id.take().filter(|o| *o != session_id) {
+            if !a.past_sessions.contains(&old) {
+                a.past_sessions.push(old);
+            }
+        }
         a.session_id = Some(session_id);
         a.started_at = Some(now);
         a.last_activity = Some(now);

@@ -16,6 +16,9 @@
 //!   ao-bench ui [--tasks N] [--idle-secs N]
 //!       `task ui` left alone with N tasks (an idle demo PM each): its CPU, with the
 //!       tmux calls it makes, and the agents' tmux server's.
+//!   ao-bench usage [--agents N] [--mb N] [--runs N]
+//!       token usage from N Claude Code transcripts of M MB: the first read and the
+//!       incremental update after one new answer, beside a raw read and a full re-read.
 //!   ao-bench generate DIR [--handoffs N] [--artifacts N]
 //!       only write the generated task (DIR/tasks/bench).
 //!
@@ -27,6 +30,7 @@ mod soak;
 mod status;
 mod tmux;
 mod ui;
+mod usage;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -119,6 +123,7 @@ fn main() {
         Some("remote") => remote::bench_remote(&args),
         Some("soak") => soak::bench_soak(&args),
         Some("ui") => ui::bench_ui(&args),
+        Some("usage") => usage::bench_usage(&args),
         Some("generate") => {
             let dir = PathBuf::from(args.get(1).expect("ao-bench generate DIR"));
             std::fs::create_dir_all(&dir).unwrap();
@@ -127,7 +132,7 @@ fn main() {
         }
         _ => {
             eprintln!(
-                "usage: ao-bench status [--handoffs N] [--artifacts N] [--runs N] | tmux [--runs N] | daemon | remote [--handoffs N] [--runs N] | soak [--tasks N] [--minutes N] | ui [--tasks N] [--idle-secs N] | generate DIR"
+                "usage: ao-bench status [--handoffs N] [--artifacts N] [--runs N] | tmux [--runs N] | daemon | remote [--handoffs N] [--runs N] | soak [--tasks N] [--minutes N] | ui [--tasks N] [--idle-secs N] | usage [--agents N] [--mb N] | generate DIR"
             );
             std::process::exit(2);
         }

@@ -19,6 +19,8 @@ pub(crate) struct Args<'a> {
     pub runtime: Option<&'a str>,
     /// Wait in a busy lane instead of being refused.
     pub queue: bool,
+    /// Start even though a budget is used up (a human's decision).
+    pub over_budget: bool,
 }
 
 /// Spawn and say what happened: started, queued (and who will start it), or refused.
@@ -28,10 +30,11 @@ pub(crate) async fn run(project: Option<&Path>, name: &TaskName, args: Args<'_>,
         handoff,
         runtime,
         queue,
+        over_budget,
     } = args;
     let t = app::locate(project, name)?;
     let ctx = Ctx::from_env()?;
-    let report = match app::spawn::spawn(&t, &ctx, agent, handoff, runtime, queue).await {
+    let report = match app::spawn::spawn(&t, &ctx, agent, handoff, runtime, queue, over_budget).await {
         Ok(v) => v,
         Err(e) => {
             // A refusal is an answer scripts read: with --json it goes to stdout with its code.

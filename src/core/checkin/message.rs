@@ -130,6 +130,8 @@ pub struct Place<'a> {
     pub progress: &'a Path,
     /// The handoffs folder.
     pub handoffs: &'a Path,
+    /// One short line on what the team has cost (empty: none known yet).
+    pub cost: &'a str,
 }
 
 /// Render the check-in message. `state` must already include the new handoffs
@@ -261,6 +263,14 @@ fn fill(
                     handoff::one_line(&agents.join(", "), AGENTS_CAP)
                 },
             ),
+            (
+                "cost",
+                &if task.cost.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}\n", handoff::one_line(task.cost, 200))
+                },
+            ),
             ("progress_path", &task.progress.display().to_string()),
             ("handoffs_dir", &task.handoffs.display().to_string()),
         ],
@@ -294,6 +304,7 @@ mod tests {
             name: "t1",
             progress: Path::new("/p/.tasks/t1/progress.md"),
             handoffs: Path::new("/p/.tasks/t1/handoffs"),
+            cost: "",
         }
     }
 

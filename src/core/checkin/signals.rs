@@ -44,6 +44,10 @@ pub enum SignalKind {
     NeedsHuman,
     /// An agent is paused by a usage limit until its reset.
     Paused,
+    /// A budget is 80 % used (task.md `budget:`); told once per budget.
+    BudgetWarning,
+    /// A budget is used up: new spawns are refused; told once per budget.
+    BudgetReached,
 }
 
 impl SignalKind {
@@ -63,6 +67,8 @@ impl SignalKind {
             SignalKind::Routing => "recommendation not in the roster",
             SignalKind::NeedsHuman => "needs a human",
             SignalKind::Paused => "paused",
+            SignalKind::BudgetWarning => "budget warning",
+            SignalKind::BudgetReached => "budget used up",
         }
     }
 }
@@ -209,6 +215,86 @@ pub fn evaluate(
     }
 }
 
+/// The reminder key that marks a budget signal as told (in `PmState::reminders`), or
+/// `None` for other kinds.
+pub fn budget_reminder(s: &Signal) -> Option<String> {
+    match s.kind {
+        SignalKind::BudgetWarning => Some(format!("budget_warning:{}", s.agent)),
+        SignalKind::BudgetReached => Some(format!("budget_reached:{}", s.agent)),
+        _ => None,
+    }
+}
+
+/// Budget signals the PM has not been told: at 80 % a warning, at 100 % that the budget
+/// is used up, each once per budget (a warning is not sent after the budget is used up).
+pub fn budget_signals(state: &PmState, standings: &[crate::core::cost::budget::Standing]) -> Vec<Signal> {
+    use crate::core::cost::budget::Level;
+    standings
+        .iter()
+        .filter_map(|b| {
+            let (kind, text) = match (b.level, b.percent) {
+                (Level::Warning, Some(p)) => (
+                    SignalKind::BudgetWarning,
+                    format!("{p}% of the {} budget ({}) is used; plan to finish within it", b.scope, b.limit),
+                ),
+                (Level::Exceeded, Some(p)) => (
+                    SignalKind::BudgetReached,
+                    format!(
+                        "{p}% of the {} budget ({}) is used: new spawns are refused (SPAWN_REJECT_BUDGET) and a human is asked; running agents were told to wrap up",
+                        b.scope, b.limit
+                    ),
+                ),
+                _ => return None,
+            };
+            let s = Signal {
+                kind,
+                agent: b.scope.clone(),
+                file: None,
+                text,
+            };
+            let told = |k: &str| state.reminders.contains_key(k);
+            let key = budget_reminder(&s)?;
+            let reached_told = told(&format!("budget_reached:{}", b.scope));
+            // A warning after the budget is used up would only repeat the worse news.
+            let stale_warning = kind == SignalKind::BudgetWarning && reached_told;
+            (!told(&key) && !stale_warning).then_some(s)
+        })
+        .collect()
+}
+
+/// How every budget escalation starts, so one that no longer holds can be closed.
+pub const BUDGET_ESCALATION: &str = "budget used up: ";
+
+/// The escalation text for a used-up budget: stable for one budget, so it is raised once.
+pub fn budget_escalation(b: &crate::core::cost::budget::Standing) -> String {
+    format!(
+        "{BUDGET_ESCALATION}the {} budget ({}); new spawns are refused: raise it in task.md or spawn with `task spawn --over-budget`",
+        b.scope, b.limit
+    )
+}
+
+/// Forget what was told about budgets that no longer hold (a human raised one): their
+/// escalations close, and their warnings are told again when the new limit nears. Pure.
+pub fn settle_budgets(state: &mut PmState, standings: &[crate::core::cost::budget::Standing]) {
+    use crate::core::cost::budget::Level;
+    let open: Vec<String> = standings
+        .iter()
+        .filter(|b| b.level == Level::Exceeded)
+        .map(budget_escalation)
+        .collect();
+    state
+        .escalations
+        .retain(|e| !e.reason.starts_with(BUDGET_ESCALATION) || open.contains(&e.reason));
+    for b in standings.iter().filter(|b| b.level != Level::Unknown) {
+        if b.level != Level::Exceeded {
+            state.reminders.remove(&format!("budget_reached:{}", b.scope));
+        }
+        if b.level == Level::Ok {
+            state.reminders.remove(&format!("budget_warning:{}", b.scope));
+        }
+    }
+}
+
 /// What needs a human after these handoffs: repeated rejections, and a task
 /// the PM declared BLOCKED (there is no next step without one).
 pub fn to_escalate(state: &PmState, new: &[Loaded], ev: &Evaluation) -> Vec<String> {
@@ -277,4 +363,57 @@ pub fn attention_signals(task: &str, state: &PmState, pm: Option<&crate::core::s
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::cost::budget::{Limit, Spent, standing};
+
+    #[test]
+    fn budget_signals_are_told_once_each_and_a_warning_never_follows_the_used_up_news() {
+        let mut st = PmState::default();
+        let warn = [standing("task", Limit::Tokens(100), Spent { tokens: 85, usd: None })];
+        let s = budget_signals(&st, &warn);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].kind, SignalKind::BudgetWarning);
+        assert!(
+            s[0].text.starts_with("85% of the task budget (100 tokens)"),
+            "{}",
+            s[0].text
+        );
+        // Recorded with the check-in: not told again.
+        st.reminders.insert(budget_reminder(&s[0]).unwrap(), chrono::Utc::now());
+        assert!(budget_signals(&st, &warn).is_empty());
+        let over = [
+            standing("task", Limit::Tokens(100), Spent { tokens: 120, usd: None }),
+            standing("dev", Limit::Tokens(1000), Spent { tokens: 10, usd: None }),
+        ];
+        let s = budget_signals(&st, &over);
+        assert_eq!(
+            s.iter().map(|s| s.kind).collect::<Vec<_>>(),
+            [SignalKind::BudgetReached]
+        );
+        assert!(s[0].text.contains("SPAWN_REJECT_BUDGET"), "{}", s[0].text);
+        st.reminders.insert(budget_reminder(&s[0]).unwrap(), chrono::Utc::now());
+        assert!(budget_signals(&st, &over).is_empty());
+        // The escalation text is the same each time, so a human is called once per budget.
+        assert_eq!(budget_escalation(&over[0]), budget_escalation(&over[0].clone()));
+        // A human raises the budget: the escalation closes and the warnings can come again.
+        st.escalations.push(crate::core::model::Escalation {
+            time: chrono::Utc::now(),
+            reason: budget_escalation(&over[0]),
+        });
+        let raised = [standing("task", Limit::Tokens(1000), Spent { tokens: 120, usd: None })];
+        settle_budgets(&mut st, &raised);
+        assert!(
+            st.escalations.is_empty() && st.reminders.is_empty(),
+            "{:?}",
+            st.reminders
+        );
+        assert!(budget_signals(&st, &raised).is_empty(), "12% is nothing to say");
+        // A dollar budget with unpriced spending is not judged, so nothing is said.
+        let unknown = [standing("task", Limit::Usd(1.0), Spent { tokens: 10, usd: None })];
+        assert!(budget_signals(&PmState::default(), &unknown).is_empty());
+    }
 }

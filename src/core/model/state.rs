@@ -134,6 +134,10 @@ pub struct AgentState {
     /// The runtime's conversation id (Claude Code `--session-id`), for resuming.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// Earlier conversation ids of this agent (a respawn starts a new one): its usage is
+    /// the sum over all of them, so none may be forgotten.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub past_sessions: Vec<String>,
     /// When the supervisor started it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<DateTime<Utc>>,

@@ -157,6 +157,14 @@ impl TaskSpec {
     pub fn setting(&self, key: &str) -> Option<&str> {
         self.settings.get(key).map(|s| s.value.as_str())
     }
+
+    /// `budget:` and `budget-<role>:` (checked when parsed, so never an error here).
+    pub fn budgets(&self) -> crate::core::cost::budget::Budgets {
+        crate::core::cost::budget::Budgets::from_settings(
+            self.settings.iter().map(|(k, v)| (k.as_str(), v.value.as_str())),
+        )
+        .unwrap_or_default()
+    }
 }
 
 fn strip_comment(line: &str) -> &str {
@@ -281,6 +289,9 @@ pub fn parse(text: &str, path: &Path) -> Result<TaskSpec> {
                             ),
                         ));
                     }
+                    if key == "budget" || key.starts_with("budget-") || key.starts_with("budget_") {
+                        crate::core::cost::budget::parse_limit(&value).map_err(|m| err(*lineno, m))?;
+                    }
                     if key == "cwd" {
                         spec.cwd = Some(parse_cwd(&value).map_err(|m| err(*lineno, m))?);
                     }
@@ -353,6 +364,19 @@ mod tests {
         assert!(e.to_string().contains(":3:") && e.to_string().contains("'-'"), "{e}");
         let e = p("# T\n## Agent Config\ncheckin:\n").unwrap_err();
         assert!(e.to_string().contains("no value"), "{e}");
+    }
+
+    #[test]
+    fn budgets_are_read_and_a_bad_one_names_its_line() {
+        let t = p("# T\n## Agent Config\nbudget: 2M tokens\nbudget-dev: $5\n").unwrap();
+        let b = t.budgets();
+        assert_eq!(b.task, Some(crate::core::cost::budget::Limit::Tokens(2_000_000)));
+        assert_eq!(b.roles["dev"], crate::core::cost::budget::Limit::Usd(5.0));
+        let e = p("# T\n## Agent Config\nbudget: plenty\n").unwrap_err();
+        assert!(
+            e.to_string().contains(":3:") && e.to_string().contains("'2M tokens'"),
+            "{e}"
+        );
     }
 
     #[test]

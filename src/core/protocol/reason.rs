@@ -26,6 +26,8 @@ pub enum Reason {
     SpawnRejectSpokeCaller,
     /// Started after reclaiming a lane whose agent showed no sign of life.
     SpawnRecoveredStale,
+    /// Refused: a budget covering the task or the role is used up (task.md `budget:`).
+    SpawnRejectBudget,
 }
 
 impl Reason {
@@ -39,11 +41,12 @@ impl Reason {
             Reason::SpawnRejectDuplicate => "SPAWN_REJECT_DUPLICATE",
             Reason::SpawnRejectSpokeCaller => "SPAWN_REJECT_SPOKE_CALLER",
             Reason::SpawnRecoveredStale => "SPAWN_RECOVERED_STALE",
+            Reason::SpawnRejectBudget => "SPAWN_REJECT_BUDGET",
         }
     }
 
     /// All codes, for docs and for recognising one at the start of an error message.
-    pub const ALL: [Reason; 7] = [
+    pub const ALL: [Reason; 8] = [
         Reason::SpawnOk,
         Reason::SpawnQueued,
         Reason::SpawnDequeued,
@@ -51,6 +54,7 @@ impl Reason {
         Reason::SpawnRejectDuplicate,
         Reason::SpawnRejectSpokeCaller,
         Reason::SpawnRecoveredStale,
+        Reason::SpawnRejectBudget,
     ];
 }
 

@@ -21,6 +21,7 @@ use crate::core::model::RemoteSpec;
 use crate::core::shell::shell_join;
 use crate::io::tmux::{Socket, Tmux};
 
+pub mod transcript;
 pub mod watch;
 
 /// How long to wait for a host before calling it unreachable.

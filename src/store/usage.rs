@@ -1,0 +1,231 @@
+//! `usage.json` in the task folder: for every agent and every Claude Code session it ran,
+//! how far its transcript has been read and what was counted ([`Transcript`]). Kept so
+//! each look reads only what was appended since the last one — a transcript grows to
+//! many megabytes and `task status` must stay instant. Written atomically; two processes
+//! refreshing at once can only lose the later one's progress (each save is a consistent
+//! offset with its totals), never count a line twice. A missing or unreadable file means
+//! starting again from byte 0: slower, never wrong.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::cost::supervisor::{Sent, Tally};
+use crate::core::cost::usage::Transcript;
+use crate::core::error::{Error, Result};
+use crate::store::fsutil;
+use crate::store::task::Task;
+
+/// The first read of a transcript goes in chunks of this size, so a 100 MB file never
+/// sits in memory at once.
+const CHUNK: usize = 4 << 20;
+
+/// What usage.json holds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UsageFile {
+    /// Agent → session id → its transcript as read so far.
+    #[serde(default)]
+    pub agents: BTreeMap<String, BTreeMap<String, Transcript>>,
+    /// The supervisor's deliveries counted from events.jsonl, and how far it was read.
+    #[serde(default)]
+    pub events: Tally,
+    /// The cost section last rendered for progress.md (the scribe cannot price tokens).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_block: Option<String>,
+}
+
+/// usage.json of a task.
+pub fn path(task: &Task) -> PathBuf {
+    task.dir().join("usage.json")
+}
+
+/// The saved usage; empty when there is none, or (with a warning) when it is unreadable.
+pub fn load(task: &Task) -> UsageFile {
+    let p = path(task);
+    match std::fs::read(&p) {
+        Ok(b) => serde_json::from_slice(&b).unwrap_or_else(|e| {
+            tracing::warn!(path = %p.display(), error = %e, "usage.json is unreadable; transcripts are read again from the start");
+            UsageFile::default()
+        }),
+        Err(_) => UsageFile::default(),
+    }
+}
+
+/// Save atomically.
+pub fn save(task: &Task, u: &UsageFile) -> Result<()> {
+    fsutil::atomic_write(&path(task), &serde_json::to_vec(u).expect("usage serialises"))
+}
+
+/// Read what was appended to the transcript at `file` since `t.offset` and count it.
+/// Returns the warnings (malformed lines skipped, a file that shrank). A missing file is
+/// nothing yet, not an error: Claude Code writes it at its first answer.
+pub fn read_new(file: &Path, t: &mut Transcript) -> Result<Vec<String>> {
+    let mut warnings = Vec::new();
+    let mut f = match std::fs::File::open(file) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(warnings),
+        Err(e) => return Err(Error::io("open", file, e)),
+    };
+    let len = f.metadata().map_err(|e| Error::io("stat", file, e))?.len();
+    if len < t.offset {
+        warnings.push(format!(
+            "{} is shorter than the {} bytes already read (replaced?); counting it again from the start",
+            file.display(),
+            t.offset
+        ));
+        *t = Transcript::default();
+    }
+    let mut chunk = CHUNK;
+    let mut buf = Vec::new();
+    loop {
+        f.seek(SeekFrom::Start(t.offset))
+            .map_err(|e| Error::io("seek in", file, e))?;
+        buf.clear();
+        let n = (&mut f)
+            .take(chunk as u64)
+            .read_to_end(&mut buf)
+            .map_err(|e| Error::io("read", file, e))?;
+        if n == 0 {
+            break;
+        }
+        let fed = t.feed(&buf);
+        warnings.extend(fed.warnings.into_iter().map(|w| format!("{}: {w}", file.display())));
+        if fed.consumed == 0 {
+            if n < chunk {
+                break; // a line still being written: next time
+            }
+            chunk *= 2; // one line longer than a chunk
+        }
+    }
+    Ok(warnings)
+}
+
+/// Count the events appended to `log` (events.jsonl) since `t.offset`; returns whether
+/// anything was read. Complete lines only (a torn last line waits); a line that is not an
+/// event is passed over, as every reader of the log does.
+pub fn read_events(log: &Path, t: &mut Tally) -> Result<bool> {
+    let mut f = match std::fs::File::open(log) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::io("open", log, e)),
+    };
+    let len = f.metadata().map_err(|e| Error::io("stat", log, e))?.len();
+    if len < t.offset {
+        *t = Tally::default();
+    }
+    f.seek(SeekFrom::Start(t.offset))
+        .map_err(|e| Error::io("seek in", log, e))?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf).map_err(|e| Error::io("read", log, e))?;
+    let Some(end) = buf.iter().rposition(|b| *b == b'\n') else {
+        return Ok(false);
+    };
+    for line in buf[..end].split(|b| *b == b'\n') {
+        if let Ok(e) = serde_json::from_slice::<crate::store::events::Event>(line) {
+            if let Some(s) = Sent::from_event(&e.kind, &e.data) {
+                t.add(e.time, s);
+            }
+        }
+    }
+    t.offset += end as u64 + 1;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::cost::usage::sum;
+    use std::io::Write;
+
+    fn answer(id: &str, out: u64) -> String {
+        format!(
+            "{{\"type\":\"assistant\",\"message\":{{\"id\":\"{id}\",\"model\":\"m\",\"usage\":{{\"input_tokens\":1,\"output_tokens\":{out}}}}}}}\n"
+        )
+    }
+
+    #[test]
+    fn only_what_was_appended_is_read_and_a_torn_tail_waits() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s.jsonl");
+        let mut t = Transcript::default();
+        assert!(read_new(&p, &mut t).unwrap().is_empty(), "no file yet is nothing yet");
+        let mut f = std::fs::File::create(&p).unwrap();
+        f.write_all(answer("a", 2).as_bytes()).unwrap();
+        let torn = answer("b", 3);
+        f.write_all(&torn.as_bytes()[..10]).unwrap();
+        read_new(&p, &mut t).unwrap();
+        assert_eq!((t.messages, t.offset), (1, answer("a", 2).len() as u64));
+        f.write_all(&torn.as_bytes()[10..]).unwrap();
+        read_new(&p, &mut t).unwrap();
+        assert_eq!(t.messages, 2);
+        assert_eq!(sum(&t.by_model).output, 5);
+        // Read again with nothing new: the same totals.
+        read_new(&p, &mut t).unwrap();
+        assert_eq!(sum(&t.by_model).output, 5);
+        // A file that shrank is counted again from the start, with a warning.
+        std::fs::write(&p, answer("c", 7)).unwrap();
+        let w = read_new(&p, &mut t).unwrap();
+        assert!(w[0].contains("shorter"), "{w:?}");
+        assert_eq!(sum(&t.by_model).output, 7);
+    }
+
+    #[test]
+    fn a_line_longer_than_a_chunk_is_still_read() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s.jsonl");
+        let big = format!("{{\"type\":\"user\",\"pad\":\"{}\"}}\n", "x".repeat(CHUNK + 10));
+        std::fs::write(&p, format!("{big}{}", answer("a", 4))).unwrap();
+        let mut t = Transcript::default();
+        read_new(&p, &mut t).unwrap();
+        assert_eq!(sum(&t.by_model).output, 4);
+    }
+
+    #[test]
+    fn events_are_counted_once_from_where_the_last_read_stopped() {
+        let d = tempfile::tempdir().unwrap();
+        let task = Task::new(d.path(), "t1".parse().unwrap()).unwrap();
+        crate::store::task::create_or_repair(&task, chrono::Utc::now()).unwrap();
+        let log = crate::store::events::path(&task);
+        let mut t = Tally::default();
+        assert!(!read_events(&log, &mut t).unwrap());
+        let now = chrono::Utc::now();
+        let delivered = serde_json::json!({"outcome": "delivered", "bytes": 100});
+        crate::store::events::append(&task, "checkin", Some("pm"), delivered.clone(), now).unwrap();
+        crate::store::events::append(&task, "spawn", Some("dev"), serde_json::json!({}), now).unwrap();
+        assert!(read_events(&log, &mut t).unwrap());
+        assert_eq!((t.checkins, t.checkin_bytes), (1, 100));
+        assert!(!read_events(&log, &mut t).unwrap(), "nothing new");
+        assert_eq!(t.checkins, 1, "nothing counted twice");
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log)
+            .unwrap()
+            .write_all(b"{\"time\": \"20")
+            .unwrap();
+        crate::store::events::append(&task, "checkin", Some("pm"), delivered, now).unwrap();
+        read_events(&log, &mut t).unwrap();
+        assert_eq!(t.checkins, 1, "a torn line glued to the next is not an event");
+    }
+
+    #[test]
+    fn the_usage_file_round_trips_and_a_corrupt_one_starts_over() {
+        let d = tempfile::tempdir().unwrap();
+        let task = Task::new(d.path(), "t1".parse().unwrap()).unwrap();
+        crate::store::task::create_or_repair(&task, chrono::Utc::now()).unwrap();
+        assert_eq!(load(&task), UsageFile::default());
+        let mut u = UsageFile::default();
+        u.agents.entry("dev".into()).or_default().insert(
+            "s1".into(),
+            Transcript {
+                offset: 9,
+                ..Default::default()
+            },
+        );
+        save(&task, &u).unwrap();
+        assert_eq!(load(&task), u);
+        std::fs::write(path(&task), "{not json").unwrap();
+        assert_eq!(load(&task), UsageFile::default());
+    }
+}

@@ -1,0 +1,229 @@
+//! What the team costs, with real Claude Code against the scripted model server: the
+//! server reports known usage in every answer, and `task status --json` must show their
+//! exact sums per agent and for the task, and money at the configured prices; a budget
+//! set low warns the PM in its check-in first, then refuses the next spawn with
+//! SPAWN_REJECT_BUDGET and calls a human exactly once.
+
+mod common;
+
+use common::claude::*;
+use common::model::Usage;
+use common::*;
+
+/// The model every answer names, priced in the test's config.
+const MODEL: &str = "claude-cost-test";
+/// The PM's answers: 1,000 tokens each.
+const PM: Usage = [600, 100, 200, 100];
+/// Each spoke's answers: 10 tokens each.
+const SPOKE: Usage = [4, 3, 2, 1];
+/// USD per million tokens: input, output, cache write, cache read.
+const PRICE: [f64; 4] = [3.0, 15.0, 3.75, 0.3];
+
+fn usd(u: Usage, answers: u64) -> f64 {
+    answers as f64 * (0..4).map(|i| u[i] as f64 * PRICE[i]).sum::<f64>() / 1e6
+}
+
+/// The main answers the model gave `agent` (a usage-limit refusal is no answer).
+fn answers(cc: &Cc, agent: &str) -> u64 {
+    cc.model
+        .seen()
+        .iter()
+        .filter(|s| s.main && s.agent.as_deref() == Some(agent) && !s.answer.starts_with("429"))
+        .count() as u64
+}
+
+fn status(cc: &Cc) -> serde_json::Value {
+    serde_json::from_str(&cc.ok(&["status", TASK, "--json"])).unwrap()
+}
+
+#[test]
+fn usage_is_summed_exactly_priced_and_a_low_budget_warns_then_refuses_the_next_spawn() {
+    let cc = Cc::new();
+    let cfg = cc.w.dir.path().join("config/agent-orchestrator");
+    std::fs::create_dir_all(&cfg).unwrap();
+    let notified = cc.w.dir.path().join("NOTIFIED");
+    std::fs::write(
+        cfg.join("config.toml"),
+        format!(
+            "notify = [\"sh\", \"-c\", \"echo \\\"$0\\\" >> {}\", \"{{reason}}\"]\n\
+             [prices.\"{MODEL}\"]\ninput = {}\noutput = {}\ncache_write = {}\ncache_read = {}\n",
+            notified.display(),
+            PRICE[0],
+            PRICE[1],
+            PRICE[2],
+            PRICE[3]
+        ),
+    )
+    .unwrap();
+    cc.model.answer_as(MODEL);
+    // Two content blocks per tool call: two transcript lines with one message id, each
+    // answer still counted once.
+    cc.model.preface_tools("Running the protocol command.");
+    cc.model.usage_for("pm", PM);
+    for a in common::model::ROUTE {
+        cc.model.usage_for(a, SPOKE);
+    }
+    // The PM's first three answers (handoff, spawn explore, "started") are 3,000 tokens:
+    // explore's check-in finds 86 % of 3,500 used; the PM's next two answers pass 100 %.
+    cc.start_example_with("budget: 3500 tokens\n");
+
+    let refused = wait_for("the plan spawn refused for the budget", 240, || {
+        events(&cc.task_dir(), "spawn_refused")
+            .into_iter()
+            .find(|e| e["data"]["reason"] == "SPAWN_REJECT_BUDGET")
+    });
+    assert_eq!(refused["agent"], "plan", "{refused}\n{}", cc.dump());
+
+    // The PM heard the warning first, in the check-in that told it of explore's handoff.
+    let turns = cc.model.turns("pm");
+    let warned = turns
+        .iter()
+        .find(|t| t.last_user.contains("budget warning"))
+        .unwrap_or_else(|| panic!("no check-in carried the budget warning\n{}", cc.dump()));
+    assert!(warned.last_user.contains("explore-"), "{}", warned.last_user);
+    assert!(warned.last_user.contains("Cost so far: "), "{}", warned.last_user);
+    let t: chrono::DateTime<chrono::Utc> = refused["time"].as_str().unwrap().parse().unwrap();
+    assert!(warned.at < std::time::SystemTime::from(t));
+
+    // A human spawning now is refused too (exit 6), and told how to go over.
+    let pm_handoff = std::fs::read_dir(cc.task_dir().join("handoffs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("pm-"))
+        .max()
+        .unwrap();
+    let h = pm_handoff.display().to_string();
+    let o = run(&mut cc.task(&["spawn", TASK, "plan", "--handoff", &h]));
+    assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("SPAWN_REJECT_BUDGET") && stderr(&o).contains("--over-budget"),
+        "{}",
+        stderr(&o)
+    );
+
+    // The exact sums: every answer the model gave, at the numbers it reported.
+    let expect = |agent: &str, u: Usage| answers(&cc, agent) * u.iter().sum::<u64>();
+    let st = wait_for("status to show every answer", 30, || {
+        let st = status(&cc);
+        let agents = st["task"]["cost"]["agents"].as_array()?.clone();
+        let of = |n: &str| {
+            agents
+                .iter()
+                .find(|a| a["agent"] == n)
+                .map(|a| a["total_tokens"].as_u64())
+        };
+        (of("pm")?? == expect("pm", PM) && of("explore")?? == expect("explore", SPOKE)).then_some(st)
+    });
+    let cost = &st["task"]["cost"];
+    let pm = cost["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["agent"] == "pm")
+        .unwrap();
+    let n = answers(&cc, "pm");
+    assert!(n >= 5, "{n}");
+    assert_eq!(pm["tokens"]["input"], n * PM[0]);
+    assert_eq!(
+        pm["tokens"]["output"],
+        n * PM[1],
+        "the final output count, once per answer"
+    );
+    assert_eq!(pm["tokens"]["cache_creation"], n * PM[2]);
+    assert_eq!(pm["tokens"]["cache_read"], n * PM[3]);
+    assert_eq!(pm["answers"], n);
+    assert!((pm["usd"].as_f64().unwrap() - usd(PM, n)).abs() < 1e-9, "{pm}");
+    let e = answers(&cc, "explore");
+    let total = n * 1000 + e * 10;
+    assert_eq!(cost["total_tokens"], total, "{cost}");
+    assert!(
+        (cost["usd"].as_f64().unwrap() - usd(PM, n) - usd(SPOKE, e)).abs() < 1e-9,
+        "{cost}"
+    );
+    assert_eq!(cost["budgets"][0]["level"], "exceeded", "{cost}");
+    assert!(
+        cost["supervisor"]["checkins_delivered"].as_u64().unwrap() >= 1,
+        "{cost}"
+    );
+    let lines = transcript_lines_per_id(&cc);
+    assert!(
+        lines.values().any(|n| *n >= 2),
+        "some answer was written in several lines: {lines:?}"
+    );
+    let text = cc.ok(&["status", TASK]);
+    assert!(text.contains("Cost:") && text.contains("new spawns refused"), "{text}");
+    let progress = std::fs::read_to_string(cc.task_dir().join("progress.md")).unwrap();
+    assert!(progress.contains("## Cost"), "{progress}");
+
+    // One human call for the used-up budget, however many spawns and check-ins see it.
+    cc.ok(&["checkin", TASK]);
+    wait_for("the notify command", 10, || {
+        std::fs::read_to_string(&notified).ok().filter(|s| !s.is_empty())
+    });
+    let calls = std::fs::read_to_string(&notified).unwrap();
+    assert_eq!(calls.lines().filter(|l| l.contains("budget")).count(), 1, "{calls}");
+
+    // A human decides to spend more; plan's first answer is held, so it is still running
+    // when the next check-in tells it, once, to wrap up.
+    cc.model.hold("plan", std::time::Duration::from_secs(15), 1);
+    let out = cc.ok(&["spawn", TASK, "plan", "--handoff", &h, "--over-budget"]);
+    assert!(out.contains("SPAWN_OK"), "{out}");
+    wait_for("plan to ask the model", 60, || {
+        (!cc.model.turns("plan").is_empty()).then_some(())
+    });
+    let told = || {
+        events(&cc.task_dir(), "supervisor_message")
+            .into_iter()
+            .filter(|e| e["agent"] == "plan" && e["data"]["outcome"] == "delivered")
+            .count()
+    };
+    cc.ok(&["checkin", TASK]);
+    assert_eq!(told(), 1, "{}", cc.dump());
+    cc.ok(&["checkin", TASK]);
+    assert_eq!(told(), 1, "told once per run\n{}", cc.dump());
+    // Typed while plan was busy: Claude Code shows it in plan's conversation, once.
+    let session = cc.state()["agents"]["plan"]["session"].as_str().unwrap().to_string();
+    let shown = wait_until(
+        "the wrap-up message in plan's conversation",
+        std::time::Duration::from_secs(60),
+        std::time::Duration::from_millis(200),
+        || {
+            let screen = cc.w.capture(&format!("={session}:"));
+            screen.contains("budget of task").then_some(screen)
+        },
+        || cc.dump(),
+    );
+    assert_eq!(
+        shown.matches("is used up. Finish what you are doing").count(),
+        1,
+        "{shown}"
+    );
+    let calls = std::fs::read_to_string(&notified).unwrap();
+    assert_eq!(calls.lines().filter(|l| l.contains("budget")).count(), 1, "{calls}");
+    let st = status(&cc);
+    assert!(
+        st["task"]["cost"]["supervisor"]["messages_delivered"].as_u64() >= Some(1),
+        "{st}"
+    );
+}
+
+/// How many transcript lines each assistant message id has, over every transcript.
+fn transcript_lines_per_id(cc: &Cc) -> std::collections::BTreeMap<String, usize> {
+    let mut n = std::collections::BTreeMap::new();
+    for d in std::fs::read_dir(cc.home.join(".claude/projects")).unwrap() {
+        for f in std::fs::read_dir(d.unwrap().path()).unwrap() {
+            let text = std::fs::read_to_string(f.unwrap().path()).unwrap_or_default();
+            for l in text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            {
+                if l["type"] == "assistant" {
+                    if let Some(id) = l["message"]["id"].as_str() {
+                        *n.entry(id.to_string()).or_insert(0) += 1;
+                    }
+                }
+            }
+        }
+    }
+    n
+}
