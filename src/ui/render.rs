@@ -245,7 +245,10 @@ fn draw_tasks(f: &mut Frame, r: Rect, v: &View, ui: &UiState, theme: Theme) {
                     Some(t) => format!("check-in {} ago", model::since(Some(t), v.now)),
                     None => "never checked in".into(),
                 };
-                let text = format!("{} · {} · {last} · {next}", s.task, s.phase);
+                let mut text = format!("{} · {} · {last} · {next}", s.task, s.phase);
+                if let Some(c) = s.cost.as_ref().and_then(crate::core::cost::view::short) {
+                    text.push_str(&format!(" · {c}"));
+                }
                 ListItem::new(Line::from(Span::styled(
                     fit(&text, w),
                     Style::default().add_modifier(Modifier::BOLD),

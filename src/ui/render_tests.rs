@@ -167,3 +167,34 @@ fn the_selection_decides_the_agent_acted_on() {
     ui.cursor[1] = 7;
     assert_eq!(v.selected_agent(&ui), Some((1, "pm".into())));
 }
+
+#[test]
+fn a_task_line_carries_what_the_team_has_cost() {
+    use crate::core::cost::usage::Tokens;
+    use crate::core::cost::view::{AgentCost, CostView};
+    let mut tasks = everything();
+    let dev = AgentCost {
+        agent: "dev".into(),
+        known: true,
+        unknown_why: None,
+        tokens: Tokens {
+            input: 12_000,
+            output: 3_000,
+            cache_creation: 0,
+            cache_read: 0,
+        },
+        total_tokens: 15_000,
+        by_model: Default::default(),
+        answers: 4,
+        usd: Some(0.42),
+        skipped_lines: 0,
+    };
+    tasks[0].status.cost = Some(CostView::new(vec![dev], None, Default::default()));
+    let lines = text(&draw_at(100, 24, &tasks, &UiState::default(), COLOR));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("t1 · PLANNING") && l.contains("15.0k tokens ($0.42)")),
+        "{lines:#?}"
+    );
+}

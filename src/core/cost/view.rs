@@ -188,6 +188,12 @@ pub fn render_status(v: &CostView) -> String {
     out
 }
 
+/// The task's total in a few words for a one-line view (`task ui`): tokens, money when
+/// every model has a price; none before anything was spent.
+pub fn short(v: &CostView) -> Option<String> {
+    (v.total_tokens > 0).then(|| format!("{} tokens{}", budget::tokens(v.total_tokens), money(v.usd)))
+}
+
 /// One short line for the PM's check-in (empty when nothing is known yet).
 pub fn checkin_line(v: &CostView) -> String {
     if v.total_tokens == 0 && v.budgets.is_empty() {
