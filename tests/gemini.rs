@@ -13,7 +13,6 @@ use common::*;
 /// The example task runs to COMPLETE with real Gemini CLI everywhere; every spoke's handoff
 /// reaches the PM exactly once.
 #[test]
-#[ignore = "not passing yet: a check-in pasted while Gemini CLI 0.61 is busy can be left unsubmitted in the input ([Pasted Text: N lines]) although delivery reports it delivered"]
 fn the_example_task_completes_with_real_gemini_and_every_handoff_reaches_the_pm_once() {
     let cc = Cc::with_runtime("gemini");
     cc.start_example();
