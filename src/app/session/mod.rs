@@ -104,13 +104,17 @@ pub fn local_cwd(task: &Task) -> Result<PathBuf> {
     })
 }
 
-/// Runtime for a task: `--runtime`, else task.md `runtime:`, else what the PM was started with, else `claude`,
-/// so that agents spawned later run what the task was started with unless told otherwise.
-pub fn choose_runtime(task: &Task, flag: Option<&str>) -> Result<Runtime> {
+/// Runtime for `agent` of a task: `--runtime`, else task.md `runtime-<agent>:` (a mixed team:
+/// dev on Codex, review on Gemini), else `runtime:`, else what the PM was started with,
+/// else `claude`, so that agents spawned later run what the task was started with unless
+/// told otherwise.
+pub fn choose_runtime(task: &Task, agent: &str, flag: Option<&str>) -> Result<Runtime> {
     if let Some(f) = flag {
         return runtime::resolve(f);
     }
-    if let Some(r) = task.spec().ok().and_then(|s| s.setting("runtime").map(str::to_string)) {
+    let spec = task.spec().ok();
+    let setting = |k: &str| spec.as_ref().and_then(|s| s.setting(k).map(str::to_string));
+    if let Some(r) = setting(&format!("runtime-{agent}")).or_else(|| setting("runtime")) {
         return runtime::resolve(&r);
     }
     if let Some(r) = task

@@ -51,7 +51,7 @@ pub async fn prepare(
     let remote = remote_for(&spec, agent);
     let (path, contents) = read_spawn_handoff(task, handoff_arg)?;
     let handoff_text = handoff::decode(&contents.bytes, &mut Vec::new());
-    let rt = choose_runtime(task, runtime_flag)?;
+    let rt = choose_runtime(task, agent.as_str(), runtime_flag)?;
     let roster = crate::store::roster::for_task(task)?;
     let role = roster.role_of(agent.as_str()).as_str();
     // Without connecting: the remote cwd is the one task.md names.

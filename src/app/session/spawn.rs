@@ -50,7 +50,7 @@ pub async fn spawn_with(
     let (path, contents) = read_spawn_handoff(task, handoff_arg)?;
     let mut warnings = Vec::new();
     let handoff_text = handoff::decode(&contents.bytes, &mut warnings);
-    let rt = choose_runtime(task, runtime_flag)?;
+    let rt = choose_runtime(task, agent.as_str(), runtime_flag)?;
     let cwd = local_cwd(task)?;
     if remote.is_none() {
         // Everything that can fail before the lane is taken.

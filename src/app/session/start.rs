@@ -15,7 +15,7 @@ use crate::store::task::Task;
 pub async fn start(ctx: &Ctx, task: &Task, runtime_flag: Option<&str>, now: DateTime<Utc>) -> Result<Started> {
     crate::store::task::create_or_repair(task, now)?;
     let text = pm_preamble(task, now)?;
-    let rt = choose_runtime(task, runtime_flag)?;
+    let rt = choose_runtime(task, "pm", runtime_flag)?;
     rt.ensure_installed(&ctx.task_bin)?;
     let session = ctx.session_name(task, "pm");
     if ctx.tmux.has_session(&session).await? {
