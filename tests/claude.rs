@@ -150,43 +150,5 @@ fn a_killed_pm_is_resumed_with_its_conversation_and_the_task_completes() {
 
 #[test]
 fn runtime_check_proves_claude_code_step_by_step_and_leaves_nothing_running() {
-    let cc = Cc::new();
-    cc.ok(&["setup-agents", "--runtime", "claude"]);
-    let o = run(&mut cc.task(&["runtime", "check", "claude", "--json"]));
-    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap_or_default();
-    assert_eq!(o.status.code(), Some(0), "{v}\n{}\n{}", stderr(&o), cc.dump());
-    assert_eq!(v["passed"], true, "{v}");
-    let steps: Vec<&str> = v["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        steps,
-        [
-            "profile",
-            "program",
-            "start",
-            "ready",
-            "deliver",
-            "submitted",
-            "answered"
-        ],
-        "{v}"
-    );
-    // The probe reached the model as a message of its own.
-    assert!(
-        cc.model
-            .seen()
-            .iter()
-            .any(|s| s.main && s.last_user.contains("the probe message")),
-        "{}",
-        cc.dump()
-    );
-    assert!(
-        cc.w.sessions().is_empty(),
-        "the scratch session is gone: {:?}",
-        cc.w.sessions()
-    );
+    Cc::new().assert_runtime_check_passes();
 }

@@ -275,3 +275,72 @@ pub fn events(dir: &Path, kind: &str) -> Vec<serde_json::Value> {
         .filter(|e| e["kind"] == kind)
         .collect()
 }
+
+impl Cc {
+    /// `task runtime check <runtime>` in this world passes every step, the probe reaches the
+    /// model as a message of its own, and the scratch session is gone afterwards.
+    pub fn assert_runtime_check_passes(&self) {
+        self.ok(&["setup-agents", "--runtime", &self.runtime]);
+        let o = run(&mut self.task(&["runtime", "check", &self.runtime, "--json"]));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap_or_default();
+        assert_eq!(o.status.code(), Some(0), "{v}\n{}\n{}", stderr(&o), self.dump());
+        assert_eq!(v["passed"], true, "{v}");
+        let steps: Vec<&str> = v["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            steps,
+            [
+                "profile",
+                "program",
+                "start",
+                "ready",
+                "deliver",
+                "submitted",
+                "answered"
+            ],
+            "{v}"
+        );
+        assert!(
+            self.model
+                .seen()
+                .iter()
+                .any(|s| s.main && s.last_user.contains("the probe message")),
+            "{}",
+            self.dump()
+        );
+        assert!(
+            self.w.sessions().is_empty(),
+            "the scratch session is gone: {:?}",
+            self.w.sessions()
+        );
+    }
+
+    /// The example task, started on this world's runtime everywhere, completes: every spoke's
+    /// handoff told to the PM once, every agent on that runtime, and every tool call came
+    /// back with `task`'s answer rather than a refusal. `instructions` is the file
+    /// `setup-agents` writes for a runtime without agent files.
+    pub fn assert_example_completes_everywhere(&self, instructions: &str) {
+        self.start_example();
+        assert!(
+            self.w.project.join(instructions).exists(),
+            "setup-agents wrote {instructions}"
+        );
+        self.wait_phase("COMPLETE", 300);
+        self.assert_each_handoff_told_once();
+        let st = self.state();
+        for a in super::model::ROUTE.iter().chain(["pm"].iter()) {
+            assert_eq!(st["agents"][a]["runtime"], self.runtime.as_str(), "{a}");
+        }
+        for s in self.model.seen().iter().filter(|s| s.main && !s.new_turn) {
+            assert!(
+                !s.last_user.contains("command not found") && !s.last_user.contains("rejected"),
+                "{}",
+                s.last_user
+            );
+        }
+    }
+}
