@@ -131,3 +131,31 @@ fn guard_refuses_other_servers() {
         stderr(&o)
     );
 }
+
+#[test]
+fn a_program_that_ignores_sighup_is_gone_when_its_session_is_killed() {
+    let w = World::new();
+    let tmux = Tmux::new(Socket::Path(w.sock.clone())).unwrap();
+    let pidfile = w.dir.path().join("pid");
+    // As Gemini CLI's node does: SIGHUP ignored (kept across exec), so tmux's hangup alone
+    // would leave it running.
+    let script = format!("echo $$ > {}; trap '' HUP; exec sleep 300", pidfile.display());
+    let rt = rt();
+    rt.block_on(tmux.new_session(&spec("stubborn", w.dir.path(), &["sh", "-c", &script])))
+        .unwrap();
+    let pid: i32 = wait_for("the pid file", 10, || {
+        std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+    });
+    // SAFETY: signal 0 only asks whether the process exists.
+    let alive = |p: i32| unsafe { libc::kill(p, 0) } == 0 && !is_zombie(p);
+    assert!(alive(pid));
+    assert!(rt.block_on(tmux.kill_session("stubborn")).unwrap());
+    wait_for("the stubborn program to end", 10, || (!alive(pid)).then_some(()));
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')))
+}
