@@ -119,13 +119,19 @@ async fn steps_in_pane(ctx: &Ctx, rt: &runtime::Runtime, pane: &str, out: &mut R
     let deadline = Instant::now() + timeout;
     let mut screen = String::new();
     let mut last = Screen::Unknown;
+    // The first prompt is a turn of its own: an input line drawn before that turn starts
+    // is not ready yet (a probe typed then is queued, and may be handed back unsent). Ready
+    // counts once seen on two looks in a row, after a moment to start.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut ready_looks = 0;
     while Instant::now() < deadline {
         screen = ctx.tmux.capture(pane).await.unwrap_or_default();
         last = assess(&screen, &rt.patterns);
-        if matches!(last, Screen::Ready | Screen::Dialog(_)) {
+        ready_looks = if last == Screen::Ready { ready_looks + 1 } else { 0 };
+        if ready_looks >= 2 || matches!(last, Screen::Dialog(_)) {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
     match last {
         Screen::Ready => out
