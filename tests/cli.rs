@@ -580,15 +580,7 @@ fn runtime_check_passes_for_demo_and_shows_the_screen_when_a_pattern_does_not_ma
     let w = World::new();
     w.new_task("t1", "");
     let out = ok(&run(w.task().args(["runtime", "check", "demo"])));
-    for step in [
-        "profile",
-        "program",
-        "start",
-        "ready",
-        "deliver",
-        "submitted",
-        "answered",
-    ] {
+    for step in RUNTIME_CHECK_STEPS {
         assert!(
             out.lines().any(|l| l.starts_with("ok") && l.contains(step)),
             "{step}:\n{out}"

@@ -291,19 +291,7 @@ impl Cc {
             .iter()
             .map(|s| s["name"].as_str().unwrap())
             .collect();
-        assert_eq!(
-            steps,
-            [
-                "profile",
-                "program",
-                "start",
-                "ready",
-                "deliver",
-                "submitted",
-                "answered"
-            ],
-            "{v}"
-        );
+        assert_eq!(steps, RUNTIME_CHECK_STEPS, "{v}");
         assert!(
             self.model
                 .seen()

@@ -15,6 +15,17 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+/// The steps `task runtime check` reports when every one passes, in order.
+pub const RUNTIME_CHECK_STEPS: [&str; 7] = [
+    "profile",
+    "program",
+    "start",
+    "ready",
+    "deliver",
+    "submitted",
+    "answered",
+];
+
 /// The built binary.
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_task"))
