@@ -26,7 +26,7 @@ const START_GRACE_SECS: i64 = 60;
 
 /// The agent's newest handoff written after `since`, if terminal and `ready`; `names` is
 /// the handoff listing (`None`: it could not be read).
-fn terminal_since(
+pub(crate) fn terminal_since(
     task: &Task,
     names: Option<&[HandoffName]>,
     agent: &str,
@@ -215,7 +215,7 @@ pub async fn take(
     task: &Task,
     agent: &str,
     handoff: &str,
-    runtime: Option<&str>,
+    flags: &lane::SpawnFlags,
     mode: SpawnMode,
     now: DateTime<Utc>,
 ) -> Result<Taken> {
@@ -252,7 +252,7 @@ pub async fn take(
             Decision::Queue => {
                 l.queued = Some(lane::Queued {
                     handoff: handoff.to_string(),
-                    runtime: runtime.map(str::to_string),
+                    flags: flags.clone(),
                     at: now,
                 });
             }

@@ -32,6 +32,7 @@ pub(crate) mod start;
 pub(crate) mod status;
 pub(crate) mod stop;
 pub(crate) mod watch;
+pub(crate) mod worktree;
 
 use std::path::Path;
 

@@ -91,7 +91,7 @@ async fn start_queued(
         task,
         &name,
         std::path::Path::new(&q.handoff),
-        q.runtime.as_deref(),
+        &q.flags,
         crate::app::session::SpawnMode::Dequeue,
         now,
     )

@@ -21,7 +21,7 @@ pub(crate) async fn spawn(
     ctx: &Ctx,
     agent: &AgentName,
     handoff: &Path,
-    runtime: Option<&str>,
+    flags: &crate::core::protocol::lane::SpawnFlags,
     queue: bool,
     over_budget: bool,
 ) -> anyhow::Result<SpawnReport> {
@@ -36,13 +36,14 @@ pub(crate) async fn spawn(
         task: s.task,
         agent: agent.to_string(),
         handoff: handoff.display().to_string(),
-        runtime: runtime.map(str::to_string),
+        runtime: flags.runtime.clone(),
+        worktree: flags.isolation,
         queue,
         tmux: ctx.id(),
     };
     let mode = if queue { SpawnMode::Queue } else { SpawnMode::Start };
     daemon_or_here(&req, "reading the daemon's spawn report", async {
-        Ok(session::spawn_with(ctx, t, agent, &handoff, runtime, mode, clock::now()).await?)
+        Ok(session::spawn_with(ctx, t, agent, &handoff, flags, mode, clock::now()).await?)
     })
     .await
 }

@@ -132,6 +132,7 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
             waiting_for_human: false,
             unreachable_since: st.and_then(|s| s.unreachable_since),
             attention: st.and_then(|s| s.attention.clone()),
+            worktree: st.and_then(|s| s.worktree.clone()),
             name,
         });
     }
@@ -188,6 +189,7 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
         artifacts: task::list_artifacts(task)?.len(),
         escalations: state.escalations.clone(),
         problems,
+        git: state.git.clone(),
         watcher: handoffs::watch_stats::load(),
         cost: crate::app::cost::gather(task, &state, now)
             .map_err(|e| tracing::warn!(task = %task.name, error = %e, "cannot gather usage"))

@@ -146,6 +146,9 @@ pub enum Command {
     /// runs is SPAWN_REJECT_DUPLICATE; a reclaimed silent lane is SPAWN_RECOVERED_STALE.
     /// A used-up task.md budget refuses it (SPAWN_REJECT_BUDGET) unless --over-budget.
     /// Refusals exit 6. The agent's context bundle is deployed to active_agents/<agent>/.
+    /// With --worktree the agent works in its own git worktree on branch agents/<task>/<agent>-<n>,
+    /// merged into task/<task> at its final handoff (a conflict is reported to the PM).
+    /// --worktree=detached gives a read-only worktree at task/<task>'s head (for a review).
     Spawn {
         /// The task.
         task: TaskName,
@@ -168,6 +171,10 @@ pub enum Command {
         /// Start even though a task.md budget is used up (for a human who decided to spend more).
         #[arg(long)]
         over_budget: bool,
+        /// Give the agent its own git worktree: `worktree` (the default when given bare), `detached`
+        /// (read only, at the task branch's head) or `shared` (the task's folder, overriding task.md).
+        #[arg(long, value_name = "KIND", num_args = 0..=1, default_missing_value = "worktree", value_parser = parse_isolation)]
+        worktree: Option<crate::core::worktree::Isolation>,
         /// Print what was started as JSON.
         #[arg(long)]
         json: bool,
@@ -348,4 +355,8 @@ fn parse_status(s: &str) -> Result<Status, String> {
     Status::from_word(s)
         .filter(|st| s.trim().eq_ignore_ascii_case(st.as_str()))
         .ok_or_else(|| format!("{s:?} is not one of COMPLETE, BLOCKED, NEEDS_REVIEW, IN_PROGRESS"))
+}
+
+fn parse_isolation(s: &str) -> Result<crate::core::worktree::Isolation, String> {
+    crate::core::worktree::Isolation::parse(s)
 }

@@ -140,6 +140,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             project,
             queue,
             over_budget,
+            worktree,
             json,
             ..
         } => {
@@ -147,7 +148,10 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 over_budget,
                 agent: &agent,
                 handoff: &handoff,
-                runtime: runtime.as_deref(),
+                flags: crate::core::protocol::lane::SpawnFlags {
+                    runtime,
+                    isolation: worktree,
+                },
                 queue,
             };
             block_on(commands::spawn::run(project.project.as_deref(), &task, args, json))

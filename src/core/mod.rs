@@ -21,3 +21,4 @@ pub(crate) mod scribe;
 pub mod shell;
 pub(crate) mod status;
 pub(crate) mod wire;
+pub mod worktree;

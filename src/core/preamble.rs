@@ -13,7 +13,11 @@ pub const PM_TEMPLATE: &str = include_str!("../../templates/preamble-pm.md");
 pub const SCOPE_TEMPLATE: &str = include_str!("../../templates/preamble-scope.md");
 /// The structured-result rule for agents whose roster requires gates (docs/protocol.md#structured-results).
 pub const GATES_TEMPLATE: &str = include_str!("../../templates/preamble-gates.md");
-/// The check-in message.
+/// Where an agent in its own worktree works and what becomes of its work.
+pub const WORKTREE_TEMPLATE: &str = include_str!("../../templates/preamble-worktree.md");
+/// What an agent sent back to a conflicted branch is told first.
+pub const WORKTREE_CONFLICT_TEMPLATE: &str = include_str!("../../templates/preamble-worktree-conflict.md");
+/// The check-in message to the PM.
 pub const CHECKIN_TEMPLATE: &str = include_str!("../../templates/checkin.md");
 
 /// Fill `{key}` placeholders; `{{`/`}}` become literal braces; unknown keys are left as they are.
@@ -71,6 +75,47 @@ pub struct AgentPreamble<'a> {
     pub scope: Option<&'a str>,
     /// The roster requires `## Gates Honored` of this agent.
     pub requires_gates: bool,
+    /// Its worktree block ([`worktree_block`]), when it works in one.
+    pub worktree: Option<String>,
+}
+
+/// What an agent in its own worktree is told: where, on which branch, what happens to
+/// its work, and (sent back after a conflict) what to resolve first.
+pub fn worktree_block(
+    path: &str,
+    branch: Option<&str>,
+    base: &str,
+    task_branch: &str,
+    conflict: Option<&[String]>,
+) -> String {
+    let branch_line = match branch {
+        Some(b) => format!("branch `{b}`"),
+        None => "a detached HEAD (read only: nothing you change here is kept)".into(),
+    };
+    let work_rule = match branch {
+        Some(_) => format!(
+            "Commit as you go if you like; whatever is uncommitted when you write your final\nhandoff is committed for you, and your branch is merged into `{task_branch}`.\nDo not switch branches, and do not touch other worktrees or the main checkout."
+        ),
+        None => "Read and run things here; do not commit.".into(),
+    };
+    let conflict_block = conflict
+        .map(|files| {
+            fill(
+                WORKTREE_CONFLICT_TEMPLATE,
+                &[("task_branch", task_branch), ("files", &files.join(", "))],
+            )
+        })
+        .unwrap_or_default();
+    fill(
+        WORKTREE_TEMPLATE,
+        &[
+            ("worktree", path),
+            ("branch_line", &branch_line),
+            ("base", base),
+            ("work_rule", &work_rule),
+            ("conflict_block", &conflict_block),
+        ],
+    )
 }
 
 /// Split a `## Scope` section into files the agent may modify and folders it may
@@ -167,6 +212,7 @@ pub fn agent(p: &AgentPreamble<'_>) -> String {
             ("handoff_file", p.handoff_file),
             ("handoff", p.handoff.trim_end()),
             ("remote_block", &remote_block),
+            ("worktree_block", p.worktree.as_deref().unwrap_or("")),
             ("scope_block", &scope_block),
             ("gates_block", if p.requires_gates { GATES_TEMPLATE } else { "" }),
         ],
@@ -222,6 +268,7 @@ mod tests {
             remote: None,
             scope: None,
             requires_gates: false,
+            worktree: None,
         });
         for needle in [
             "# Agent: dev",
@@ -257,6 +304,7 @@ mod tests {
                 remote: None,
                 scope: None,
                 requires_gates: true,
+                worktree: None,
             }
         });
         assert!(remote.contains("You are running on: u@h") && remote.contains("/srv/r/tasks/t1/"));
@@ -287,6 +335,7 @@ mod tests {
             remote: None,
             scope: Some("May modify:\n- src/a.rs\nMay create:\n- tests/\n"),
             requires_gates: false,
+            worktree: None,
         });
         assert!(
             text.contains("Files you may modify:\n- src/a.rs\nFolders where you may create new files:\n- tests/"),

@@ -45,6 +45,8 @@ pub struct AgentRow {
     /// The agent needs a human or is paused by a usage limit, as the supervisor last saw it
     /// (`null` when neither); see docs/json.md.
     pub attention: Option<crate::core::attention::Attention>,
+    /// Its git worktree (path, branch, base commit, stage), when it has one; see docs/worktrees.md.
+    pub worktree: Option<crate::core::worktree::AgentWorktree>,
 }
 
 /// A blocker from an agent's latest handoff.
@@ -158,6 +160,8 @@ pub struct TaskStatus {
     pub watcher: Option<crate::core::model::WatchStats>,
     /// What the team has cost (`null` when it could not be gathered); see docs/json.md.
     pub cost: Option<crate::core::cost::view::CostView>,
+    /// The task's git side (start commit, task branch and its head); `null` outside git.
+    pub git: Option<crate::core::worktree::TaskGit>,
 }
 
 fn opt_time(t: Option<DateTime<Utc>>) -> String {
@@ -197,6 +201,19 @@ pub fn render(s: &TaskStatus) -> String {
     out.push_str(&format!("Artifacts:     {}\n", s.artifacts));
     if let Some(c) = &s.cost {
         out.push_str(&crate::core::cost::view::render_status(c));
+    }
+    if let Some(g) = &s.git {
+        out.push_str(&match (&g.branch, &g.head) {
+            (Some(b), Some(h)) => format!(
+                "Branch:        {b} at {} (from {})\n",
+                crate::core::worktree::short(h),
+                crate::core::worktree::short(&g.start_commit)
+            ),
+            _ => format!(
+                "Started at:    commit {}\n",
+                crate::core::worktree::short(&g.start_commit)
+            ),
+        });
     }
     if let Some(w) = s.watcher.as_ref().filter(|w| w.overflows > 0) {
         out.push_str(&format!(
@@ -253,6 +270,27 @@ pub fn render(s: &TaskStatus) -> String {
                 a.last_status.map(|x| x.to_string()).unwrap_or_else(|| "-".into()),
                 a.last_handoff_time.clone().unwrap_or_else(|| "-".into()),
                 a.recommended_next.clone().unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        out.push_str(&trim_lines(&t.to_string()));
+        out.push('\n');
+    }
+    let trees: Vec<_> = s
+        .agents
+        .iter()
+        .filter_map(|a| Some((a.name.as_str(), a.worktree.as_ref()?)))
+        .collect();
+    if !trees.is_empty() {
+        out.push_str("\nWorktrees:\n");
+        let mut t = table();
+        t.set_header(vec!["  AGENT", "STAGE", "BRANCH", "BASE", "FOLDER"]);
+        for (name, w) in trees {
+            t.add_row(vec![
+                format!("  {name}"),
+                w.stage_word().to_string(),
+                w.branch.clone().unwrap_or_else(|| "(detached)".into()),
+                crate::core::worktree::short(&w.base).to_string(),
+                w.path.display().to_string(),
             ]);
         }
         out.push_str(&trim_lines(&t.to_string()));

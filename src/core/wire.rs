@@ -45,6 +45,9 @@ pub enum Request {
         /// Hold the spawn in the agent's lane when it is busy (`--queue`).
         #[serde(default)]
         queue: bool,
+        /// `--worktree[=KIND]` (older clients send none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worktree: Option<crate::core::worktree::Isolation>,
         /// The tmux server and session prefix the CLI was asked to use ([`crate::app::session::Ctx::id`]).
         tmux: String,
     },

@@ -54,7 +54,7 @@ impl Guard {
         match task.recover_state(now, self.last_good.as_ref()) {
             Ok(StateHealth::Fine(st)) => {
                 self.too_new_told = None;
-                let st = self.foreign_copies(task, st, now);
+                let st = self.foreign_copies(task, *st, now);
                 self.last_good = Some(st.clone());
                 Some(View {
                     state: st,

@@ -45,6 +45,7 @@ async fn verb(req: Request) -> Result<Response> {
             handoff,
             runtime,
             queue,
+            worktree,
             tmux,
         } => {
             let (ctx, t) = (ctx(&tmux)?, task(&project, &name)?);
@@ -59,7 +60,10 @@ async fn verb(req: Request) -> Result<Response> {
                 &t,
                 &agent,
                 &PathBuf::from(handoff),
-                runtime.as_deref(),
+                &crate::core::protocol::lane::SpawnFlags {
+                    runtime,
+                    isolation: worktree,
+                },
                 mode,
                 clock::now(),
             )

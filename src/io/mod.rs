@@ -5,6 +5,7 @@
 pub(crate) mod control;
 pub(crate) mod cron;
 pub(crate) mod delivery;
+pub(crate) mod git;
 pub(crate) mod logging;
 pub(crate) mod pane_lock;
 pub(crate) mod permissions;

@@ -25,6 +25,7 @@ pub(crate) fn agent(name: &str, state: &str) -> AgentRow {
         waiting_for_human: false,
         unreachable_since: None,
         attention: None,
+        worktree: None,
     }
 }
 
@@ -49,6 +50,7 @@ pub(crate) fn task(name: &str, agents: Vec<AgentRow>) -> TaskView {
             problems: Vec::new(),
             watcher: None,
             cost: None,
+            git: None,
         },
         events: Vec::new(),
     }

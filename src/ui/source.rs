@@ -177,6 +177,7 @@ fn unreadable(t: &Task, problem: String) -> crate::core::status::TaskStatus {
         problems: vec![problem],
         watcher: None,
         cost: None,
+        git: None,
     }
 }
 

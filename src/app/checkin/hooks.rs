@@ -6,6 +6,7 @@
 //! |---|---|
 //! | `AO_TEST_PAUSE_BEFORE_DELIVER=<path>` | the intent is saved, nothing pasted yet |
 //! | `AO_TEST_PAUSE_AFTER_DELIVER=<path>` | the message is delivered, not yet recorded |
+//! | `AO_TEST_PAUSE_WORKTREE_BEFORE_MERGE=<path>` | an agent's work is committed on its branch, not merged |
 //!
 //! At the point, the process creates `<path>.reached` and waits until `<path>` exists
 //! (a test kills it there with `kill -9`, or creates `<path>` to let it go on). Once

@@ -16,7 +16,7 @@
 //! [`message`] (the message), [`record`] (what a recorded check-in saves).
 
 mod demand;
-mod hooks;
+pub(crate) mod hooks;
 pub mod intent;
 mod record;
 mod snapshot;
@@ -163,7 +163,7 @@ fn note(task: &Task, kind: &str, data: serde_json::Value, now: DateTime<Utc>) {
 async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_>) -> Result<CheckinReport> {
     let Cycle {
         trigger,
-        extra,
+        mut extra,
         ready,
         schedule,
     } = cycle;
@@ -191,6 +191,10 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
 
     // Lanes: free those whose agent is done or dead, start what waited for them.
     settle_lanes(task, tmux, ready, now).await;
+
+    // Worktrees: the work of agents that ended their turn is committed and merged (or found
+    // conflicting) before the PM hears of their handoffs, so it hears both at once.
+    extra.extend(crate::app::worktree::settle(task, ready, now).await);
 
     // Dialogs and usage limits: escalate, pause, resume (cron mode has no other watcher).
     tend_attention(task, tmux, now).await;
@@ -312,6 +316,9 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
             fresh.next_checkin = next_checkin;
             Ok(())
         })?;
+        if ev.phase == crate::core::model::Phase::Complete {
+            crate::app::worktree::drop_merged_branches(task).await;
+        }
         note(
             task,
             "checkin_skipped",
@@ -401,6 +408,9 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
     // looks for its id before delivering (an unconfirmed paste may have landed).
     if recorded {
         intent::clear(task)?;
+        if ev.phase == crate::core::model::Phase::Complete {
+            crate::app::worktree::drop_merged_branches(task).await;
+        }
     }
     note(
         task,

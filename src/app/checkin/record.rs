@@ -94,4 +94,13 @@ pub(super) fn record(state: &mut PmState, cands: &[Candidate], ev: &Evaluation, 
             at.announced = true;
         }
     }
+    for s in ev
+        .signals
+        .iter()
+        .filter(|s| matches!(s.kind, SignalKind::Merged | SignalKind::MergeConflict))
+    {
+        if let Some(w) = state.agents.get_mut(&s.agent).and_then(|a| a.worktree.as_mut()) {
+            w.announced = true;
+        }
+    }
 }

@@ -28,8 +28,9 @@ pub(super) fn pm_preamble(task: &Task, now: DateTime<Utc>) -> Result<String> {
 
 /// Where a spoke works, as its preamble names it.
 pub(super) enum Place<'a> {
-    /// On this machine, in this folder; the task folder is the local one.
-    Local { cwd: &'a Path },
+    /// On this machine, in this folder (its own worktree's when it has one, with the
+    /// preamble block that says so); the task folder is the local one.
+    Local { cwd: &'a Path, worktree: Option<&'a str> },
     /// On `destination` (the ssh host), in `cwd` there; the task folder is `<cwd>/tasks/<task>`.
     Remote { destination: &'a str, cwd: &'a str },
 }
@@ -38,7 +39,7 @@ impl Place<'_> {
     /// The agent's working folder, as it sees it.
     pub(super) fn cwd(&self) -> String {
         match self {
-            Place::Local { cwd } => cwd.display().to_string(),
+            Place::Local { cwd, .. } => cwd.display().to_string(),
             Place::Remote { cwd, .. } => cwd.to_string(),
         }
     }
@@ -95,6 +96,10 @@ pub(super) fn spoke_preamble(
         handoff: handoff_text,
         scope: scope.as_deref(),
         requires_gates: roster.requires_gates(agent),
+        worktree: match place {
+            Place::Local { worktree, .. } => worktree.map(str::to_string),
+            Place::Remote { .. } => None,
+        },
         remote: match place {
             Place::Local { .. } => None,
             Place::Remote { destination, cwd } => Some((destination, cwd)),
@@ -139,6 +144,7 @@ mod tests {
         let now = Utc::now();
         let local = Place::Local {
             cwd: Path::new("/proj/src"),
+            worktree: None,
         };
         let remote = Place::Remote {
             destination: "me@box",

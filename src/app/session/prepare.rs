@@ -66,7 +66,10 @@ pub async fn prepare(
         }
         None => {
             local = local_cwd(task)?;
-            Place::Local { cwd: &local }
+            Place::Local {
+                cwd: &local,
+                worktree: None,
+            }
         }
     };
     let (cwd, task_dir) = (place.cwd(), place.task_dir(task));

@@ -24,10 +24,11 @@ pub async fn spawn_with(
     task: &Task,
     agent: &AgentName,
     handoff_arg: &Path,
-    runtime_flag: Option<&str>,
+    flags: &crate::core::protocol::lane::SpawnFlags,
     mode: SpawnMode,
     now: DateTime<Utc>,
 ) -> Result<SpawnReport> {
+    let runtime_flag = flags.runtime.as_deref();
     use crate::core::protocol::lane::Reason;
     task.require()?;
     let spec = task.spec()?;
@@ -52,15 +53,20 @@ pub async fn spawn_with(
     let handoff_text = handoff::decode(&contents.bytes, &mut warnings);
     let rt = choose_runtime(task, agent.as_str(), runtime_flag)?;
     let cwd = local_cwd(task)?;
+    let isolation = crate::app::worktree::isolation_for(task, agent.as_str(), flags.isolation)?;
     if remote.is_none() {
         // Everything that can fail before the lane is taken.
         rt.ensure_installed(&ctx.task_bin)?;
         require_cwd(task, &cwd)?;
+    } else if isolation != crate::core::worktree::Isolation::Shared {
+        return Err(Error::BadInput(format!(
+            "agent '{agent}' runs on a remote host, and worktrees are made only for local agents so far; drop its worktree setting (`worktree-{agent}: false` in task.md) or run it locally"
+        )));
     }
 
     // The lane: taken, queued, or refused with its reason code.
     let key = path.display().to_string();
-    let reason = match crate::app::lanes::take(ctx, task, agent.as_str(), &key, runtime_flag, mode, now).await? {
+    let reason = match crate::app::lanes::take(ctx, task, agent.as_str(), &key, flags, mode, now).await? {
         crate::app::lanes::Taken::Queued { waiting_for } => {
             return Ok(SpawnReport {
                 reason: Reason::SpawnQueued,
@@ -89,7 +95,14 @@ pub async fn spawn_with(
         if let Some(r) = &remote {
             return spawn_remote(ctx, task, agent, &roster, r, &rt, &path, &handoff_text, now).await;
         }
-        let place = Place::Local { cwd: &cwd };
+        // Its own worktree, when it is to have one: made (or given back) once the lane is its.
+        let placed = crate::app::worktree::place(task, agent.as_str(), isolation, &cwd, now).await?;
+        let cwd = placed.as_ref().map_or_else(|| cwd.clone(), |p| p.cwd.clone());
+        let block = placed.as_ref().map(crate::app::worktree::Placement::preamble_block);
+        let place = Place::Local {
+            cwd: &cwd,
+            worktree: block.as_deref(),
+        };
         let text = spoke_preamble(task, agent.as_str(), &roster, &place, &path, &handoff_text, now);
         start_agent(ctx, task, agent.as_str(), role, &rt, &text, &cwd, now, None).await
     }

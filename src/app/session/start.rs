@@ -17,6 +17,10 @@ pub async fn start(ctx: &Ctx, task: &Task, runtime_flag: Option<&str>, now: Date
     let text = pm_preamble(task, now)?;
     let rt = choose_runtime(task, "pm", runtime_flag)?;
     rt.ensure_installed(&ctx.task_bin)?;
+    // The commit the task starts at: its branch is made from it if agents get worktrees.
+    if let Err(e) = crate::app::worktree::record_start(task, &super::local_cwd(task)?, now).await {
+        tracing::warn!(task = %task.name, error = %e, "cannot record the commit the task starts at");
+    }
     let session = ctx.session_name(task, "pm");
     if ctx.tmux.has_session(&session).await? {
         // Session names hold no project: a same-named task elsewhere must not read as this one.

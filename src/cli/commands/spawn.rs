@@ -15,8 +15,8 @@ pub(crate) struct Args<'a> {
     pub agent: &'a AgentName,
     /// The PM's handoff (path, or a name in handoffs/).
     pub handoff: &'a Path,
-    /// Runtime override.
-    pub runtime: Option<&'a str>,
+    /// `--runtime` and `--worktree`.
+    pub flags: crate::core::protocol::lane::SpawnFlags,
     /// Wait in a busy lane instead of being refused.
     pub queue: bool,
     /// Start even though a budget is used up (a human's decision).
@@ -28,13 +28,13 @@ pub(crate) async fn run(project: Option<&Path>, name: &TaskName, args: Args<'_>,
     let Args {
         agent,
         handoff,
-        runtime,
+        flags,
         queue,
         over_budget,
     } = args;
     let t = app::locate(project, name)?;
     let ctx = Ctx::from_env()?;
-    let report = match app::spawn::spawn(&t, &ctx, agent, handoff, runtime, queue, over_budget).await {
+    let report = match app::spawn::spawn(&t, &ctx, agent, handoff, &flags, queue, over_budget).await {
         Ok(v) => v,
         Err(e) => {
             // A refusal is an answer scripts read: with --json it goes to stdout with its code.

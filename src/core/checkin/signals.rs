@@ -48,6 +48,11 @@ pub enum SignalKind {
     BudgetWarning,
     /// A budget is used up: new spawns are refused; told once per budget.
     BudgetReached,
+    /// An agent's worktree branch was merged into the task branch (told once).
+    Merged,
+    /// An agent's worktree branch conflicts with the task branch: the merge was aborted and
+    /// the task branch is unchanged (told once; the PM sends the agent back or hands it on).
+    MergeConflict,
 }
 
 impl SignalKind {
@@ -69,6 +74,8 @@ impl SignalKind {
             SignalKind::Paused => "paused",
             SignalKind::BudgetWarning => "budget warning",
             SignalKind::BudgetReached => "budget used up",
+            SignalKind::Merged => "merged",
+            SignalKind::MergeConflict => "merge conflict",
         }
     }
 }

@@ -153,6 +153,14 @@ pub struct AgentState {
     /// that comes straight back is not nudged again at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_resume: Option<DateTime<Utc>>,
+    /// Its git worktree, when it works in one ([`crate::core::worktree`]); kept after a
+    /// conflict so the agent (or another) can resolve it there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<crate::core::worktree::AgentWorktree>,
+    /// How many worktrees it was given in this task: the next one is numbered after them, so
+    /// no branch name is used twice.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub worktrees_made: u32,
     /// Fields added by newer builds, kept on rewrite.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
@@ -223,6 +231,10 @@ pub struct PmState {
     /// One lane per agent type: who holds it, what waits for it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub lanes: BTreeMap<String, crate::core::protocol::lane::Lane>,
+    /// The task's git side: the commit it started at and its branch
+    /// ([`crate::core::worktree`]); `None` outside a git repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<crate::core::worktree::TaskGit>,
     /// Fields added by newer minor builds, kept on rewrite.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
@@ -251,9 +263,14 @@ impl Default for PmState {
             reminders: BTreeMap::new(),
             pm_restarts: Vec::new(),
             lanes: BTreeMap::new(),
+            git: None,
             extra: BTreeMap::new(),
         }
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Parse a timestamp the way version-1 files wrote it (RFC 3339, or naive local-free UTC).

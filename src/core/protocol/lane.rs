@@ -63,14 +63,26 @@ pub struct Holder {
     pub pane: Option<String>,
 }
 
+/// What a spawn asked for besides its handoff; kept with a queued spawn so that it
+/// starts as it was asked for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpawnFlags {
+    /// `--runtime`, if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    /// `--worktree[=detached]`, if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<crate::core::worktree::Isolation>,
+}
+
 /// A spawn waiting for its lane.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Queued {
     /// The PM handoff to start it with (absolute path).
     pub handoff: String,
-    /// `--runtime`, if given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub runtime: Option<String>,
+    /// Its flags.
+    #[serde(flatten)]
+    pub flags: SpawnFlags,
     /// When it was queued.
     pub at: DateTime<Utc>,
 }
@@ -282,7 +294,7 @@ mod tests {
         assert_eq!(decide(&lane, "b.md", true, None, at(1), &t), Decision::Queue);
         lane.queued = Some(Queued {
             handoff: "b.md".into(),
-            runtime: None,
+            flags: SpawnFlags::default(),
             at: at(1),
         });
         assert_eq!(

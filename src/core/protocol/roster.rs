@@ -66,6 +66,14 @@ pub struct Member {
     /// A spoke that may nevertheless spawn (the Revisionist exception; docs/protocol.md#roles-and-rosters).
     #[serde(default)]
     pub may_spawn: bool,
+    /// Its own git worktree (`"worktree"`), a detached one (`"detached"`) or the shared
+    /// folder (`"shared"`); unset: what task.md's `worktree:` says (docs/worktrees.md).
+    #[serde(default)]
+    pub isolation: Option<crate::core::worktree::Isolation>,
+    /// It only reads the code (explore, review): when task.md turns worktrees on for every
+    /// spoke, it gets a detached worktree at the task branch's head rather than a branch.
+    #[serde(default)]
+    pub read_only: bool,
 }
 
 /// A roster, as loaded and checked.

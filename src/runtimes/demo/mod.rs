@@ -199,6 +199,8 @@ fn spoke_work(env: &Env, instructions: &str) -> Result<()> {
         &rel,
         &format!("# {} output {n}\n\nDemo work for: {gist}\n", env.agent),
     )?;
+    // In its own git worktree the demo changes real files, as a coding agent would.
+    let changed = change_real_files(env, n);
     let verdict_note = if extra.contains("REJECTED") {
         "Rejected: the change lacks a test for the failure case. Add it and resubmit."
     } else if extra.contains("APPROVED") {
@@ -207,15 +209,167 @@ fn spoke_work(env: &Env, instructions: &str) -> Result<()> {
         "Done as instructed."
     };
     let body = format!(
-        "{extra}\n## Completed Work\n{verdict_note} ({} pass {n}: {gist})\n\n## Artifacts Generated\n- {rel}\n\n## Blockers\nNone\n\n## Gates Honored\n- demo-self-check: PASS\n",
+        "{extra}\n## Completed Work\n{verdict_note} ({} pass {n}: {gist}){changed}\n\n## Artifacts Generated\n- {rel}\n\n## Blockers\nNone\n\n## Gates Honored\n- demo-self-check: PASS\n",
         env.agent
     );
     handoff_cmd(env, status, None, next, &body)?;
     Ok(())
 }
 
+/// Whether this agent works in a linked git worktree (its `.git` is a file naming one).
+fn in_worktree() -> bool {
+    let Ok(mut dir) = std::env::current_dir() else {
+        return false;
+    };
+    loop {
+        let git = dir.join(".git");
+        if git.is_file() {
+            return std::fs::read_to_string(&git).is_ok_and(|t| t.contains("/worktrees/"));
+        }
+        if git.exists() || !dir.pop() {
+            return false;
+        }
+    }
+}
+
+/// In a worktree, dev and test change real files (`demo-work/<agent>.md`, one line per
+/// pass), and a reader lists what it finds there; elsewhere nothing is touched. Returns a
+/// sentence for the handoff.
+fn change_real_files(env: &Env, n: usize) -> String {
+    if !in_worktree() {
+        return String::new();
+    }
+    let dir = Path::new("demo-work");
+    match env.agent.as_str() {
+        "dev" | "test" => {
+            let f = dir.join(format!("{}.md", env.agent));
+            let line = format!("- {} pass {n}\n", env.agent);
+            let r = std::fs::create_dir_all(dir).and_then(|_| {
+                let mut h = std::fs::OpenOptions::new().create(true).append(true).open(&f)?;
+                h.write_all(line.as_bytes())
+            });
+            match r {
+                Ok(()) => format!(" Changed {} in its worktree.", f.display()),
+                Err(e) => format!(" Could not change {}: {e}.", f.display()),
+            }
+        }
+        _ => {
+            let mut found: Vec<String> = std::fs::read_dir(dir)
+                .map(|d| {
+                    d.filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            found.sort();
+            format!(" Read demo-work/: [{}].", found.join(", "))
+        }
+    }
+}
+
+/// Whether the task runs its agents in worktrees (task.md `worktree: true`): the PM then
+/// runs dev and test at the same time.
+fn parallel(env: &Env) -> bool {
+    std::fs::read(env.task_dir.join("task.md"))
+        .ok()
+        .and_then(|b| crate::core::model::taskmd::decode(b, &env.task_dir.join("task.md")).ok())
+        .and_then(|spec| spec.setting("worktree").map(crate::core::worktree::Isolation::parse))
+        .is_some_and(|i| i == Ok(crate::core::worktree::Isolation::Worktree))
+}
+
+/// The parallel plan: explore → plan → dev and test at once → review (when both are
+/// merged) → dev again on a rejection → review → COMPLETE. Decided by counting, per
+/// agent, the PM's instructions and the agent's terminal reports, so the order in which
+/// two agents working at once finish does not matter.
+fn pm_step_parallel(env: &Env) -> Result<bool> {
+    let dir = env.task_dir.join("handoffs");
+    let (names, _) = handoffs::list(&dir)?;
+    let loaded: Vec<_> = names
+        .iter()
+        .filter_map(|n| handoffs::load(&dir, n).ok()?.ok())
+        .collect();
+    let told = |a: &str| {
+        loaded
+            .iter()
+            .filter(|l| l.agent() == "pm" && l.handoff.target.as_deref() == Some(a))
+            .count()
+    };
+    let reported = |a: &str| {
+        loaded
+            .iter()
+            .filter(|l| l.agent() == a && l.handoff.status.is_terminal())
+            .count()
+    };
+    let done = |a: &str| told(a) > 0 && reported(a) >= told(a);
+    let last_review = loaded.iter().rev().find(|l| l.agent() == "review");
+    if !done("explore") {
+        return Ok(false);
+    }
+    if told("plan") == 0 {
+        pm_instruct(
+            env,
+            "plan",
+            "Design the test strategy from the analysis in artifacts/analysis/.",
+        )?;
+        return Ok(false);
+    }
+    if !done("plan") {
+        return Ok(false);
+    }
+    if told("dev") == 0 {
+        pm_instruct(env, "dev", "Implement the change from the plan in artifacts/design/.")?;
+        pm_instruct(
+            env,
+            "test",
+            "Write the tests from the plan in artifacts/design/, at the same time as dev.",
+        )?;
+        return Ok(false);
+    }
+    if !done("dev") || !done("test") {
+        return Ok(false);
+    }
+    if told("review") < told("dev") {
+        pm_instruct(
+            env,
+            "review",
+            "Review the merged work of dev and test on the task branch.",
+        )?;
+        return Ok(false);
+    }
+    if !done("review") {
+        return Ok(false);
+    }
+    match last_review {
+        Some(l) if l.handoff.is_rejection() => {
+            pm_instruct(
+                env,
+                "dev",
+                &format!(
+                    "The review rejected the work ({}). Address its feedback: {}",
+                    l.file,
+                    l.handoff.summary()
+                ),
+            )?;
+            Ok(false)
+        }
+        _ => {
+            handoff_cmd(
+                env,
+                Status::Complete,
+                None,
+                None,
+                "## Completed Work\nAll success criteria met: dev and test worked in parallel worktrees, both merged, and the review approved.\n",
+            )?;
+            say("demo: task complete");
+            Ok(true)
+        }
+    }
+}
+
 /// The PM's next step, decided from the handoff files (what a real PM reads).
 fn pm_step(env: &Env) -> Result<bool> {
+    if parallel(env) {
+        return pm_step_parallel(env);
+    }
     let dir = env.task_dir.join("handoffs");
     let (names, _) = handoffs::list(&dir)?;
     // The latest report after the PM's latest instruction.

@@ -94,7 +94,7 @@ impl Task {
     pub fn recover_state(&self, now: chrono::DateTime<chrono::Utc>, fallback: Option<&PmState>) -> Result<StateHealth> {
         let _l = self.lock_state()?;
         match persist::load(&self.state_path(), self.name.as_str()) {
-            Ok(st) => Ok(StateHealth::Fine(st)),
+            Ok(st) => Ok(StateHealth::Fine(Box::new(st))),
             Err(Error::CorruptState { detail, .. }) => {
                 let copy = persist::set_aside(&self.state_path(), now)?;
                 self.save_state(&fallback.cloned().unwrap_or_default())?;
@@ -167,7 +167,7 @@ impl Task {
 #[derive(Debug)]
 pub enum StateHealth {
     /// A state this build reads.
-    Fine(PmState),
+    Fine(Box<PmState>),
     /// It was corrupt: moved to `copy`, and replaced by the fallback (`restored`) or a
     /// fresh state.
     SetAside {
