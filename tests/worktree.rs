@@ -315,3 +315,59 @@ fn worktrees_are_refused_where_they_would_start_from_the_wrong_place() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("was rewritten"), "{}", stderr(&o));
 }
+
+#[test]
+fn the_demo_runs_dev_and_test_at_once_and_merges_both() {
+    let w = World::new();
+    repo(&w);
+    // As scripts/demo sets it up: task.md and the artifacts, no handoffs.
+    let dir = copy_example(&w.project, "dds-writer-pool");
+    std::fs::remove_dir_all(dir.join("handoffs")).unwrap();
+    let md = dir.join("task.md");
+    let text = std::fs::read_to_string(&md).unwrap();
+    std::fs::write(&md, format!("{text}worktree: true\n")).unwrap();
+    ok(&run(w.task().env("AO_DEMO_PAUSE_MS", "800").args([
+        "start",
+        "dds-writer-pool",
+        "--runtime",
+        "demo",
+    ])));
+    wait_for("the demo task COMPLETE", 120, || {
+        let st: Value = serde_json::from_slice(&std::fs::read(dir.join("pm_state.json")).ok()?).ok()?;
+        (st["phase"] == "COMPLETE").then_some(())
+    });
+    // dev and test were at work at the same time: test started before dev handed off.
+    let events = w.events("dds-writer-pool");
+    let at = |kind: &str, agent: &str| {
+        events
+            .iter()
+            .position(|e| e["kind"] == kind && e["agent"] == agent)
+            .unwrap_or_else(|| panic!("no {kind} of {agent}"))
+    };
+    let dev_done = events
+        .iter()
+        .position(|e| e["kind"] == "lane_released" && e["agent"] == "dev")
+        .expect("dev's lane released");
+    assert!(at("spawn", "test") < dev_done, "test started after dev finished");
+    // Both agents' files are on the task branch, with a merge commit joining them.
+    let branch = "task/dds-writer-pool";
+    for f in ["demo-work/dev.md", "demo-work/test.md"] {
+        git(&w.project, &["cat-file", "-e", &format!("{branch}:{f}")]);
+    }
+    assert_eq!(
+        git(&w.project, &["show", &format!("{branch}:demo-work/dev.md")]),
+        "- dev pass 1\n- dev pass 2",
+        "dev's second pass (after the rejection) built on its first"
+    );
+    let merges = git(&w.project, &["log", "--merges", "--format=%s", branch]);
+    assert!(merges.contains("Merge agents/dds-writer-pool/"), "{merges}");
+    // The merged agents' branches are gone once the task is COMPLETE; no worktree is left.
+    wait_for("the agent branches deleted", 20, || {
+        git(&w.project, &["branch", "--list", "agents/*"]).is_empty().then_some(())
+    });
+    assert_eq!(git(&w.project, &["worktree", "list"]).lines().count(), 1);
+    let inbox = w.inbox("dds-writer-pool", "pm").join("\n");
+    assert!(inbox.contains("merged: dev") && inbox.contains("merged: test"), "{inbox}");
+    assert!(!inbox.contains("merge conflict"), "{inbox}");
+    let _ = run(w.task().args(["stop", "dds-writer-pool"]));
+}

@@ -19,6 +19,10 @@
 //!   ao-bench usage [--agents N] [--mb N] [--runs N]
 //!       token usage from N Claude Code transcripts of M MB: the first read and the
 //!       incremental update after one new answer, beside a raw read and a full re-read.
+//!   ao-bench worktree [--files N] [--runs N]
+//!       agents in git worktrees in a repository of N files: the spawn beside a shared one
+//!       and a raw `git worktree add`; the check-in that merges (fast-forward, merge commit)
+//!       beside one with nothing to merge and the same git commands run raw.
 //!   ao-bench generate DIR [--handoffs N] [--artifacts N]
 //!       only write the generated task (DIR/tasks/bench).
 //!
@@ -31,6 +35,7 @@ mod status;
 mod tmux;
 mod ui;
 mod usage;
+mod worktree;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -124,6 +129,7 @@ fn main() {
         Some("soak") => soak::bench_soak(&args),
         Some("ui") => ui::bench_ui(&args),
         Some("usage") => usage::bench_usage(&args),
+        Some("worktree") => worktree::bench_worktree(&args),
         Some("generate") => {
             let dir = PathBuf::from(args.get(1).expect("ao-bench generate DIR"));
             std::fs::create_dir_all(&dir).unwrap();
@@ -132,7 +138,7 @@ fn main() {
         }
         _ => {
             eprintln!(
-                "usage: ao-bench status [--handoffs N] [--artifacts N] [--runs N] | tmux [--runs N] | daemon | remote [--handoffs N] [--runs N] | soak [--tasks N] [--minutes N] | ui [--tasks N] [--idle-secs N] | usage [--agents N] [--mb N] | generate DIR"
+                "usage: ao-bench status [--handoffs N] [--artifacts N] [--runs N] | tmux [--runs N] | daemon | remote [--handoffs N] [--runs N] | soak [--tasks N] [--minutes N] | ui [--tasks N] [--idle-secs N] | usage [--agents N] [--mb N] | worktree [--files N] [--runs N] | generate DIR"
             );
             std::process::exit(2);
         }
