@@ -50,9 +50,12 @@ fn repo(w: &World) -> String {
     git(&w.project, &["rev-parse", "HEAD"])
 }
 
+/// HEAD, its branch, the index's bytes, the user's files.
+type Checkout = (String, String, Vec<u8>, Vec<(String, Vec<u8>)>);
+
 /// Everything of the user's checkout a supervisor must not change: HEAD, its branch, the
 /// index's bytes, and the user's files (committed and not).
-fn checkout(w: &World) -> (String, String, Vec<u8>, Vec<(String, Vec<u8>)>) {
+fn checkout(w: &World) -> Checkout {
     let mut files: Vec<(String, Vec<u8>)> = snapshot(&w.project.join("src")).into_iter().collect();
     files.push(("notes.txt".into(), std::fs::read(w.project.join("notes.txt")).unwrap()));
     (
@@ -109,8 +112,14 @@ fn two_agents_work_in_parallel_worktrees_and_both_are_merged() {
     // Each agent's pane works in its own worktree.
     let cwd = |agent: &str| {
         String::from_utf8_lossy(
-            &w.tmux(&["display-message", "-p", "-t", &w.pane("t1", agent), "#{pane_current_path}"])
-                .stdout,
+            &w.tmux(&[
+                "display-message",
+                "-p",
+                "-t",
+                &w.pane("t1", agent),
+                "#{pane_current_path}",
+            ])
+            .stdout,
         )
         .trim()
         .to_string()
@@ -197,7 +206,11 @@ fn a_conflict_is_reported_the_task_branch_is_untouched_and_the_agent_resolves_it
     let c = wait_stage(&w, "test", "conflict");
     assert_eq!(c["files"], serde_json::json!(["src/a.txt"]));
     assert_eq!(c["task_head"], after_dev.as_str());
-    assert_eq!(git(&w.project, &["rev-parse", "task/t1"]), after_dev, "task branch unchanged");
+    assert_eq!(
+        git(&w.project, &["rev-parse", "task/t1"]),
+        after_dev,
+        "task branch unchanged"
+    );
     assert!(test.is_dir(), "the conflicted worktree is kept");
     wait_for("the PM told of the conflict", 20, || {
         w.inbox("t1", "pm")
@@ -221,9 +234,15 @@ fn a_conflict_is_reported_the_task_branch_is_untouched_and_the_agent_resolves_it
         .map(|p| std::fs::read_to_string(p).unwrap())
         .find(|t| t.contains("conflicted with task/t1"))
         .expect("a preamble naming the conflict");
-    assert!(preamble.contains("src/a.txt") && preamble.contains("git merge task/t1"), "{preamble}");
+    assert!(
+        preamble.contains("src/a.txt") && preamble.contains("git merge task/t1"),
+        "{preamble}"
+    );
     // The agent resolves it as told.
-    assert!(!git_ok(&test, &["-c", "user.name=t", "-c", "user.email=t@x", "merge", "-q", "task/t1"]));
+    assert!(!git_ok(
+        &test,
+        &["-c", "user.name=t", "-c", "user.email=t@x", "merge", "-q", "task/t1"]
+    ));
     std::fs::write(test.join("src/a.txt"), "line one by dev and test\nline two\n").unwrap();
     git(&test, &["commit", "-q", "-am", "test: resolve"]);
     w.handoff("t1", "test", "COMPLETE").write();
@@ -265,7 +284,9 @@ fn a_kill_between_commit_and_merge_loses_nothing_and_merges_once() {
     let log = git(&w.project, &["log", "--format=%s", "task/t1"]);
     assert_eq!(log.matches("dev: Added dev.txt.").count(), 1, "{log}");
     assert_eq!(git(&w.project, &["rev-list", "--count", "task/t1"]), "2", "{log}");
-    wait_for("the PM told of the merge", 20, || (pm_heard(&w, "merged: dev") == 1).then_some(()));
+    wait_for("the PM told of the merge", 20, || {
+        (pm_heard(&w, "merged: dev") == 1).then_some(())
+    });
     assert!(!dev.exists());
     let _ = run(w.task().args(["shutdown"]));
     let _ = d.wait();
@@ -298,7 +319,10 @@ fn worktrees_are_refused_where_they_would_start_from_the_wrong_place() {
     w.start_idle_pm("t1").new_task("worktree: true").run();
     std::fs::create_dir_all(w.project.join(".git/rebase-merge")).unwrap();
     let h = w.handoff("t1", "pm", "IN_PROGRESS").target("dev").write();
-    let o = run(w.task().env("AO_DEMO_IDLE", "1").args(["spawn", "t1", "dev", "--handoff", &h, "--runtime", "demo"]));
+    let o = run(w
+        .task()
+        .env("AO_DEMO_IDLE", "1")
+        .args(["spawn", "t1", "dev", "--handoff", &h, "--runtime", "demo"]));
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("a rebase in progress"), "{}", stderr(&o));
     std::fs::remove_dir(w.project.join(".git/rebase-merge")).unwrap();
@@ -311,7 +335,10 @@ fn worktrees_are_refused_where_they_would_start_from_the_wrong_place() {
     let start = w.state("t1")["git"]["start_commit"].as_str().unwrap().to_string();
     git(&w.project, &["update-ref", "refs/heads/task/t1", &start]);
     let h = w.handoff("t1", "pm", "IN_PROGRESS").target("dev").write();
-    let o = run(w.task().env("AO_DEMO_IDLE", "1").args(["spawn", "t1", "dev", "--handoff", &h, "--runtime", "demo"]));
+    let o = run(w
+        .task()
+        .env("AO_DEMO_IDLE", "1")
+        .args(["spawn", "t1", "dev", "--handoff", &h, "--runtime", "demo"]));
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("was rewritten"), "{}", stderr(&o));
 }
@@ -363,11 +390,16 @@ fn the_demo_runs_dev_and_test_at_once_and_merges_both() {
     assert!(merges.contains("Merge agents/dds-writer-pool/"), "{merges}");
     // The merged agents' branches are gone once the task is COMPLETE; no worktree is left.
     wait_for("the agent branches deleted", 20, || {
-        git(&w.project, &["branch", "--list", "agents/*"]).is_empty().then_some(())
+        git(&w.project, &["branch", "--list", "agents/*"])
+            .is_empty()
+            .then_some(())
     });
     assert_eq!(git(&w.project, &["worktree", "list"]).lines().count(), 1);
     let inbox = w.inbox("dds-writer-pool", "pm").join("\n");
-    assert!(inbox.contains("merged: dev") && inbox.contains("merged: test"), "{inbox}");
+    assert!(
+        inbox.contains("merged: dev") && inbox.contains("merged: test"),
+        "{inbox}"
+    );
     assert!(!inbox.contains("merge conflict"), "{inbox}");
     let _ = run(w.task().args(["stop", "dds-writer-pool"]));
 }

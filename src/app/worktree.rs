@@ -87,8 +87,7 @@ impl Placement {
 }
 
 /// Refuse what would make a worktree from the wrong place; returns the repository's top folder.
-async fn check_repo(task: &Task, agent: &str, cwd: &Path) -> Result<PathBuf> {
-    let git = Git::at(cwd);
+async fn check_repo(task: &Task, agent: &str, git: &Git, cwd: &Path) -> Result<PathBuf> {
     let Some(repo) = git.toplevel().await? else {
         return Err(Error::BadInput(format!(
             "agent '{agent}' of task '{}' is to work in its own git worktree, but {} is not in a git repository; run `git init` and commit there, or drop the worktree setting (task.md `worktree:`, the roster's `isolation`, `--worktree`)",
@@ -197,73 +196,163 @@ pub async fn place(
     if isolation == Isolation::Shared {
         return Ok(None);
     }
-    let repo = check_repo(task, agent, cwd).await?;
+    let repo = check_repo(task, agent, &Git::at(cwd), cwd).await?;
     let (task_branch, head) = task_branch(task, &repo, now).await?;
     let rel = cwd.strip_prefix(&repo).unwrap_or(Path::new("")).to_path_buf();
+    let site = Site {
+        host: crate::core::model::AgentHost::Local,
+        git: Git::at(&repo),
+        repo,
+        root: worktree_root(task)?,
+        rel,
+    };
+    let mut p = place_at(task, agent, isolation, &site, &task_branch, &head, now).await?;
+    if p.conflict.is_none() && p.worktree.placed.is_empty() {
+        let placed = place_agent_files(cwd, &p.cwd, &site.rel, agent);
+        if !placed.is_empty() {
+            p.worktree.placed = placed;
+            save(task, agent, &p.worktree, None, now)?;
+        }
+    }
+    Ok(Some(p))
+}
+
+/// [`place`] for an agent on a remote host: its worktree is made in the host's clone (the
+/// folder task.md's remote `cwd:` names), from the task branch, which lives here and is sent
+/// there first over the ssh master.
+pub async fn place_remote(
+    task: &Task,
+    agent: &str,
+    isolation: Isolation,
+    host: &crate::io::remote::Host,
+    cwd: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<Placement>> {
+    if isolation == Isolation::Shared {
+        return Ok(None);
+    }
+    let local = check_repo(task, agent, &Git::at(&task.project), &task.project).await?;
+    let (task_branch, head) = task_branch(task, &local, now).await?;
+    let there = Git::on(host, Path::new(cwd));
+    let repo = check_repo(task, agent, &there, Path::new(cwd)).await?;
+    let url = host.git_url(&repo.to_string_lossy());
+    ssh_git(&local, host)
+        .push(&url, &head, &task_branch)
+        .await
+        .map_err(|e| {
+            Error::Remote(format!(
+                "cannot send {task_branch} to {} ({e}); the agent's worktree there is made from it",
+                host.spec.destination()
+            ))
+        })?;
+    let root = format!("{cwd}/tasks/{}/worktrees", task.name);
+    host.run("create the worktree folder", &["mkdir", "-p", "--", &root], None)
+        .await?;
+    host.put(&format!("{root}/.gitignore"), b"*\n").await?;
+    let site = Site {
+        host: crate::core::model::AgentHost::Remote(host.spec.clone()),
+        git: Git::on(host, &repo),
+        rel: Path::new(cwd)
+            .strip_prefix(&repo)
+            .unwrap_or(Path::new(""))
+            .to_path_buf(),
+        repo,
+        root: root.into(),
+    };
+    place_at(task, agent, isolation, &site, &task_branch, &head, now)
+        .await
+        .map(Some)
+}
+
+/// Where worktrees are made: the host, git in the repository there, and the folder for them.
+struct Site {
+    host: crate::core::model::AgentHost,
+    git: Git,
+    repo: PathBuf,
+    root: PathBuf,
+    /// The task's working folder, relative to the repository.
+    rel: PathBuf,
+}
+
+/// git run with the ssh master of `host` (to push to it or fetch from it).
+fn ssh_git(repo: &Path, host: &crate::io::remote::Host) -> Git {
+    Git::at(repo).with_env(vec![("GIT_SSH_COMMAND".into(), host.git_ssh_command())])
+}
+
+async fn place_at(
+    task: &Task,
+    agent: &str,
+    isolation: Isolation,
+    site: &Site,
+    task_branch: &str,
+    head: &str,
+    now: DateTime<Utc>,
+) -> Result<Placement> {
     let st = task.state()?;
     let a = st.agents.get(agent);
-    let git = Git::at(&repo);
-    if let Some(old) = a.and_then(|a| a.worktree.clone()).filter(|w| w.isolation == isolation) {
+    if let Some(old) = a
+        .and_then(|a| a.worktree.clone())
+        .filter(|w| w.isolation == isolation && w.host == site.host)
+    {
         let open = matches!(
             old.stage,
             Stage::Working | Stage::Conflict { .. } | Stage::Failed { .. }
         );
-        if open && old.branch.is_some() {
+        if let (true, Some(branch)) = (open, old.branch.as_deref()) {
             let conflict = match &old.stage {
                 Stage::Conflict { files, .. } => Some(files.clone()),
                 _ => None,
             };
-            if !old.path.exists() {
-                git.add_worktree_existing(&old.path, old.branch.as_deref().unwrap_or_default())
-                    .await?;
+            if !site.git.exists(&old.path).await? {
+                site.git.add_worktree_existing(&old.path, branch).await?;
             }
             let mut w = old.clone();
             w.stage = Stage::Working;
             w.announced = false;
             w.created_at = now;
             save(task, agent, &w, None, now)?;
-            return Ok(Some(Placement {
+            return Ok(Placement {
                 cwd: w.path.join(&old.cwd),
                 worktree: w,
-                task_branch,
+                task_branch: task_branch.to_string(),
                 conflict,
-            }));
+            });
         }
     }
     let n = a.map_or(0, |a| a.worktrees_made) + 1;
-    let root = worktree_root(task)?;
-    let path = root.join(wt::worktree_dir(agent, n));
+    let path = site.root.join(wt::worktree_dir(agent, n));
     let branch = match isolation {
         Isolation::Worktree => {
             let b = wt::agent_branch(task.name.as_str(), agent, n);
-            git.add_worktree(&path, &b, &head).await?;
+            site.git.add_worktree(&path, &b, head).await?;
             Some(b)
         }
         _ => {
-            git.add_detached(&path, &head).await?;
+            site.git.add_detached(&path, head).await?;
             None
         }
     };
-    let placed = place_agent_files(cwd, &path.join(&rel), &rel, agent);
     let w = AgentWorktree {
         isolation,
+        host: site.host.clone(),
+        repo: site.repo.clone(),
         path: path.clone(),
-        cwd: rel.clone(),
+        cwd: site.rel.clone(),
         branch,
-        base: head,
+        base: head.to_string(),
         created_at: now,
         stage: Stage::Working,
         announced: false,
-        placed,
+        placed: Vec::new(),
     };
     save(task, agent, &w, Some(n), now)?;
-    tracing::info!(task = %task.name, agent, path = %path.display(), branch = ?w.branch, "worktree made");
-    Ok(Some(Placement {
-        cwd: path.join(&rel),
+    tracing::info!(task = %task.name, agent, host = %site.host, path = %path.display(), branch = ?w.branch, "worktree made");
+    Ok(Placement {
+        cwd: path.join(&site.rel),
         worktree: w,
-        task_branch,
+        task_branch: task_branch.to_string(),
         conflict: None,
-    }))
+    })
 }
 
 /// `<task>/worktrees/`, ignored by the repository around it (the task folder is usually
@@ -335,8 +424,10 @@ pub async fn settle(task: &Task, ready: &(dyn Fn(&Loaded) -> bool + Sync), now: 
             }
             Stage::Finishing { .. } => None,
             Stage::Merged { .. } | Stage::Closed => {
-                if w.path.exists() {
-                    remove(task, w).await;
+                // A removal a crash interrupted (looked for here only: a remote one is not
+                // worth a connection every check-in).
+                if w.host.is_local() && w.path.exists() {
+                    remove(w).await;
                 }
                 continue;
             }
@@ -406,20 +497,18 @@ async fn finish(task: &Task, agent: &str, handoff_file: &str, now: DateTime<Utc>
     else {
         return Ok(());
     };
+    let here = git_for(&w, &w.path).await?;
+    let there = here.exists(&w.path).await?;
     let Some(branch) = w.branch.clone() else {
         // Detached (read only): nothing to merge; kept when something was changed there.
-        let dirty = match w.path.exists() {
-            true => !Git::at(&w.path)
-                .run(&["status", "--porcelain"])
-                .await?
-                .trim()
-                .is_empty(),
+        let dirty = match there {
+            true => !here.run(&["status", "--porcelain"]).await?.trim().is_empty(),
             false => false,
         };
         if dirty {
             tracing::warn!(task = %task.name, agent, path = %w.path.display(), "a read-only worktree has changes; it is kept");
-        } else if w.path.exists() {
-            remove(task, &w).await;
+        } else if there {
+            remove(&w).await;
         }
         update(task, agent, now, |w| {
             w.stage = Stage::Closed;
@@ -427,16 +516,28 @@ async fn finish(task: &Task, agent: &str, handoff_file: &str, now: DateTime<Utc>
         })?;
         return Ok(());
     };
-    if w.path.exists() {
+    let local_repo = task
+        .state()?
+        .git
+        .map(|g| g.repo)
+        .ok_or_else(|| Error::BadInput(format!("task '{}' has no git repository recorded", task.name)))?;
+    if there {
         let summary = crate::core::handoff::HandoffName::parse(handoff_file)
             .and_then(|n| crate::store::handoffs::load(&task.handoffs(), &n).ok()?.ok())
             .map(|l| l.handoff.summary())
             .unwrap_or_default();
         let msg = wt::commit_message(agent, task.name.as_str(), &summary, handoff_file);
-        let git = Git::at(&w.path).with_env(identity(agent, task, &w.path).await);
+        let git = here.clone().with_env(identity(agent, task, &local_repo).await);
         if let Some(c) = git.commit_all(&msg, &w.placed).await? {
             tracing::info!(task = %task.name, agent, commit = %c, "committed the agent's remaining work");
         }
+    }
+    // A remote agent's branch comes here, where the task branch lives.
+    if let Some(spec) = w.host.remote() {
+        let host = crate::io::remote::Host::connect(spec).await?;
+        ssh_git(&local_repo, &host)
+            .fetch_branch(&host.git_url(&w.repo.to_string_lossy()), &branch)
+            .await?;
     }
     crate::app::checkin::hooks::pause("WORKTREE_BEFORE_MERGE").await;
     let stage = merge(task, &branch, &w).await?;
@@ -454,7 +555,7 @@ async fn finish(task: &Task, agent: &str, handoff_file: &str, now: DateTime<Utc>
         w.announced = false;
     })?;
     if let (true, Some(w)) = (merged, w) {
-        remove(task, &w).await;
+        remove(&w).await;
     }
     Ok(())
 }
@@ -542,12 +643,18 @@ async fn identity(agent: &str, task: &Task, dir: &Path) -> Vec<(String, String)>
     env
 }
 
-async fn remove(task: &Task, w: &AgentWorktree) {
-    let Some(repo) = task.state().ok().and_then(|s| s.git).map(|g| g.repo) else {
-        return;
-    };
-    if let Err(e) = Git::at(&repo).remove_worktree(&w.path).await {
-        tracing::warn!(task = %task.name, path = %w.path.display(), error = %e, "cannot remove a finished worktree");
+/// git where `w` is (here, or on its host over the master), run in `dir` there.
+async fn git_for(w: &AgentWorktree, dir: &Path) -> Result<Git> {
+    match w.host.remote() {
+        None => Ok(Git::at(dir)),
+        Some(spec) => Ok(Git::on(&crate::io::remote::Host::connect(spec).await?, dir)),
+    }
+}
+
+async fn remove(w: &AgentWorktree) {
+    let removed = async { git_for(w, &w.repo).await?.remove_worktree(&w.path).await }.await;
+    if let Err(e) = removed {
+        tracing::warn!(path = %w.path.display(), host = %w.host, error = %e, "cannot remove a finished worktree");
     }
 }
 

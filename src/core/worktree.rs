@@ -161,7 +161,14 @@ pub enum Stage {
 pub struct AgentWorktree {
     /// Worktree or detached.
     pub isolation: Isolation,
-    /// Its folder.
+    /// The host it is on: a remote agent's worktree is in the host's clone, and its branch
+    /// is fetched here over the ssh master to be merged.
+    #[serde(default, skip_serializing_if = "crate::core::model::AgentHost::is_local")]
+    pub host: crate::core::model::AgentHost,
+    /// The repository it belongs to (on its host).
+    #[serde(default)]
+    pub repo: PathBuf,
+    /// Its folder (on its host).
     pub path: PathBuf,
     /// The agent's working folder inside it (the task's cwd, relative to the repository).
     pub cwd: PathBuf,
@@ -378,6 +385,8 @@ mod tests {
     fn outcomes_for_the_pm() {
         let mut w = AgentWorktree {
             isolation: Isolation::Worktree,
+            host: Default::default(),
+            repo: "/p".into(),
             path: "/p/tasks/t/worktrees/dev-1".into(),
             cwd: ".".into(),
             branch: Some("task/t/dev-1".into()),

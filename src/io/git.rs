@@ -1,5 +1,7 @@
-//! Git, run as a program with argv only and `-C <folder>` (never through a shell, never in
-//! a folder other than the one named), for the agents' worktrees ([`crate::app::worktree`]).
+//! Git, run as a program with argv only and `-C <folder>` (never through a local shell,
+//! never in a folder other than the one named), for the agents' worktrees
+//! ([`crate::app::worktree`]) — here, or on a remote host over its ssh master, where every
+//! word is quoted for the remote shell.
 //! Nothing here runs a command that writes the user's own index or working tree: worktrees
 //! are added and removed, refs are moved with compare-and-swap, merges are computed with
 //! `git merge-tree` in the object store.
@@ -20,11 +22,12 @@ pub struct Output {
     pub stderr: String,
 }
 
-/// Git in one folder.
-#[derive(Debug, Clone)]
+/// Git in one folder, on this machine or on a remote host.
+#[derive(Clone)]
 pub struct Git {
     dir: PathBuf,
     env: Vec<(String, String)>,
+    via: Option<crate::io::remote::Host>,
 }
 
 impl Git {
@@ -33,6 +36,27 @@ impl Git {
         Git {
             dir: dir.to_path_buf(),
             env: Vec::new(),
+            via: None,
+        }
+    }
+
+    /// Git run in `dir` on `host`, over its master.
+    pub fn on(host: &crate::io::remote::Host, dir: &Path) -> Git {
+        Git {
+            dir: dir.to_path_buf(),
+            env: Vec::new(),
+            via: Some(host.clone()),
+        }
+    }
+
+    /// Whether `path` exists where this git runs.
+    pub async fn exists(&self, path: &Path) -> Result<bool> {
+        match &self.via {
+            None => Ok(path.exists()),
+            Some(h) => {
+                let p = path.to_string_lossy();
+                Ok(h.output(&["test", "-e", &p], None).await?.0 == 0)
+            }
         }
     }
 
@@ -44,6 +68,20 @@ impl Git {
 
     /// Run `git args…`, whatever its exit code.
     pub async fn output(&self, args: &[&str]) -> Result<Output> {
+        if let Some(h) = &self.via {
+            let dir = self.dir.to_string_lossy();
+            let vars: Vec<String> = self.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let mut words = vec!["env", "GIT_TERMINAL_PROMPT=0", "LC_ALL=C"];
+            words.extend(vars.iter().map(String::as_str));
+            words.extend(["git", "-C", &dir]);
+            words.extend(args);
+            let (code, stdout, stderr) = h.output(&words, None).await?;
+            return Ok(Output {
+                code,
+                stdout,
+                stderr: stderr.trim().to_string(),
+            });
+        }
         let mut c = tokio::process::Command::new("git");
         c.arg("-C").arg(&self.dir).args(args);
         // Git settings from a caller's environment (a hook, a script) would point it at
@@ -134,7 +172,7 @@ impl Git {
             let p = self.run(&["rev-parse", "--git-path", marker]).await?;
             let p = PathBuf::from(p.trim());
             let p = if p.is_absolute() { p } else { self.dir.join(p) };
-            if p.exists() {
+            if self.exists(&p).await? {
                 return Ok(Some(what));
             }
         }
@@ -244,6 +282,20 @@ impl Git {
         }
         args.extend(["-m", message]);
         Ok(self.run(&args).await?.trim().to_string())
+    }
+
+    /// Send `commit` to the repository at `url` as branch `branch` (a fast-forward only).
+    pub async fn push(&self, url: &str, commit: &str, branch: &str) -> Result<()> {
+        let refspec = format!("{commit}:refs/heads/{branch}");
+        self.run(&["push", "--quiet", url, &refspec]).await.map(drop)
+    }
+
+    /// Copy branch `branch` of the repository at `url` here, replacing this copy of it.
+    pub async fn fetch_branch(&self, url: &str, branch: &str) -> Result<()> {
+        let refspec = format!("+refs/heads/{branch}:refs/heads/{branch}");
+        self.run(&["fetch", "--quiet", "--no-tags", url, &refspec])
+            .await
+            .map(drop)
     }
 
     /// The configured `user.email` (empty when none).

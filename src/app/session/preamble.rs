@@ -31,8 +31,14 @@ pub(super) enum Place<'a> {
     /// On this machine, in this folder (its own worktree's when it has one, with the
     /// preamble block that says so); the task folder is the local one.
     Local { cwd: &'a Path, worktree: Option<&'a str> },
-    /// On `destination` (the ssh host), in `cwd` there; the task folder is `<cwd>/tasks/<task>`.
-    Remote { destination: &'a str, cwd: &'a str },
+    /// On `destination` (the ssh host), in `cwd` there (its worktree's, with its block, when
+    /// it has one); the task folder is `<root>/tasks/<task>`, root being task.md's remote folder.
+    Remote {
+        destination: &'a str,
+        cwd: &'a str,
+        root: &'a str,
+        worktree: Option<&'a str>,
+    },
 }
 
 impl Place<'_> {
@@ -48,7 +54,7 @@ impl Place<'_> {
     pub(super) fn task_dir(&self, task: &Task) -> String {
         match self {
             Place::Local { .. } => task.dir().display().to_string(),
-            Place::Remote { cwd, .. } => format!("{cwd}/tasks/{}", task.name),
+            Place::Remote { root, .. } => format!("{root}/tasks/{}", task.name),
         }
     }
 
@@ -97,12 +103,11 @@ pub(super) fn spoke_preamble(
         scope: scope.as_deref(),
         requires_gates: roster.requires_gates(agent),
         worktree: match place {
-            Place::Local { worktree, .. } => worktree.map(str::to_string),
-            Place::Remote { .. } => None,
+            Place::Local { worktree, .. } | Place::Remote { worktree, .. } => worktree.map(str::to_string),
         },
         remote: match place {
             Place::Local { .. } => None,
-            Place::Remote { destination, cwd } => Some((destination, cwd)),
+            Place::Remote { destination, root, .. } => Some((destination, root)),
         },
     })
 }
@@ -149,6 +154,8 @@ mod tests {
         let remote = Place::Remote {
             destination: "me@box",
             cwd: "/srv/p",
+            root: "/srv/p",
+            worktree: None,
         };
         assert_eq!(local.task_dir(&t), "/proj/tasks/t1");
         assert_eq!(remote.task_dir(&t), "/srv/p/tasks/t1");

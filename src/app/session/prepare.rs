@@ -62,6 +62,8 @@ pub async fn prepare(
             Place::Remote {
                 destination: &destination,
                 cwd: &r.path,
+                root: &r.path,
+                worktree: None,
             }
         }
         None => {

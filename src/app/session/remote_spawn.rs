@@ -28,14 +28,35 @@ pub(super) async fn spawn_remote(
     rt: &Runtime,
     handoff_path: &Path,
     handoff_text: &str,
+    isolation: crate::core::worktree::Isolation,
     now: DateTime<Utc>,
 ) -> Result<Started> {
     let host = crate::io::remote::Host::connect(spec).await?;
-    let cwd = host.cwd().await?;
+    let root = host.cwd().await?;
+    // Like locally: a missing working folder is a mistake to report, not to create.
+    if host
+        .run("look for the working folder", &["test", "-d", &root], None)
+        .await
+        .is_err()
+    {
+        return Err(Error::BadInput(format!(
+            "the remote working folder {root} does not exist on {}; create it there or fix cwd: in {} — nothing was started",
+            spec.destination(),
+            task.task_md().display()
+        )));
+    }
+    // Its own worktree in the host's clone, when it is to have one.
+    let placed = crate::app::worktree::place_remote(task, agent.as_str(), isolation, &host, &root, now).await?;
+    let cwd = placed
+        .as_ref()
+        .map_or_else(|| root.clone(), |p| p.cwd.display().to_string());
+    let block = placed.as_ref().map(crate::app::worktree::Placement::preamble_block);
     let destination = spec.destination();
     let place = Place::Remote {
         destination: &destination,
         cwd: &cwd,
+        root: &root,
+        worktree: block.as_deref(),
     };
     let rdir = place.task_dir(task);
     let session = ctx.session_name(task, agent.as_str());
@@ -69,18 +90,6 @@ pub(super) async fn spawn_remote(
             argv[0],
             spec.destination(),
             rt.name
-        )));
-    }
-    // Like locally: a missing working folder is a mistake to report, not to create.
-    if host
-        .run("look for the working folder", &["test", "-d", &cwd], None)
-        .await
-        .is_err()
-    {
-        return Err(Error::BadInput(format!(
-            "the remote working folder {cwd} does not exist on {}; create it there or fix cwd: in {} — nothing was started",
-            spec.destination(),
-            task.task_md().display()
         )));
     }
     let mut dirs: Vec<String> = ["handoffs", "scratchpad"]

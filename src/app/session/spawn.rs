@@ -58,10 +58,6 @@ pub async fn spawn_with(
         // Everything that can fail before the lane is taken.
         rt.ensure_installed(&ctx.task_bin)?;
         require_cwd(task, &cwd)?;
-    } else if isolation != crate::core::worktree::Isolation::Shared {
-        return Err(Error::BadInput(format!(
-            "agent '{agent}' runs on a remote host, and worktrees are made only for local agents so far; drop its worktree setting (`worktree-{agent}: false` in task.md) or run it locally"
-        )));
     }
 
     // The lane: taken, queued, or refused with its reason code.
@@ -93,7 +89,7 @@ pub async fn spawn_with(
 
     let started = async {
         if let Some(r) = &remote {
-            return spawn_remote(ctx, task, agent, &roster, r, &rt, &path, &handoff_text, now).await;
+            return spawn_remote(ctx, task, agent, &roster, r, &rt, &path, &handoff_text, isolation, now).await;
         }
         // Its own worktree, when it is to have one: made (or given back) once the lane is its.
         let placed = crate::app::worktree::place(task, agent.as_str(), isolation, &cwd, now).await?;

@@ -19,7 +19,11 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .args(args)
         .output()
         .expect("git");
-    assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
@@ -35,7 +39,11 @@ fn make_repo(dir: &Path, files: usize) {
     for i in 0..files {
         let d = dir.join("src").join(format!("m{:03}", i / 100));
         std::fs::create_dir_all(&d).unwrap();
-        std::fs::write(d.join(format!("f{i:05}.rs")), format!("// file {i}\npub fn f{i}() -> u32 {{ {i} }}\n")).unwrap();
+        std::fs::write(
+            d.join(format!("f{i:05}.rs")),
+            format!("// file {i}\npub fn f{i}() -> u32 {{ {i} }}\n"),
+        )
+        .unwrap();
     }
     git(dir, &["add", "src"]);
     git(dir, &["commit", "-q", "-m", "a repository of many files"]);
@@ -50,7 +58,10 @@ pub(crate) fn bench_worktree(args: &[String]) {
     std::fs::create_dir_all(&project).unwrap();
     let t0 = Instant::now();
     make_repo(&project, files);
-    eprintln!("repository of {files} files made in {:.1} s", t0.elapsed().as_secs_f64());
+    eprintln!(
+        "repository of {files} files made in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
     let task = |a: &[&str]| {
         let mut c = Command::new(task_bin());
         c.args(a)
@@ -85,7 +96,10 @@ pub(crate) fn bench_worktree(args: &[String]) {
     let wt_of = |agent: &str| -> std::path::PathBuf {
         let st: serde_json::Value =
             serde_json::from_slice(&std::fs::read(project.join("tasks/b/pm_state.json")).unwrap()).unwrap();
-        st["agents"][agent]["worktree"]["path"].as_str().expect("a worktree").into()
+        st["agents"][agent]["worktree"]["path"]
+            .as_str()
+            .expect("a worktree")
+            .into()
     };
     let (mut spawn_wt, mut spawn_shared, mut raw_add) = (Vec::new(), Vec::new(), Vec::new());
     let (mut ff, mut merge, mut plain, mut raw_merge) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -99,12 +113,27 @@ pub(crate) fn bench_worktree(args: &[String]) {
         spawn_shared.push(timed(|| spawn("explore", &he, "shared")));
         let raw = tmp.path().join(format!("raw-{i}"));
         raw_add.push(timed(|| {
-            git(&project, &["worktree", "add", "-q", "-b", &format!("raw/{i}"), &raw.to_string_lossy(), "main"]);
+            git(
+                &project,
+                &[
+                    "worktree",
+                    "add",
+                    "-q",
+                    "-b",
+                    &format!("raw/{i}"),
+                    &raw.to_string_lossy(),
+                    "main",
+                ],
+            );
         }));
         // Work: each changes one file and adds one.
         for (agent, n) in [("dev", 1), ("test", 2)] {
             let w = wt_of(agent);
-            std::fs::write(w.join(format!("src/m000/f0000{n}.rs")), format!("// changed by {agent} {i}\n")).unwrap();
+            std::fs::write(
+                w.join(format!("src/m000/f0000{n}.rs")),
+                format!("// changed by {agent} {i}\n"),
+            )
+            .unwrap();
             std::fs::write(w.join(format!("src/{agent}-{i}.rs")), "// new\n").unwrap();
         }
         std::fs::write(raw.join("src/m001/f00100.rs"), "// raw change\n").unwrap();
@@ -121,14 +150,30 @@ pub(crate) fn bench_worktree(args: &[String]) {
             git(&raw, &["commit", "-q", "-m", "raw"]);
             let head = git(&project, &["rev-parse", &format!("raw/{i}")]);
             let tree = git(&project, &["merge-tree", "--write-tree", "main", &head]);
-            let c = git(&project, &["commit-tree", tree.lines().next().unwrap(), "-p", "main", "-p", &head, "-m", "m"]);
+            let c = git(
+                &project,
+                &[
+                    "commit-tree",
+                    tree.lines().next().unwrap(),
+                    "-p",
+                    "main",
+                    "-p",
+                    &head,
+                    "-m",
+                    "m",
+                ],
+            );
             git(&project, &["update-ref", &format!("refs/heads/raw/{i}-merged"), &c]);
             git(&project, &["worktree", "remove", "--force", &raw.to_string_lossy()]);
         }));
         let st: serde_json::Value =
             serde_json::from_slice(&std::fs::read(project.join("tasks/b/pm_state.json")).unwrap()).unwrap();
         for agent in ["dev", "test"] {
-            assert_eq!(st["agents"][agent]["worktree"]["stage"], "merged", "{agent}: {}", st["agents"][agent]);
+            assert_eq!(
+                st["agents"][agent]["worktree"]["stage"], "merged",
+                "{agent}: {}",
+                st["agents"][agent]
+            );
         }
     }
     let log = git(&project, &["log", "--oneline", "task/b"]);

@@ -184,6 +184,21 @@ impl Host {
 
     /// Run `words` on the host; stdout on success, an error naming `what` otherwise.
     pub async fn run(&self, what: &str, words: &[&str], stdin: Option<&[u8]>) -> Result<String> {
+        let (code, stdout, stderr) = self.output(words, stdin).await?;
+        if code == 0 {
+            Ok(stdout)
+        } else {
+            Err(Error::Remote(format!(
+                "{what} on {} failed: {}",
+                self.spec.destination(),
+                stderr.trim()
+            )))
+        }
+    }
+
+    /// Run `words` on the host whatever its exit: (exit code, stdout, stderr). ssh's own
+    /// failure to reach the host is exit 255.
+    pub async fn output(&self, words: &[&str], stdin: Option<&[u8]>) -> Result<(i32, String, String)> {
         let prefix = self.ssh_prefix();
         let mut c = Command::new(&prefix[0]);
         c.args(&prefix[1..])
@@ -207,15 +222,26 @@ impl Host {
             .wait_with_output()
             .await
             .map_err(|e| Error::io("wait for", "ssh", e))?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            Err(Error::Remote(format!(
-                "{what} on {} failed: {}",
-                self.spec.destination(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            )))
-        }
+        Ok((
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    }
+
+    /// `GIT_SSH_COMMAND` for git to reach this host over the master: git appends the host
+    /// and its command, so the prefix stops before them.
+    pub fn git_ssh_command(&self) -> String {
+        let mut p = self.ssh_prefix();
+        p.truncate(p.len().saturating_sub(2)); // "--" and the host
+        shell_join(&p)
+    }
+
+    /// The `ssh://` URL of the repository at `path` (absolute) on this host.
+    pub fn git_url(&self, path: &str) -> String {
+        let user = self.spec.user.as_ref().map(|u| format!("{u}@")).unwrap_or_default();
+        let port = self.spec.port.map(|p| format!(":{p}")).unwrap_or_default();
+        format!("ssh://{user}{}{port}{path}", self.spec.host)
     }
 
     /// The remote working folder, with a leading `~` resolved on the host.
