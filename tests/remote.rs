@@ -812,3 +812,72 @@ fn doctor_names_each_host_and_command_with_its_fix_and_fails_on_a_problem() {
     assert_eq!(level("notify"), "problem", "{v}");
     assert_eq!(level("runtime demo"), "ok", "{v}");
 }
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=tester", "-c", "user.email=tester@example.invalid"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+#[test]
+fn a_remote_agent_works_in_a_worktree_of_the_hosts_clone_and_its_work_is_merged_here() {
+    let r = Remote::new(None);
+    let w = &r.w;
+    // The project is a repository; the host's folder is a clone of it.
+    git(&w.project, &["init", "-q", "-b", "main"]);
+    std::fs::create_dir_all(w.project.join("src")).unwrap();
+    std::fs::write(w.project.join("src/a.txt"), "one\n").unwrap();
+    git(&w.project, &["add", "src"]);
+    git(&w.project, &["commit", "-q", "-m", "initial"]);
+    let start = git(&w.project, &["rev-parse", "HEAD"]);
+    git(&w.project, &["clone", "-q", &w.project.to_string_lossy(), &r.rdir.to_string_lossy()]);
+    let md = w.project.join("tasks/t1/task.md");
+    let text = std::fs::read_to_string(&md).unwrap();
+    std::fs::write(&md, format!("{text}worktree: true\n")).unwrap();
+    ok(&run(r
+        .task()
+        .env("AO_DEMO_IDLE", "1")
+        .args(["start", "t1", "--runtime", "demo", "--no-cron"])));
+    r.spawn_idle_dev();
+
+    let wt = w.state("t1")["agents"]["dev"]["worktree"].clone();
+    let path = PathBuf::from(wt["path"].as_str().expect("a worktree"));
+    assert!(wt["host"].as_str().unwrap().starts_with("aoremote"), "{wt}");
+    assert_eq!(path, r.rdir.join("tasks/t1/worktrees/dev-1"));
+    assert_eq!(git(&r.rdir, &["rev-parse", "task/t1"]), start, "the task branch was sent to the host");
+    assert_eq!(git(&path, &["rev-parse", "--abbrev-ref", "HEAD"]), "agents/t1/dev-1");
+    let pane_cwd = String::from_utf8_lossy(
+        &r.rtmux(&["display-message", "-p", "-t", &w.pane("t1", "dev"), "#{pane_current_path}"])
+            .stdout,
+    )
+    .trim()
+    .to_string();
+    assert_eq!(Path::new(&pane_cwd), path);
+
+    // The agent's work on the host, then its handoff there.
+    std::fs::write(path.join("src/remote.txt"), "made on the host\n").unwrap();
+    let rhandoffs = r.rdir.join("tasks/t1/handoffs");
+    let tmp = rhandoffs.join(".dev.tmp");
+    std::fs::write(
+        &tmp,
+        "# Handoff: dev\n**Status:** COMPLETE\n\n## Completed Work\nAdded remote.txt on the host.\n",
+    )
+    .unwrap();
+    std::fs::rename(&tmp, rhandoffs.join("dev-20991231-235959.md")).unwrap();
+    wait_for("dev's remote work merged here", 30, || {
+        (w.state("t1")["agents"]["dev"]["worktree"]["stage"] == "merged").then_some(())
+    });
+    assert_eq!(git(&w.project, &["show", "task/t1:src/remote.txt"]), "made on the host");
+    let log = git(&w.project, &["log", "--format=%s", "task/t1"]);
+    assert!(log.contains("dev: Added remote.txt on the host."), "{log}");
+    wait_for("the host's worktree removed", 20, || (!path.exists()).then_some(()));
+    assert_eq!(git(&w.project, &["rev-parse", "HEAD"]), start, "the local checkout is untouched");
+    assert_eq!(git(&r.rdir, &["rev-parse", "HEAD"]), start, "the host's checkout is untouched");
+    ok(&run(r.task().args(["stop", "t1"])));
+}
