@@ -19,13 +19,17 @@ use common::*;
 #[test]
 fn the_example_task_completes_with_real_claude_code_and_every_handoff_reaches_the_pm_once() {
     let cc = Cc::new();
-    // The PM's answer after spawning explore is held until explore's handoff has been
-    // checked in: that check-in is typed into a PM that is provably mid-turn.
-    let dir = cc.task_dir();
+    // The PM's answer after spawning explore is held until explore's check-in waits in
+    // Claude Code's queue: that check-in is typed into a PM that is provably mid-turn (and
+    // its delivery is confirmed only once the PM takes it, after this answer).
+    let sock = cc.w.sock.clone();
     cc.model.hold_until("pm", "text: Started explore", move || {
-        events(&dir, "checkin")
-            .iter()
-            .any(|e| e["data"]["files"].to_string().contains("explore-"))
+        let o = std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(&sock)
+            .args(["capture-pane", "-p", "-t", &format!("=aot-{TASK}-pm:")])
+            .output();
+        o.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("Press up to edit queued messages"))
     });
     cc.start_example();
     let settings: serde_json::Value =
@@ -151,4 +155,68 @@ fn a_killed_pm_is_resumed_with_its_conversation_and_the_task_completes() {
 #[test]
 fn runtime_check_proves_claude_code_step_by_step_and_leaves_nothing_running() {
     Cc::new().assert_runtime_check_passes();
+}
+
+/// A message sent while Claude Code is mid-turn waits in Claude Code's own queue ("Press up
+/// to edit queued messages"), and Up hands a queued message back into the input box, where
+/// it sits unsent (issue 13). `task send` must not call it delivered while it is queued: it
+/// keeps watching, submits it again when it is handed back, and reports delivered only once
+/// Claude Code has taken it; the model then receives it exactly once.
+#[test]
+fn a_message_queued_behind_a_running_turn_is_reported_delivered_only_once_taken() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let cc = Cc::new();
+    // The PM's first answer is held until the test lets it go: the PM is provably mid-turn.
+    let release = Arc::new(AtomicBool::new(false));
+    let r = release.clone();
+    cc.model
+        .hold_until("pm", "tool: task handoff", move || r.load(Ordering::SeqCst));
+    cc.start_example();
+    wait_for("the PM's first turn at the model", 90, || {
+        (!cc.model.turns("pm").is_empty()).then_some(())
+    });
+    let pane = format!("={}:", cc.state()["agents"]["pm"]["session"].as_str().unwrap());
+    let msg = "queued-probe: a message typed while the PM is mid-turn";
+    let send = cc
+        .task(&["send", TASK, "pm", "--message", msg, "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the message queued behind the running turn",
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || {
+            cc.w.capture(&pane)
+                .contains("Press up to edit queued messages")
+                .then_some(())
+        },
+        || cc.dump(),
+    );
+    // Up hands queued messages back into the input box for editing (what the hint offers a
+    // human at the pane); the turn goes on and the text would sit there unsent.
+    cc.w.tmux(&["send-keys", "-t", &pane, "Up"]);
+    release.store(true, Ordering::SeqCst);
+    let o = send.wait_with_output().unwrap();
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o))
+        .unwrap_or_else(|e| panic!("{e}: {}{}\n{}", stdout(&o), stderr(&o), cc.dump()));
+    assert_eq!(report["outcome"], "delivered", "{report}\n{}", cc.dump());
+    // Reported delivered: the model has it (taken into the running turn or as a turn of
+    // its own), and once the task is done it still had it only once.
+    wait_until(
+        "the delivered message at the model",
+        Duration::from_secs(60),
+        Duration::from_millis(100),
+        || (cc.model.received("pm", msg) > 0).then_some(()),
+        || format!("{report}\n{}", cc.dump()),
+    );
+    // It came back into the input once, and was submitted again from there.
+    assert!(
+        report["enters"].as_u64() >= Some(2),
+        "submitted again when handed back: {report}"
+    );
+    cc.wait_phase("COMPLETE", 240);
+    assert_eq!(cc.model.received("pm", msg), 1, "{}", cc.dump());
 }

@@ -1,4 +1,4 @@
-//! Reading an agent's screen: the patterns of one runtime (ready, pending, busy,
+//! Reading an agent's screen: the patterns of one runtime (ready, queued, pending, busy,
 //! dialog, usage limit, paste marker) and what a captured screen says by them. Pure, so
 //! every profile's screens are unit-tested from captures; delivery and attention act on
 //! the verdicts.
@@ -14,6 +14,11 @@ pub struct PatternSpec {
     pub ready: Vec<String>,
     /// The input area holds text that has not been submitted.
     pub pending: Vec<String>,
+    /// The input area is empty but a message waits in the agent's own queue behind its
+    /// running turn (Claude Code's "Press up to edit queued messages"). Such a message is
+    /// not submitted yet: the agent takes it later, or hands it back into the input (Esc,
+    /// Up), so delivery keeps watching instead of calling it delivered. Optional.
+    pub queued: Vec<String>,
     /// A collapsed paste is still in the input area (e.g. `[Pasted text #1`).
     pub paste_marker: Vec<String>,
     /// The agent is working.
@@ -36,6 +41,7 @@ pub struct PatternSpec {
 pub struct Patterns {
     ready: Vec<Regex>,
     pending: Vec<Regex>,
+    queued: Vec<Regex>,
     paste_marker: Vec<Regex>,
     busy: Vec<Regex>,
     dialog: Vec<Regex>,
@@ -74,6 +80,7 @@ impl PatternSpec {
         Ok(Patterns {
             ready: compile(&self.ready, "ready")?,
             pending: compile(&self.pending, "pending")?,
+            queued: compile(&self.queued, "queued")?,
             paste_marker: compile(&self.paste_marker, "paste_marker")?,
             busy: compile(&self.busy, "busy")?,
             dialog: compile(&self.dialog, "dialog")?,
@@ -91,6 +98,8 @@ pub enum Screen {
     Dialog(String),
     /// Unsubmitted input; `marker` when it is a collapsed paste.
     Pending { marker: bool },
+    /// Input area empty, a message waiting in the agent's queue behind its running turn.
+    Queued,
     /// Input area empty and ready.
     Ready,
     /// Working (and the input area is not recognisably empty).
@@ -107,6 +116,11 @@ impl Patterns {
     /// Whether any `busy` pattern matches anywhere on the screen (the agent is working). Pure.
     pub fn is_busy(&self, screen: &str) -> bool {
         any(&self.busy, screen)
+    }
+
+    /// Whether the runtime can hold a message in a queue of its own (it has `queued` patterns).
+    pub fn queues(&self) -> bool {
+        !self.queued.is_empty()
     }
 
     /// Whether the screen shows the menu an agent opens over a usage limit. Pure.
@@ -146,10 +160,12 @@ pub fn assess(screen: &str, p: &Patterns) -> Screen {
     }
     let lines: Vec<&str> = screen.lines().filter(|l| !l.trim().is_empty()).collect();
     let area = lines[lines.len().saturating_sub(p.input_lines)..].join("\n");
-    // Ready before pending: ready patterns describe an empty input line exactly,
-    // while a pending pattern may also match a placeholder shown in an empty one.
+    // Queued and ready before pending: they describe an empty input line exactly, while
+    // a pending pattern may also match a placeholder shown in an empty one.
     if any(&p.paste_marker, &area) {
         Screen::Pending { marker: true }
+    } else if any(&p.queued, &area) {
+        Screen::Queued
     } else if any(&p.ready, &area) {
         Screen::Ready
     } else if any(&p.pending, &area) {
@@ -158,6 +174,42 @@ pub fn assess(screen: &str, p: &Patterns) -> Screen {
         Screen::Busy
     } else {
         Screen::Unknown
+    }
+}
+
+/// What one look after Enter says about a pasted message. See [`after_enter`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AfterEnter {
+    /// The agent took it: the input area is clear and no message waits in its queue.
+    /// `was_queued` when it waited in the queue first (taken into or after a running turn).
+    Submitted { was_queued: bool },
+    /// It waits in the agent's queue behind a running turn: not submitted yet, keep looking.
+    Queued,
+    /// The text is in the input area, unsent: Enter has not taken yet, or (`handed_back`)
+    /// the agent gave a queued message back into the input. Pressing Enter submits it.
+    Unsent { handed_back: bool },
+    /// A dialog appeared: a human must answer it.
+    Dialog(String),
+    /// Nothing to conclude from this look.
+    Unclear,
+}
+
+/// Judge one look after Enter. Pure. `changed`: the paste was seen in the input area, or
+/// the screen differs from the one the paste went into (so a clear input is not simply
+/// the screen before it). `was_queued`: an earlier look saw the message queued.
+///
+/// A queued message is not delivered: Claude Code takes it at its next tool call or when
+/// the turn ends, but Esc or Up hand it back into the input, where it sits unsent. Only a
+/// clear input with nothing queued counts as submitted.
+pub fn after_enter(screen: Screen, changed: bool, was_queued: bool) -> AfterEnter {
+    match screen {
+        Screen::Dialog(line) => AfterEnter::Dialog(line),
+        Screen::Queued => AfterEnter::Queued,
+        Screen::Pending { .. } => AfterEnter::Unsent {
+            handed_back: was_queued,
+        },
+        Screen::Ready | Screen::Busy if changed || was_queued => AfterEnter::Submitted { was_queued },
+        Screen::Ready | Screen::Busy | Screen::Unknown => AfterEnter::Unclear,
     }
 }
 
@@ -184,6 +236,7 @@ mod tests {
         PatternSpec {
             ready: vec![r"^demo> $".into()],
             pending: vec![r"^demo> \S".into()],
+            queued: vec![r"^demo> \(1 queued\)$".into()],
             paste_marker: vec![r"\[pasted \d+ chars\]".into()],
             busy: vec!["working…".into()],
             dialog: vec!["Do you trust the files".into()],
@@ -201,6 +254,7 @@ mod tests {
         assert_eq!(assess("hello\ndemo> \n\n", &p), Screen::Ready);
         assert_eq!(assess("demo> [pasted 12 chars]", &p), Screen::Pending { marker: true });
         assert_eq!(assess("demo> hi", &p), Screen::Pending { marker: false });
+        assert_eq!(assess("working…\ndemo> (1 queued)", &p), Screen::Queued);
         assert_eq!(assess("working…\n", &p), Screen::Busy);
         assert_eq!(assess("", &p), Screen::Unknown);
         assert!(
@@ -221,12 +275,30 @@ mod tests {
         let rule = "─".repeat(60);
         let box_with = |line: &str, footer: &str| format!("● reply\n\n{rule}\n{line}\n{rule}\n  {footer}\n");
         assert_eq!(assess(&box_with("❯\u{a0}", "? for shortcuts"), &p), Screen::Ready);
+        // A message sent while busy waits in Claude Code's queue; the placeholder is not input.
         assert_eq!(
             assess(
                 &box_with("❯\u{a0}Press up to edit queued messages", "esc to interrupt"),
                 &p
             ),
-            Screen::Ready
+            Screen::Queued
+        );
+        let queued = format!(
+            "* Actualizing…\n  ❯ probe-one while the first turn is held\n{rule}\n❯\u{a0}Press up to edit queued messages\n{rule}\n  ⏵⏵ accept edits on (shift+tab to cycle) · esc to interrupt · ← for agents\n"
+        );
+        assert_eq!(assess(&queued, &p), Screen::Queued);
+        // Taken into the running turn: echoed above a clear input while the turn goes on.
+        let taken = format!(
+            "❯ probe-one while the first turn is held\n  Bash(task spawn t1 explore)\n  ⎿  Running…\n✶ Actualizing… (10s · ↓ 57 tokens)\n{rule}\n❯\u{a0}\n{rule}\n  ⏵⏵ accept edits on (shift+tab to cycle) · esc to interrupt · ← for agents\n"
+        );
+        assert_eq!(assess(&taken, &p), Screen::Ready);
+        // Handed back by Esc: the text is in the input again.
+        assert_eq!(
+            assess(
+                &box_with("❯\u{a0}probe-one while the first turn is held", "esc to interrupt"),
+                &p
+            ),
+            Screen::Pending { marker: false }
         );
         assert_eq!(
             assess(&box_with("❯\u{a0}hello world", "ctrl+g to edit in Vim"), &p),
@@ -247,6 +319,33 @@ mod tests {
             assess(" Quick safety check:\n ❯ 1. Yes, I trust this folder\n", &p),
             Screen::Dialog(_)
         ));
+    }
+
+    #[test]
+    fn after_enter_calls_nothing_submitted_while_it_waits_in_the_queue_or_sits_in_the_input() {
+        use AfterEnter::*;
+        assert_eq!(after_enter(Screen::Queued, true, false), Queued);
+        assert_eq!(after_enter(Screen::Queued, true, true), Queued);
+        // Taken from the queue: the hint is gone and the input is clear, busy or not.
+        assert_eq!(after_enter(Screen::Ready, false, true), Submitted { was_queued: true });
+        assert_eq!(after_enter(Screen::Busy, true, true), Submitted { was_queued: true });
+        assert_eq!(after_enter(Screen::Ready, true, false), Submitted { was_queued: false });
+        // Back in the input after being queued: handed back, not delivered.
+        assert_eq!(
+            after_enter(Screen::Pending { marker: false }, true, true),
+            Unsent { handed_back: true }
+        );
+        assert_eq!(
+            after_enter(Screen::Pending { marker: true }, true, false),
+            Unsent { handed_back: false }
+        );
+        // The screen the paste went into, unchanged, proves nothing.
+        assert_eq!(after_enter(Screen::Ready, false, false), Unclear);
+        assert_eq!(after_enter(Screen::Unknown, true, true), Unclear);
+        assert_eq!(
+            after_enter(Screen::Dialog("Do you want to proceed?".into()), true, true),
+            Dialog("Do you want to proceed?".into())
+        );
     }
 
     #[test]

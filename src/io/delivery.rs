@@ -8,6 +8,11 @@
 //! while a paste marker is left, never pasting twice — and report delivered,
 //! unconfirmed or failed with the reason.
 //!
+//! A message sent to a busy agent may wait in the agent's own queue (the profile's
+//! `queued` patterns). That is not delivered yet: delivery keeps looking, up to
+//! `queued_timeout`, until the agent takes it (the input clear, nothing queued), and
+//! presses Enter again (bounded) when the agent hands it back into the input unsent.
+//!
 //! One delivery at a time per pane, whoever sends it: the whole sequence runs under the
 //! pane's cross-process lock ([`crate::io::pane_lock`]), and the paste goes only into an
 //! input area seen empty on the very capture taken last before it, so a message is never
@@ -21,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use crate::core::error::{Error, Result};
 use crate::core::report::{Outcome, Report};
-use crate::core::screen::{Patterns, Screen, assess, sanitize};
+use crate::core::screen::{AfterEnter, Patterns, Screen, after_enter, assess, sanitize};
 use crate::io::tmux::Tmux;
 
 /// Timing of a delivery.
@@ -31,6 +36,9 @@ pub struct Options {
     pub ready_timeout: Duration,
     /// How long to wait for the submission to show after Enter.
     pub confirm_timeout: Duration,
+    /// How long to keep looking once the message waits in the agent's queue behind a
+    /// running turn (it is taken at the turn's next tool call or when the turn ends).
+    pub queued_timeout: Duration,
     /// Screen polling interval.
     pub poll: Duration,
     /// Extra Enter presses allowed while the text stays in the input area.
@@ -55,6 +63,7 @@ impl Default for Options {
         Options {
             ready_timeout: Duration::from_secs(60),
             confirm_timeout: Duration::from_secs(10),
+            queued_timeout: Duration::from_secs(60),
             poll: Duration::from_millis(20),
             enter_retries: 2,
             retry_after: Duration::from_millis(800),
@@ -76,6 +85,10 @@ async fn dead_check(tmux: &Tmux, pane: &str) -> Result<Option<String>> {
         Some(_) => None,
     })
 }
+
+/// How many times a message handed back from the agent's queue into its input is
+/// submitted again before delivery gives up on it (unconfirmed, the text left unsent).
+const RESUBMITS: u32 = 3;
 
 /// The longest pause between looks while waiting for a busy agent's input to be ready.
 const READY_POLL_MAX: Duration = Duration::from_millis(100);
@@ -177,6 +190,7 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
             let why = match last {
                 Screen::Dialog(line) => format!("waiting for a human: the agent shows a dialog ({line})"),
                 Screen::Pending { .. } => "the input area already holds unsent text; not pasting over it".into(),
+                Screen::Queued => "a message already waits in the agent's queue behind its running turn".into(),
                 Screen::Busy => "the agent stayed busy".into(),
                 _ => "the agent's input prompt never appeared".into(),
             };
@@ -230,20 +244,30 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
         enters += 1;
     }
     let mut last_enter = Instant::now();
-    let deadline = Instant::now() + o.confirm_timeout;
+    let mut deadline = Instant::now() + o.confirm_timeout;
+    let changed = |screen: &str| saw_pending || screen != before;
+    // was_queued: a look saw the message in the agent's queue; queued_now: the last look
+    // did; handed_back: how often it came back into the input from there.
+    let (mut was_queued, mut queued_now, mut handed_back) = (false, false, 0u32);
+    // An agent that queues messages may draw the cleared input a frame before the queue
+    // under it, so there a clear input counts on the second look in a row.
+    let mut clear_looks = 0u32;
+    let clear_looks_needed = if p.queues() { 2 } else { 1 };
     loop {
         tokio::time::sleep(o.poll).await;
         let screen = tmux.capture(pane).await?;
-        match assess(&screen, p) {
-            Screen::Ready | Screen::Busy if saw_pending || screen != before => {
-                return Ok(report(
-                    Outcome::Delivered,
-                    "submitted: the input area is clear",
-                    enters,
-                    bytes,
-                ));
+        let look = after_enter(assess(&screen, p), changed(&screen), was_queued);
+        match &look {
+            AfterEnter::Submitted { .. } if clear_looks + 1 < clear_looks_needed => clear_looks += 1,
+            AfterEnter::Submitted { was_queued } => {
+                let reason = if *was_queued {
+                    "submitted: taken from the agent's queue, the input area is clear"
+                } else {
+                    "submitted: the input area is clear"
+                };
+                return Ok(report(Outcome::Delivered, reason, enters, bytes));
             }
-            Screen::Dialog(line) => {
+            AfterEnter::Dialog(line) => {
                 return Ok(report(
                     Outcome::Unconfirmed,
                     format!("a dialog appeared after Enter ({line}); a human must answer it"),
@@ -251,8 +275,26 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
                     bytes,
                 ));
             }
-            Screen::Pending { .. }
-                if last_enter.elapsed() >= o.retry_after && enters < o.submit_enters.max(1) + o.enter_retries =>
+            AfterEnter::Queued => {
+                if !queued_now {
+                    tracing::info!(pane, "the message waits in the agent's queue behind its running turn");
+                    deadline = deadline.max(Instant::now() + o.queued_timeout);
+                }
+                was_queued = true;
+            }
+            AfterEnter::Unsent { handed_back: true } if queued_now && handed_back < RESUBMITS => {
+                tracing::info!(
+                    pane,
+                    "the agent handed the queued message back into its input; submitting it again"
+                );
+                tmux.send_key(pane, "Enter").await?;
+                enters += 1;
+                handed_back += 1;
+                last_enter = Instant::now();
+            }
+            AfterEnter::Unsent { .. }
+                if last_enter.elapsed() >= o.retry_after
+                    && enters < o.submit_enters.max(1) + o.enter_retries + handed_back =>
             {
                 tmux.send_key(pane, "Enter").await?;
                 enters += 1;
@@ -260,19 +302,30 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
             }
             _ => {}
         }
+        queued_now = look == AfterEnter::Queued;
+        if !matches!(look, AfterEnter::Submitted { .. }) {
+            clear_looks = 0;
+        }
         if Instant::now() >= deadline {
             if let Some(why) = dead_check(tmux, pane).await? {
                 return Ok(report(Outcome::Unconfirmed, why, enters, bytes));
             }
-            return Ok(report(
-                Outcome::Unconfirmed,
-                format!(
+            let why = match look {
+                AfterEnter::Queued => format!(
+                    "the message still waits in the agent's queue behind its running turn after {:.0?}; \
+                     it was not seen taken ({enters} Enter presses)",
+                    o.queued_timeout
+                ),
+                AfterEnter::Unsent { handed_back: true } => format!(
+                    "the agent handed the queued message back into its input {handed_back} times; \
+                     it sits there unsent ({enters} Enter presses)"
+                ),
+                _ => format!(
                     "the text was pasted but not seen submitted within {:.0?} ({enters} Enter presses)",
                     o.confirm_timeout
                 ),
-                enters,
-                bytes,
-            ));
+            };
+            return Ok(report(Outcome::Unconfirmed, why, enters, bytes));
         }
     }
 }

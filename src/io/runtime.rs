@@ -294,6 +294,9 @@ impl Runtime {
     pub fn delivery_options(&self) -> crate::io::delivery::Options {
         crate::io::delivery::Options {
             ready_timeout: std::time::Duration::from_secs(self.profile.ready_timeout_secs),
+            // A queued message is taken when the running turn ends: as long a wait as for
+            // a busy agent to become ready.
+            queued_timeout: std::time::Duration::from_secs(self.profile.ready_timeout_secs),
             submit_enters: self.profile.submit_enters,
             clear_keys: self.profile.clear_keys.clone(),
             ..Default::default()

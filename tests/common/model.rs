@@ -46,7 +46,15 @@ pub struct Seen {
     pub answer: String,
     /// How long the answer was held back (the agent was busy all that time).
     pub held: Option<Duration>,
+    /// Every message of the conversation so far that the agent was given as the user's:
+    /// prompts typed or pasted, and messages queued while busy that Claude Code put into
+    /// the running turn (see [`INJECTED`]).
+    pub prompts: Vec<String>,
 }
+
+/// How Claude Code 2.1 hands the model a message that was queued while a turn ran and is
+/// taken at the turn's next tool call: a `system` message starting with this.
+pub const INJECTED: &str = "The user sent a new message while you were working:";
 
 /// A condition an answer waits for.
 type Until = Arc<dyn Fn() -> bool + Send + Sync>;
@@ -128,6 +136,16 @@ impl ModelServer {
             .into_iter()
             .filter(|s| s.main && s.new_turn && s.agent.as_deref() == Some(agent))
             .collect()
+    }
+
+    /// How many messages of `agent`'s conversation, as its latest main request carried it,
+    /// gave it `text` as the user's (a prompt of its own, or one put into a running turn).
+    pub fn received(&self, agent: &str, text: &str) -> usize {
+        self.seen()
+            .iter()
+            .rev()
+            .find(|s| s.main && s.agent.as_deref() == Some(agent))
+            .map_or(0, |s| s.prompts.iter().filter(|p| p.contains(text)).count())
     }
 
     /// Hold the next `count` main answers to `agent` for `d` (the agent stays busy).
@@ -242,6 +260,7 @@ fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
     let msgs = v["messages"].as_array().cloned().unwrap_or_default();
     let agent = agent_of(&msgs);
     let (last_user, new_turn) = last_user(&msgs);
+    let prompts = prompts(&msgs);
     let arrived = SystemTime::now();
     let mut held = None;
     let mut until: Option<Until> = None;
@@ -299,6 +318,7 @@ fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
         new_turn,
         answer,
         held,
+        prompts,
     });
     if let Some(reset) = limited {
         let _ = req.respond(usage_limit(reset));
@@ -370,6 +390,19 @@ fn text_of(m: &Value) -> (String, bool) {
 
 fn users(msgs: &[Value]) -> impl Iterator<Item = (String, bool)> + '_ {
     msgs.iter().filter(|m| m["role"] == "user").map(text_of)
+}
+
+fn prompts(msgs: &[Value]) -> Vec<String> {
+    msgs.iter()
+        .filter_map(|m| {
+            let (text, tool) = text_of(m);
+            match m["role"].as_str() {
+                Some("user") if !tool => Some(text),
+                Some("system") if text.trim_start().starts_with(INJECTED) => Some(text),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 fn agent_of(msgs: &[Value]) -> Option<String> {

@@ -58,6 +58,7 @@ pub async fn send_with(
     let mut opts = rt.delivery_options();
     if let Some(t) = ready_timeout {
         opts.ready_timeout = opts.ready_timeout.min(t);
+        opts.queued_timeout = opts.queued_timeout.min(t);
         opts.lock_timeout = opts.lock_timeout.min(t);
     }
     delivery::deliver(&tmux, &pane, text, &rt.patterns, &opts).await
