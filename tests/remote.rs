@@ -821,7 +821,11 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .args(args)
         .output()
         .unwrap();
-    assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
@@ -836,25 +840,41 @@ fn a_remote_agent_works_in_a_worktree_of_the_hosts_clone_and_its_work_is_merged_
     git(&w.project, &["add", "src"]);
     git(&w.project, &["commit", "-q", "-m", "initial"]);
     let start = git(&w.project, &["rev-parse", "HEAD"]);
-    git(&w.project, &["clone", "-q", &w.project.to_string_lossy(), &r.rdir.to_string_lossy()]);
+    git(
+        &w.project,
+        &["clone", "-q", &w.project.to_string_lossy(), &r.rdir.to_string_lossy()],
+    );
     let md = w.project.join("tasks/t1/task.md");
     let text = std::fs::read_to_string(&md).unwrap();
     std::fs::write(&md, format!("{text}worktree: true\n")).unwrap();
-    ok(&run(r
-        .task()
-        .env("AO_DEMO_IDLE", "1")
-        .args(["start", "t1", "--runtime", "demo", "--no-cron"])));
+    ok(&run(r.task().env("AO_DEMO_IDLE", "1").args([
+        "start",
+        "t1",
+        "--runtime",
+        "demo",
+        "--no-cron",
+    ])));
     r.spawn_idle_dev();
 
     let wt = w.state("t1")["agents"]["dev"]["worktree"].clone();
     let path = PathBuf::from(wt["path"].as_str().expect("a worktree"));
     assert!(wt["host"].as_str().unwrap().starts_with("aoremote"), "{wt}");
     assert_eq!(path, r.rdir.join("tasks/t1/worktrees/dev-1"));
-    assert_eq!(git(&r.rdir, &["rev-parse", "task/t1"]), start, "the task branch was sent to the host");
+    assert_eq!(
+        git(&r.rdir, &["rev-parse", "task/t1"]),
+        start,
+        "the task branch was sent to the host"
+    );
     assert_eq!(git(&path, &["rev-parse", "--abbrev-ref", "HEAD"]), "agents/t1/dev-1");
     let pane_cwd = String::from_utf8_lossy(
-        &r.rtmux(&["display-message", "-p", "-t", &w.pane("t1", "dev"), "#{pane_current_path}"])
-            .stdout,
+        &r.rtmux(&[
+            "display-message",
+            "-p",
+            "-t",
+            &w.pane("t1", "dev"),
+            "#{pane_current_path}",
+        ])
+        .stdout,
     )
     .trim()
     .to_string();
@@ -877,7 +897,15 @@ fn a_remote_agent_works_in_a_worktree_of_the_hosts_clone_and_its_work_is_merged_
     let log = git(&w.project, &["log", "--format=%s", "task/t1"]);
     assert!(log.contains("dev: Added remote.txt on the host."), "{log}");
     wait_for("the host's worktree removed", 20, || (!path.exists()).then_some(()));
-    assert_eq!(git(&w.project, &["rev-parse", "HEAD"]), start, "the local checkout is untouched");
-    assert_eq!(git(&r.rdir, &["rev-parse", "HEAD"]), start, "the host's checkout is untouched");
+    assert_eq!(
+        git(&w.project, &["rev-parse", "HEAD"]),
+        start,
+        "the local checkout is untouched"
+    );
+    assert_eq!(
+        git(&r.rdir, &["rev-parse", "HEAD"]),
+        start,
+        "the host's checkout is untouched"
+    );
     ok(&run(r.task().args(["stop", "t1"])));
 }

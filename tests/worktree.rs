@@ -126,6 +126,14 @@ fn two_agents_work_in_parallel_worktrees_and_both_are_merged() {
     };
     assert_eq!(Path::new(&cwd("dev")), dev);
     assert_eq!(Path::new(&cwd("test")), test);
+    // Its context bundle points there too.
+    let bundle: Value = serde_json::from_slice(
+        &std::fs::read(w.project.join("tasks/t1/active_agents/dev/context/context-bundle.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(bundle["worktree"]["path"], dev.to_str().unwrap());
+    assert_eq!(bundle["worktree"]["branch"], "agents/t1/dev-1");
+    assert_eq!(bundle["worktree"]["task_branch"], "task/t1");
     let status = ok(&run(w.task().args(["status", "t1"])));
     assert!(
         status.contains("Worktrees:") && status.contains("agents/t1/dev-1") && status.contains("task/t1"),
@@ -149,7 +157,9 @@ fn two_agents_work_in_parallel_worktrees_and_both_are_merged() {
         .write();
     let d = wait_stage(&w, "dev", "merged");
     let t = wait_stage(&w, "test", "merged");
-    assert!(!dev.exists() && !test.exists(), "merged worktrees are removed");
+    wait_for("merged worktrees removed", 20, || {
+        (!dev.exists() && !test.exists()).then_some(())
+    });
 
     let head = git(&w.project, &["rev-parse", "task/t1"]);
     assert_eq!(w.state("t1")["git"]["head"], head.as_str());
@@ -177,7 +187,7 @@ fn two_agents_work_in_parallel_worktrees_and_both_are_merged() {
     assert!(review.join("src/dev.txt").is_file() && review.join("tests/t.txt").is_file());
     w.handoff("t1", "review", "COMPLETE").write();
     wait_stage(&w, "review", "closed");
-    assert!(!review.exists());
+    wait_for("the review's worktree removed", 20, || (!review.exists()).then_some(()));
 
     assert_eq!(checkout(&w), before, "the user's checkout is untouched");
     assert_eq!(git(&w.project, &["rev-parse", "main"]), start);

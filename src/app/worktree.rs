@@ -74,6 +74,18 @@ pub struct Placement {
 }
 
 impl Placement {
+    /// What its context bundle says of it.
+    pub fn note(&self) -> crate::core::worktree::WorktreeNote {
+        crate::core::worktree::WorktreeNote {
+            path: self.worktree.path.display().to_string(),
+            cwd: self.cwd.display().to_string(),
+            branch: self.worktree.branch.clone(),
+            base: self.worktree.base.clone(),
+            task_branch: self.task_branch.clone(),
+            conflict: self.conflict.clone(),
+        }
+    }
+
     /// The agent's preamble block.
     pub fn preamble_block(&self) -> String {
         crate::core::preamble::worktree_block(
@@ -215,6 +227,29 @@ pub async fn place(
         }
     }
     Ok(Some(p))
+}
+
+/// [`place_remote`] from the agent's remote spec: connected, its folder resolved and checked.
+pub async fn place_on(
+    task: &Task,
+    agent: &str,
+    isolation: Isolation,
+    spec: &crate::core::model::RemoteSpec,
+    now: DateTime<Utc>,
+) -> Result<Option<Placement>> {
+    if isolation == Isolation::Shared {
+        return Ok(None);
+    }
+    let host = crate::io::remote::Host::connect(spec).await?;
+    let cwd = host.cwd().await?;
+    if host.output(&["test", "-d", &cwd], None).await?.0 != 0 {
+        return Err(Error::BadInput(format!(
+            "the remote working folder {cwd} does not exist on {}; create it there (a clone of the repository) or fix cwd: in {}",
+            spec.destination(),
+            task.task_md().display()
+        )));
+    }
+    place_remote(task, agent, isolation, &host, &cwd, now).await
 }
 
 /// [`place`] for an agent on a remote host: its worktree is made in the host's clone (the

@@ -205,6 +205,23 @@ impl AgentWorktree {
     }
 }
 
+/// What an agent's context bundle says of its worktree (`worktree` in context-bundle.json).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorktreeNote {
+    /// The worktree's folder (on the agent's host).
+    pub path: String,
+    /// Where the agent works in it.
+    pub cwd: String,
+    /// Its branch (`None`: detached, read only).
+    pub branch: Option<String>,
+    /// The commit it was made from.
+    pub base: String,
+    /// The branch its work is merged into.
+    pub task_branch: String,
+    /// Files an earlier merge conflicted on, to resolve first.
+    pub conflict: Option<Vec<String>>,
+}
+
 /// The commit message of the work an agent left uncommitted: the handoff's summary first,
 /// then where it came from.
 pub fn commit_message(agent: &str, task: &str, summary: &str, handoff_file: &str) -> String {

@@ -28,7 +28,7 @@ pub(super) async fn spawn_remote(
     rt: &Runtime,
     handoff_path: &Path,
     handoff_text: &str,
-    isolation: crate::core::worktree::Isolation,
+    placed: Option<&crate::app::worktree::Placement>,
     now: DateTime<Utc>,
 ) -> Result<Started> {
     let host = crate::io::remote::Host::connect(spec).await?;
@@ -45,12 +45,9 @@ pub(super) async fn spawn_remote(
             task.task_md().display()
         )));
     }
-    // Its own worktree in the host's clone, when it is to have one.
-    let placed = crate::app::worktree::place_remote(task, agent.as_str(), isolation, &host, &root, now).await?;
-    let cwd = placed
-        .as_ref()
-        .map_or_else(|| root.clone(), |p| p.cwd.display().to_string());
-    let block = placed.as_ref().map(crate::app::worktree::Placement::preamble_block);
+    // Its own worktree in the host's clone, when it has one.
+    let cwd = placed.map_or_else(|| root.clone(), |p| p.cwd.display().to_string());
+    let block = placed.map(crate::app::worktree::Placement::preamble_block);
     let destination = spec.destination();
     let place = Place::Remote {
         destination: &destination,

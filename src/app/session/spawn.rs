@@ -80,19 +80,35 @@ pub async fn spawn_with(
         }
     };
 
-    // The context bundle (docs/protocol.md#context-bundles); a problem with it is reported, it does not stop the agent.
-    let plan = BundlePlan::new(task, agent.as_str(), &roster, &path, &handoff_text);
-    if let Err(e) = crate::store::bundle::deploy(&plan.input(task, agent.as_str(), role, now)) {
-        tracing::warn!(agent = %agent, error = %e, "context bundle not deployed");
-        notes.push(format!("context bundle not deployed: {e}"));
-    }
-
     let started = async {
-        if let Some(r) = &remote {
-            return spawn_remote(ctx, task, agent, &roster, r, &rt, &path, &handoff_text, isolation, now).await;
-        }
         // Its own worktree, when it is to have one: made (or given back) once the lane is its.
-        let placed = crate::app::worktree::place(task, agent.as_str(), isolation, &cwd, now).await?;
+        let placed = match &remote {
+            None => crate::app::worktree::place(task, agent.as_str(), isolation, &cwd, now).await?,
+            Some(r) => crate::app::worktree::place_on(task, agent.as_str(), isolation, r, now).await?,
+        };
+        // The context bundle (docs/protocol.md#context-bundles); a problem with it is
+        // reported, it does not stop the agent.
+        let mut plan = BundlePlan::new(task, agent.as_str(), &roster, &path, &handoff_text);
+        plan.worktree = placed.as_ref().map(crate::app::worktree::Placement::note);
+        if let Err(e) = crate::store::bundle::deploy(&plan.input(task, agent.as_str(), role, now)) {
+            tracing::warn!(agent = %agent, error = %e, "context bundle not deployed");
+            notes.push(format!("context bundle not deployed: {e}"));
+        }
+        if let Some(r) = &remote {
+            return spawn_remote(
+                ctx,
+                task,
+                agent,
+                &roster,
+                r,
+                &rt,
+                &path,
+                &handoff_text,
+                placed.as_ref(),
+                now,
+            )
+            .await;
+        }
         let cwd = placed.as_ref().map_or_else(|| cwd.clone(), |p| p.cwd.clone());
         let block = placed.as_ref().map(crate::app::worktree::Placement::preamble_block);
         let place = Place::Local {
@@ -130,6 +146,8 @@ pub(super) struct BundlePlan {
     handoff: handoff::Handoff,
     file: String,
     agent_md: String,
+    /// Its worktree, once placed.
+    pub(super) worktree: Option<crate::core::worktree::WorktreeNote>,
 }
 
 impl BundlePlan {
@@ -150,6 +168,7 @@ impl BundlePlan {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
             agent_md: crate::store::bundle::agent_definition(task, agent, roster),
+            worktree: None,
         }
     }
 
@@ -168,6 +187,7 @@ impl BundlePlan {
             spawn_handoff: &self.file,
             handoff: &self.handoff,
             agent_md: &self.agent_md,
+            worktree: self.worktree.as_ref(),
             now,
         }
     }

@@ -149,6 +149,8 @@ pub struct Deploy<'a> {
     pub handoff: &'a Handoff,
     /// The agent definition text.
     pub agent_md: &'a str,
+    /// Its worktree, when it has one.
+    pub worktree: Option<&'a crate::core::worktree::WorktreeNote>,
     /// Now.
     pub now: DateTime<Utc>,
 }
@@ -173,6 +175,10 @@ pub struct Bundle {
     pub workspace_context: Option<String>,
     /// `context/knowledge/*.md`.
     pub knowledge: Option<Vec<Note>>,
+    /// The agent's git worktree, when it works in one (docs/worktrees.md). Not a source:
+    /// absent, not null, for an agent without one, so such bundles keep their bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<crate::core::worktree::WorktreeNote>,
 }
 
 impl Bundle {
@@ -238,6 +244,7 @@ pub fn assemble(d: &Deploy<'_>) -> Assembled {
             sources::workspace_context(project, r)
         }),
         knowledge: source(&mut reports, "knowledge", |r| sources::knowledge(project, r)),
+        worktree: d.worktree.cloned(),
     };
     let manifest = Manifest {
         version: MANIFEST_VERSION,

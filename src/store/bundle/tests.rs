@@ -31,6 +31,7 @@ fn deploy_with<'a>(t: &'a Task, agent: &'a str, phase: Phase, h: &'a Handoff) ->
         spawn_handoff: "pm-20251127-103500.md",
         handoff: h,
         agent_md: "---\nname: dev\n---\nYou are dev.\n",
+        worktree: None,
         now: "2025-11-27T10:35:00Z".parse().unwrap(),
     }
 }
