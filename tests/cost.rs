@@ -164,8 +164,10 @@ fn usage_is_summed_exactly_priced_and_a_low_budget_warns_then_refuses_the_next_s
     assert_eq!(calls.lines().filter(|l| l.contains("budget")).count(), 1, "{calls}");
 
     // A human decides to spend more; plan's first answer is held, so it is still running
-    // when the next check-in tells it, once, to wrap up.
-    cc.model.hold("plan", std::time::Duration::from_secs(15), 1);
+    // when the next check-in tells it, once, to wrap up. The message waits in Claude Code's
+    // queue until the turn ends, and counts as delivered only once taken: the hold ends well
+    // within the wrap-up's 15 s wait.
+    cc.model.hold("plan", std::time::Duration::from_secs(6), 1);
     let out = cc.ok(&["spawn", TASK, "plan", "--handoff", &h, "--over-budget"]);
     assert!(out.contains("SPAWN_OK"), "{out}");
     wait_for("plan to ask the model", 60, || {

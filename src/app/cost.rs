@@ -271,16 +271,16 @@ pub async fn tell_wrap_up(
         let text = text.trim_end();
         let r = crate::app::session::send_with(&ctx, task, name, text, Some(std::time::Duration::from_secs(15)), false)
             .await;
-        let outcome = match &r {
-            Ok(rep) => serde_json::json!(rep.outcome),
-            Err(e) => serde_json::json!(format!("failed: {e}")),
+        let (outcome, why_not) = match &r {
+            Ok(rep) => (serde_json::json!(rep.outcome), rep.reason.clone()),
+            Err(e) => (serde_json::json!(format!("failed: {e}")), e.to_string()),
         };
         let delivered = matches!(&r, Ok(rep) if rep.outcome == crate::core::report::Outcome::Delivered);
         let _ = crate::store::events::append(
             task,
             "supervisor_message",
             Some(name),
-            serde_json::json!({"why": "budget_wrap_up", "scope": b.scope, "bytes": text.len(), "outcome": outcome}),
+            serde_json::json!({"why": "budget_wrap_up", "scope": b.scope, "bytes": text.len(), "outcome": outcome, "detail": why_not}),
             now,
         );
         if delivered {
