@@ -33,11 +33,40 @@ pub async fn run(project: Option<&Path>, ctx: &crate::app::context::Ctx) -> Vec<
     out.push(service());
     out.push(lingering());
     out.push(cron_check());
+    out.push(git(root.as_deref()));
     if let Some(root) = &root {
         out.extend(remotes(root).await);
     }
     out.push(notify());
     out
+}
+
+/// git for the agents' worktrees: a problem only when a task of the project asks for them.
+fn git(root: Option<&Path>) -> Check {
+    let wanted = root.is_some_and(|r| {
+        task::list_tasks(r).unwrap_or_default().iter().any(|t| {
+            t.spec().is_ok_and(|s| {
+                s.settings.iter().any(|(k, v)| {
+                    (k == "worktree" || k.starts_with("worktree-"))
+                        && !matches!(
+                            crate::core::worktree::Isolation::parse(&v.value),
+                            Ok(crate::core::worktree::Isolation::Shared)
+                        )
+                })
+            })
+        })
+    });
+    let out = Command::new("git")
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success());
+    doctor::git_version(
+        out.as_ref()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .as_deref(),
+        wanted,
+    )
 }
 
 fn tmux() -> Check {

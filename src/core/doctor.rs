@@ -99,6 +99,36 @@ pub fn tmux_version(output: &str) -> Check {
     Check::ok("tmux", v)
 }
 
+/// The oldest git whose `merge-tree --write-tree` merges without a checkout.
+pub const GIT_MIN: (u32, u32) = (2, 38);
+
+/// `git --version`'s output (`None`: git is not installed) judged for agents' worktrees;
+/// `wanted` when a task of the project asks for them (then a missing or old git is a problem).
+pub fn git_version(output: Option<&str>, wanted: bool) -> Check {
+    let name = "git (worktrees)";
+    let bad = |detail: String, fix: &str| match wanted {
+        true => Check::problem(name, detail, fix),
+        false => Check::warning(name, format!("{detail}; no task here asks for worktrees"), fix),
+    };
+    let Some(v) = output.map(str::trim) else {
+        return bad("git is not on PATH".into(), "apt-get install git");
+    };
+    match parse_version(v) {
+        Some(mv) if mv >= GIT_MIN => Check::ok(name, v),
+        Some(_) => bad(
+            format!(
+                "{v} is older than {}.{}: merges need `git merge-tree --write-tree`",
+                GIT_MIN.0, GIT_MIN.1
+            ),
+            "install git 2.38 or newer",
+        ),
+        None => bad(
+            format!("version not recognised: {v:?}"),
+            "check that `git --version` prints a version",
+        ),
+    }
+}
+
 /// Major and minor of the first `N.M` in `s`.
 fn parse_version(s: &str) -> Option<(u32, u32)> {
     let start = s.find(|c: char| c.is_ascii_digit())?;
@@ -174,6 +204,16 @@ pub fn render(checks: &[Check]) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn git_is_judged_for_worktrees() {
+        assert_eq!(git_version(Some("git version 2.47.3\n"), true).level, Level::Ok);
+        assert_eq!(git_version(Some("git version 2.34.1"), true).level, Level::Problem);
+        assert_eq!(git_version(Some("git version 2.34.1"), false).level, Level::Warning);
+        assert_eq!(git_version(None, true).level, Level::Problem);
+        assert!(git_version(None, false).detail.contains("no task here asks"));
+    }
+
     use super::*;
 
     #[test]
