@@ -8,6 +8,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use common::git::{git, init_repo};
 use common::sshd::Sshd;
 use common::*;
 use serde_json::Value;
@@ -813,33 +814,12 @@ fn doctor_names_each_host_and_command_with_its_fix_and_fails_on_a_problem() {
     assert_eq!(level("runtime demo"), "ok", "{v}");
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let o = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=tester", "-c", "user.email=tester@example.invalid"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
-}
-
 #[test]
 fn a_remote_agent_works_in_a_worktree_of_the_hosts_clone_and_its_work_is_merged_here() {
     let r = Remote::new(None);
     let w = &r.w;
     // The project is a repository; the host's folder is a clone of it.
-    git(&w.project, &["init", "-q", "-b", "main"]);
-    std::fs::create_dir_all(w.project.join("src")).unwrap();
-    std::fs::write(w.project.join("src/a.txt"), "one\n").unwrap();
-    git(&w.project, &["add", "src"]);
-    git(&w.project, &["commit", "-q", "-m", "initial"]);
-    let start = git(&w.project, &["rev-parse", "HEAD"]);
+    let start = init_repo(&w.project, "one\n");
     git(
         &w.project,
         &["clone", "-q", &w.project.to_string_lossy(), &r.rdir.to_string_lossy()],

@@ -5,49 +5,15 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use common::git::{git, git_ok, init_repo};
 use common::*;
 use serde_json::Value;
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let o = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=tester", "-c", "user.email=tester@example.invalid"])
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
-}
-
-fn git_ok(dir: &Path, args: &[&str]) -> bool {
-    Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap()
-        .status
-        .success()
-}
-
 /// The project as a git repository with one commit (src/a.txt), on branch `main`.
 fn repo(w: &World) -> String {
-    git(&w.project, &["init", "-q", "-b", "main"]);
-    std::fs::create_dir_all(w.project.join("src")).unwrap();
-    std::fs::write(w.project.join("src/a.txt"), "line one\nline two\n").unwrap();
     std::fs::write(w.project.join("notes.txt"), "the user's own uncommitted file\n").unwrap();
-    git(&w.project, &["add", "src"]);
-    git(&w.project, &["commit", "-q", "-m", "initial"]);
-    git(&w.project, &["rev-parse", "HEAD"])
+    init_repo(&w.project, "line one\nline two\n")
 }
 
 /// HEAD, its branch, the index's bytes, the user's files.
@@ -89,6 +55,15 @@ fn spawn(w: &World, agent: &str) -> PathBuf {
     let h = w.handoff("t1", "pm", "IN_PROGRESS").target(agent).write();
     w.spawn_idle_demo("t1", agent, &h);
     wt_path(w, agent)
+}
+
+/// `task spawn t1 <agent>` of an idle demo agent with the PM's new handoff and `extra`
+/// arguments, whatever its exit.
+fn try_spawn(w: &World, agent: &str, extra: &[&str]) -> std::process::Output {
+    let h = w.handoff("t1", "pm", "IN_PROGRESS").target(agent).write();
+    let mut args = vec!["spawn", "t1", agent, "--handoff", &h, "--runtime", "demo"];
+    args.extend(extra);
+    run(w.task().env("AO_DEMO_IDLE", "1").args(&args))
 }
 
 fn pm_heard(w: &World, needle: &str) -> usize {
@@ -307,20 +282,10 @@ fn worktrees_are_refused_where_they_would_start_from_the_wrong_place() {
     // Not a git repository: refused, and the lane is not left held.
     let w = World::new();
     w.start_idle_pm("t1").new_task("").run();
-    let h = w.handoff("t1", "pm", "IN_PROGRESS").target("dev").write();
-    let o = run(w.task().env("AO_DEMO_IDLE", "1").args([
-        "spawn",
-        "t1",
-        "dev",
-        "--handoff",
-        &h,
-        "--runtime",
-        "demo",
-        "--worktree",
-    ]));
+    let o = try_spawn(&w, "dev", &["--worktree"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("is not in a git repository"), "{}", stderr(&o));
-    w.spawn_idle_demo("t1", "dev", &h);
+    assert!(try_spawn(&w, "dev", &[]).status.success(), "the lane was given back");
     assert!(w.state("t1")["agents"]["dev"]["worktree"].is_null());
 
     // A rebase in progress in the user's checkout.
@@ -328,11 +293,7 @@ fn worktrees_are_refused_where_they_would_start_from_the_wrong_place() {
     repo(&w);
     w.start_idle_pm("t1").new_task("worktree: true").run();
     std::fs::create_dir_all(w.project.join(".git/rebase-merge")).unwrap();
-    let h = w.handoff("t1", "pm", "IN_PROGRESS").target("dev").write();
-    let o = run(w
-        .task()
-        .env("AO_DEMO_IDLE", "1")
-        .args(["spawn", "t1", "dev", "--handoff", &h, "--runtime", "demo"]));
+    let o = try_spawn(&w, "dev", &[]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("a rebase in progress"), "{}", stderr(&o));
     std::fs::remove_dir(w.project.join(".git/rebase-merge")).unwrap();
@@ -344,11 +305,7 @@ fn worktrees_are_refused_where_they_would_start_from_the_wrong_place() {
     wait_stage(&w, "dev", "merged");
     let start = w.state("t1")["git"]["start_commit"].as_str().unwrap().to_string();
     git(&w.project, &["update-ref", "refs/heads/task/t1", &start]);
-    let h = w.handoff("t1", "pm", "IN_PROGRESS").target("dev").write();
-    let o = run(w
-        .task()
-        .env("AO_DEMO_IDLE", "1")
-        .args(["spawn", "t1", "dev", "--handoff", &h, "--runtime", "demo"]));
+    let o = try_spawn(&w, "dev", &[]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("was rewritten"), "{}", stderr(&o));
 }

@@ -5,6 +5,7 @@
 
 pub mod claude;
 mod flow;
+pub mod git;
 pub mod model;
 pub mod sshd;
 mod wait;
