@@ -27,6 +27,11 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
+/// Write out what the page cache holds, so a timed step does not pay for the last one's files.
+fn flush_disk() {
+    let _ = Command::new("sync").status();
+}
+
 fn timed(f: impl FnOnce()) -> Duration {
     let t = Instant::now();
     f();
@@ -105,27 +110,41 @@ pub(crate) fn bench_worktree(args: &[String]) {
     let (mut ff, mut merge, mut plain, mut raw_merge) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..runs {
         // Spawns: dev and test in worktrees, explore shared; raw `git worktree add` beside.
+        // 10,000 new files keep the disk busy for whatever comes next, so the disk is
+        // flushed before each timed step and the raw add goes first in every other run.
+        let raw = tmp.path().join(format!("raw-{i}"));
+        let raw_branch = format!("raw/{i}");
+        let raw_worktree = || {
+            flush_disk();
+            timed(|| {
+                drop(git(
+                    &project,
+                    &[
+                        "worktree",
+                        "add",
+                        "-q",
+                        "-b",
+                        &raw_branch,
+                        &raw.to_string_lossy(),
+                        "main",
+                    ],
+                ))
+            })
+        };
+        if i % 2 == 0 {
+            raw_add.push(raw_worktree());
+        }
         let hd = handoff("pm", Some("dev"), "IN_PROGRESS");
+        flush_disk();
         spawn_wt.push(timed(|| spawn("dev", &hd, "worktree")));
+        if i % 2 == 1 {
+            raw_add.push(raw_worktree());
+        }
         let ht = handoff("pm", Some("test"), "IN_PROGRESS");
         spawn("test", &ht, "worktree");
         let he = handoff("pm", Some("explore"), "IN_PROGRESS");
+        flush_disk();
         spawn_shared.push(timed(|| spawn("explore", &he, "shared")));
-        let raw = tmp.path().join(format!("raw-{i}"));
-        raw_add.push(timed(|| {
-            git(
-                &project,
-                &[
-                    "worktree",
-                    "add",
-                    "-q",
-                    "-b",
-                    &format!("raw/{i}"),
-                    &raw.to_string_lossy(),
-                    "main",
-                ],
-            );
-        }));
         // Work: each changes one file and adds one.
         for (agent, n) in [("dev", 1), ("test", 2)] {
             let w = wt_of(agent);
