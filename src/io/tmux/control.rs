@@ -79,8 +79,9 @@ pub enum Outcome {
     Answered(Reply),
     /// It never reached a server (no client could attach): run it one-shot.
     NotRun,
-    /// Sent to an attached client, then no answer (the client died or timed out): it may
-    /// have run, so a command with an effect must not simply be run again.
+    /// Its answer had begun, or never came in time, when the client went away: it may have
+    /// run, so a command with an effect must not simply be run again. (A client that leaves
+    /// before our block begins — its session ended, the server died — did not run it.)
     Lost,
 }
 
@@ -96,13 +97,18 @@ pub enum Event {
 /// Splits the client's output into answers, line by line (lines without their `\n`).
 #[derive(Debug, Default)]
 pub struct Framer {
-    /// Some block was seen: the client attached, so it runs what it is sent.
+    /// Some block was seen: the client attached.
     pub attached: bool,
     /// Inside a block: its guard words (`<time> <number> <flags>`), whether it is ours, its body.
     open: Option<(Vec<u8>, bool, Vec<u8>)>,
 }
 
 impl Framer {
+    /// Inside one of our blocks: a command of ours has begun to run.
+    pub fn ours_open(&self) -> bool {
+        matches!(self.open, Some((_, true, _)))
+    }
+
     /// Feed one line; an event when it completes one.
     pub fn push(&mut self, line: &[u8]) -> Option<Event> {
         if let Some((guard, ours, body)) = &mut self.open {
@@ -232,18 +238,17 @@ impl Control {
             self.answered.fetch_add(1, Ordering::Relaxed);
             return Outcome::Answered(reply);
         }
-        let attached = conn.framer.attached;
+        let (attached, begun) = (conn.framer.attached, conn.framer.ours_open());
         state.conn = None;
         if !attached {
             state.quiet_until = Some(Instant::now() + RETRY_AFTER);
-            return Outcome::NotRun;
         }
         if answer.is_err() {
             tracing::warn!(command = %line.trim_end(), "tmux control client did not answer in time; going one-shot");
-        } else {
-            tracing::debug!("tmux control client gone; one-shot for this command");
+            return Outcome::Lost;
         }
-        Outcome::Lost
+        tracing::debug!(attached, begun, "tmux control client gone; one-shot for this command");
+        if begun { Outcome::Lost } else { Outcome::NotRun }
     }
 
     fn connect(&self) -> Option<Conn> {
@@ -346,6 +351,20 @@ mod tests {
                 output: body.to_vec()
             })]
         );
+    }
+
+    #[test]
+    fn a_command_counts_as_begun_only_inside_our_block() {
+        let mut f = Framer::default();
+        assert!(!f.attached);
+        f.push(b"%begin 1 4 0");
+        assert!(f.attached && !f.ours_open());
+        f.push(b"%end 1 4 0");
+        // The client leaving before our block: the command never ran.
+        assert_eq!(f.push(b"%exit"), Some(Event::Exit));
+        assert!(!f.ours_open());
+        f.push(b"%begin 1 5 1");
+        assert!(f.ours_open());
     }
 
     #[test]
