@@ -25,7 +25,11 @@
 //! - a tmux server keeps the signal mask of the client that started it, and a
 //!   blocked SIGCHLD means no pane is ever reaped → [`crate::io::signals`].
 
+mod control;
+mod groups;
 mod panes;
+
+use groups::end_groups;
 
 use panes::{PANE_FORMAT, SERVER_FORMAT, parse_pane, unreaped};
 pub use panes::{PaneInfo, ServerId, find_pane};
@@ -83,7 +87,12 @@ pub struct Tmux {
     /// When set, every tmux call runs on a remote host through this ssh prefix
     /// (the multiplexed master of [`crate::io::remote`]); arguments are shell-quoted.
     via: Option<std::sync::Arc<Vec<String>>>,
+    /// The process's control-mode client for this (local) server, when the daemon turned
+    /// them on ([`control::enable`]): the hot path's reads go through it.
+    control: Option<std::sync::Arc<control::Control>>,
 }
+
+pub use control::enable as use_control_mode;
 
 /// Escape an argument so tmux's command parser takes it literally: a trailing
 /// `;` would otherwise end the command.
@@ -124,7 +133,48 @@ impl Tmux {
                 )));
             }
         }
-        Ok(Tmux { socket, via: None })
+        let t = Tmux {
+            socket,
+            via: None,
+            control: None,
+        };
+        Ok(if control::enabled() { t.with_control() } else { t })
+    }
+
+    /// This handle with the process's control-mode client for its server (made on first
+    /// ask, shared by every handle on the server); a remote server keeps one-shot clients.
+    pub fn with_control(mut self) -> Tmux {
+        if self.via.is_none() {
+            let base = self.command(&[]);
+            self.control = Some(control::shared(self.socket.path(), base.as_std()));
+        }
+        self
+    }
+
+    /// How many commands the control client has answered (0 without one).
+    pub fn control_answers(&self) -> u64 {
+        self.control.as_ref().map_or(0, |c| c.answered())
+    }
+
+    /// A command of the hot path: through the control client when there is one and it
+    /// answers with success, else exactly the one-shot [`Tmux::run`] (so an error reads the
+    /// same as ever). A command with an effect (`once`) whose answer was lost is not run
+    /// again: the error says so.
+    async fn run_hot(&self, what: &str, args: &[&str], once: bool) -> Result<String> {
+        if let Some(c) = &self.control {
+            match c.run(args).await {
+                control::Outcome::Answered(r) if r.ok => return Ok(String::from_utf8_lossy(&r.output).into_owned()),
+                control::Outcome::Lost if once => {
+                    return Err(Error::Tmux {
+                        what: what.to_string(),
+                        detail: "the tmux control client went away before answering".into(),
+                        socket: self.socket.flags(),
+                    });
+                }
+                _ => {}
+            }
+        }
+        self.run(what, args).await
     }
 
     /// The same kind of handle for a tmux server on a remote host: `ssh` is the
@@ -132,6 +182,7 @@ impl Tmux {
     pub fn remote(socket: Socket, ssh: Vec<String>) -> Result<Tmux> {
         let mut t = Tmux::new(socket)?;
         t.via = Some(std::sync::Arc::new(ssh));
+        t.control = None;
         Ok(t)
     }
 
@@ -383,8 +434,20 @@ impl Tmux {
 
     /// `None` when list-panes fails (no server).
     async fn list_panes_once(&self) -> Result<Option<Vec<PaneInfo>>> {
+        let args = ["list-panes", "-a", "-F", PANE_FORMAT];
+        if let Some(c) = &self.control
+            && let control::Outcome::Answered(reply) = c.run(&args).await
+            && reply.ok
+        {
+            return Ok(Some(
+                String::from_utf8_lossy(&reply.output)
+                    .lines()
+                    .filter_map(parse_pane)
+                    .collect(),
+            ));
+        }
         let out = self
-            .command(&["list-panes", "-a", "-F", PANE_FORMAT])
+            .command(&args)
             .output()
             .await
             .map_err(|e| tmux_missing("list panes", e))?;
@@ -415,9 +478,10 @@ impl Tmux {
     /// the record names the server as well as the pane).
     pub async fn server_id(&self, pane_id: &str) -> Result<ServerId> {
         let out = self
-            .run(
+            .run_hot(
                 "ask the server's identity",
                 &["display-message", "-p", "-t", pane_id, SERVER_FORMAT],
+                false,
             )
             .await?;
         Ok(ServerId(out.trim().to_string()))
@@ -425,7 +489,7 @@ impl Tmux {
 
     /// The visible screen of a pane, as text (no escapes).
     pub async fn capture(&self, pane_id: &str) -> Result<String> {
-        self.run("read pane", &["capture-pane", "-p", "-J", "-t", pane_id])
+        self.run_hot("read pane", &["capture-pane", "-p", "-J", "-t", pane_id], false)
             .await
     }
 
@@ -455,14 +519,18 @@ impl Tmux {
                 socket: self.socket.flags(),
             });
         }
-        self.run("paste", &["paste-buffer", "-p", "-d", "-b", buffer, "-t", pane_id])
-            .await
-            .map(|_| ())
+        self.run_hot(
+            "paste",
+            &["paste-buffer", "-p", "-d", "-b", buffer, "-t", pane_id],
+            true,
+        )
+        .await
+        .map(|_| ())
     }
 
     /// Press a key (tmux key name such as `Enter`) in a pane.
     pub async fn send_key(&self, pane_id: &str, key: &str) -> Result<()> {
-        self.run("send key", &["send-keys", "-t", pane_id, key])
+        self.run_hot("send key", &["send-keys", "-t", pane_id, key], true)
             .await
             .map(|_| ())
     }
@@ -487,40 +555,6 @@ impl Tmux {
     }
 }
 
-/// End what is left of the process groups of a killed session's panes: SIGTERM to any
-/// group still there, then SIGKILL to one that outlives 2 s. Each pane's program leads its
-/// own group (tmux starts it with setsid), so this reaches the agent and its children and
-/// nothing else; a program that exited on tmux's SIGHUP is not signalled at all.
-async fn end_groups(groups: &[i32]) {
-    // SAFETY: kill(2) with a negative pid signals one process group; signal 0 only asks.
-    // A leader that is a zombie (exited, not yet reaped by tmux) counts as gone.
-    let alive = |g: i32| {
-        (unsafe { libc::kill(-g, 0) }) == 0
-            && !std::fs::read_to_string(format!("/proc/{g}/stat")).is_ok_and(|s| {
-                s.rsplit_once(')')
-                    .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-            })
-    };
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    let left: Vec<i32> = groups.iter().copied().filter(|g| alive(*g)).collect();
-    if left.is_empty() {
-        return;
-    }
-    for g in &left {
-        // SAFETY: as above.
-        unsafe { libc::kill(-g, libc::SIGTERM) };
-    }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    while left.iter().any(|g| alive(*g)) && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    for g in left.iter().filter(|g| alive(**g)) {
-        tracing::warn!(group = g, "an agent outlived SIGHUP and SIGTERM; killing it");
-        // SAFETY: as above.
-        unsafe { libc::kill(-g, libc::SIGKILL) };
-    }
-}
-
 fn tmux_missing(what: &str, e: std::io::Error) -> Error {
     if e.kind() == std::io::ErrorKind::NotFound {
         Error::Environment(format!(
@@ -541,46 +575,5 @@ mod tests {
         assert_eq!(escape_arg("a;b"), "a;b");
         assert_eq!(escape_arg(";"), "\\;");
         assert_eq!(escape_arg("plain"), "plain");
-    }
-
-    #[test]
-    fn pane_lines_parse() {
-        let p = parse_pane("%3|1|2|1764243000|4242||777.1764242000|ao-t-dev").unwrap();
-        assert!(p.dead);
-        assert_eq!(p.session, "ao-t-dev");
-        assert_eq!(p.server, ServerId("777.1764242000".into()));
-        assert_eq!(
-            parse_pane("%4|0||1764243000|7||1.2|odd|name").unwrap().session,
-            "odd|name"
-        );
-        assert_eq!(p.dead_status, Some(2));
-        assert_eq!(p.pid, Some(4242));
-        assert_eq!(parse_pane("garbage"), None);
-    }
-
-    fn pane(id: &str, server: &str) -> PaneInfo {
-        PaneInfo {
-            pane_id: id.into(),
-            session: "aot-t-pm".into(),
-            dead: false,
-            dead_status: None,
-            dead_signal: None,
-            activity: 0,
-            pid: None,
-            server: ServerId(server.into()),
-        }
-    }
-
-    #[test]
-    fn a_pane_id_counts_only_on_the_server_it_was_recorded_under() {
-        let now = [pane("%0", "200.1700000100"), pane("%1", "200.1700000100")];
-        assert!(find_pane(&now, "%0", Some("200.1700000100")).is_some());
-        // The old server (pid 100) held a %0 too: that one is gone, whatever the new one shows.
-        assert!(find_pane(&now, "%0", Some("100.1700000000")).is_none());
-        // Same pid back, started later: still another server.
-        assert!(find_pane(&now, "%1", Some("200.1700000000")).is_none());
-        assert!(find_pane(&now, "%7", Some("200.1700000100")).is_none());
-        // Records from before identities were kept are trusted by id.
-        assert_eq!(find_pane(&now, "%1", None).map(|p| p.pane_id.as_str()), Some("%1"));
     }
 }

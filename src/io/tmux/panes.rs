@@ -75,3 +75,49 @@ pub(super) fn parse_pane(line: &str) -> Option<PaneInfo> {
         pid: f[4].parse().ok(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pane_lines_parse() {
+        let p = parse_pane("%3|1|2|1764243000|4242||777.1764242000|ao-t-dev").unwrap();
+        assert!(p.dead);
+        assert_eq!(p.session, "ao-t-dev");
+        assert_eq!(p.server, ServerId("777.1764242000".into()));
+        assert_eq!(
+            parse_pane("%4|0||1764243000|7||1.2|odd|name").unwrap().session,
+            "odd|name"
+        );
+        assert_eq!(p.dead_status, Some(2));
+        assert_eq!(p.pid, Some(4242));
+        assert_eq!(parse_pane("garbage"), None);
+    }
+
+    fn pane(id: &str, server: &str) -> PaneInfo {
+        PaneInfo {
+            pane_id: id.into(),
+            session: "aot-t-pm".into(),
+            dead: false,
+            dead_status: None,
+            dead_signal: None,
+            activity: 0,
+            pid: None,
+            server: ServerId(server.into()),
+        }
+    }
+
+    #[test]
+    fn a_pane_id_counts_only_on_the_server_it_was_recorded_under() {
+        let now = [pane("%0", "200.1700000100"), pane("%1", "200.1700000100")];
+        assert!(find_pane(&now, "%0", Some("200.1700000100")).is_some());
+        // The old server (pid 100) held a %0 too: that one is gone, whatever the new one shows.
+        assert!(find_pane(&now, "%0", Some("100.1700000000")).is_none());
+        // Same pid back, started later: still another server.
+        assert!(find_pane(&now, "%1", Some("200.1700000000")).is_none());
+        assert!(find_pane(&now, "%7", Some("200.1700000100")).is_none());
+        // Records from before identities were kept are trusted by id.
+        assert_eq!(find_pane(&now, "%1", None).map(|p| p.pane_id.as_str()), Some("%1"));
+    }
+}

@@ -1,0 +1,392 @@
+//! One long-lived tmux control-mode client (`tmux -C`) per local server, for the daemon's
+//! read-mostly hot path (pane listings, captures, a key press), so a check-in no longer
+//! forks a tmux client for each look.
+//!
+//! Why it is safe to put in front of the one-shot clients:
+//! - every answer is a `%begin <time> <number> <flags>` … `%end|%error` block with the same
+//!   three words; the body is the command's output as the one-shot client would print it,
+//!   byte for byte (captures with escape sequences included: only the asynchronous `%output`
+//!   notifications are octal-escaped, and those are turned off with `no-output` and skipped
+//!   like every other line outside a block). Blocks with flags `0` are not ours (the attach
+//!   command's own) and are dropped;
+//! - one command in flight per connection (a mutex), each on its own line, its arguments
+//!   quoted for tmux's own command parser ([`command_line`]), never for sh;
+//! - anything unexpected — no server, a closed or dead client, a timeout, a `%error` — makes
+//!   the caller run the same command as a one-shot client, so behaviour never gets worse; a
+//!   dead connection is replaced on the next use, one that could not attach waits a little
+//!   before being tried again;
+//! - the client attaches to an existing session (`attach-session` never starts a server nor
+//!   creates a session) with `ignore-size`, so the agents' windows keep their size. It does
+//!   not keep anything alive: tmux detaches it when its session ends, and the server's
+//!   lifetime is still decided by `exit-empty` and [`super::Tmux::end_if_empty`].
+//!
+//! Only the daemon turns this on ([`enable`]); one-shot CLI commands keep one-shot clients.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// How long one answer may take before the connection is given up (and the command run
+/// one-shot instead).
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+/// After a failed attach (no server, no session), how long to go one-shot before trying again.
+const RETRY_AFTER: Duration = Duration::from_secs(2);
+
+/// Quote one argument for tmux's command parser: single quotes keep everything literal
+/// (`#{…}`, `;`, `$`, `~`, `\`); a quote itself is closed, escaped and reopened. `None` for
+/// what a one-line protocol cannot carry (a line break or NUL).
+pub fn quote(arg: &str) -> Option<String> {
+    if arg.contains(['\n', '\r', '\0']) {
+        return None;
+    }
+    Some(format!("'{}'", arg.replace('\'', "'\\''")))
+}
+
+/// The line that runs one command with these arguments, newline included; `None` when an
+/// argument cannot be sent this way (or there is no command).
+pub fn command_line(args: &[&str]) -> Option<String> {
+    if args.is_empty() {
+        return None;
+    }
+    let mut line = String::new();
+    for a in args {
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&quote(a)?);
+    }
+    line.push('\n');
+    Some(line)
+}
+
+/// One command's answer: whether it succeeded, and its output (each line with its `\n`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub ok: bool,
+    pub output: Vec<u8>,
+}
+
+/// What became of a command sent to the control client.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Its answer.
+    Answered(Reply),
+    /// It never reached a server (no client could attach): run it one-shot.
+    NotRun,
+    /// Its answer had begun, or never came in time, when the client went away: it may have
+    /// run, so a command with an effect must not simply be run again. (A client that leaves
+    /// before our block begins — its session ended, the server died — did not run it.)
+    Lost,
+}
+
+/// What a line read from the client means.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The answer to one of our commands.
+    Reply(Reply),
+    /// The client is leaving (`%exit`): its session ended or the server is going.
+    Exit,
+}
+
+/// Splits the client's output into answers, line by line (lines without their `\n`).
+#[derive(Debug, Default)]
+pub struct Framer {
+    /// Some block was seen: the client attached.
+    pub attached: bool,
+    /// Inside a block: its guard words (`<time> <number> <flags>`), whether it is ours, its body.
+    open: Option<(Vec<u8>, bool, Vec<u8>)>,
+}
+
+impl Framer {
+    /// Inside one of our blocks: a command of ours has begun to run.
+    pub fn ours_open(&self) -> bool {
+        matches!(self.open, Some((_, true, _)))
+    }
+
+    /// Feed one line; an event when it completes one.
+    pub fn push(&mut self, line: &[u8]) -> Option<Event> {
+        if let Some((guard, ours, body)) = &mut self.open {
+            let closing = [&b"%end "[..], b"%error "]
+                .iter()
+                .find_map(|p| line.strip_prefix(*p).map(|rest| (p.len() == 5, rest)));
+            if let Some((ok, rest)) = closing
+                && rest == guard.as_slice()
+            {
+                let reply = Reply {
+                    ok,
+                    output: std::mem::take(body),
+                };
+                let ours = *ours;
+                self.open = None;
+                return ours.then_some(Event::Reply(reply));
+            }
+            body.extend_from_slice(line);
+            body.push(b'\n');
+            return None;
+        }
+        if let Some(rest) = line.strip_prefix(b"%begin ") {
+            self.attached = true;
+            // Flags 1: the command came from this client (0: the attach command, hooks).
+            let ours = rest.rsplit(|b| *b == b' ').next() == Some(b"1");
+            self.open = Some((rest.to_vec(), ours, Vec::new()));
+        } else if line == b"%exit" || line.starts_with(b"%exit ") {
+            return Some(Event::Exit);
+        }
+        None
+    }
+}
+
+/// Whether this process uses control clients ([`enable`]).
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// Turn control clients on for every local tmux handle made in this process from now on
+/// (the daemon calls this at start). `AO_TMUX_CONTROL=off` keeps one-shot clients.
+pub fn enable() {
+    let off = std::env::var("AO_TMUX_CONTROL").is_ok_and(|v| v == "off" || v == "0");
+    ENABLED.store(!off, Ordering::Relaxed);
+}
+
+/// Whether [`enable`] turned control clients on.
+pub(super) fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// The one control client of this process for a server (by its socket file), made on first ask.
+pub(super) fn shared(socket_file: PathBuf, base: &std::process::Command) -> Arc<Control> {
+    static ALL: OnceLock<Mutex<HashMap<PathBuf, Arc<Control>>>> = OnceLock::new();
+    let mut all = ALL
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    all.entry(socket_file)
+        .or_insert_with(|| Arc::new(Control::new(base)))
+        .clone()
+}
+
+/// A control client for one server, connected on first use and again after it dies.
+pub struct Control {
+    /// `tmux -S/-L …`, without a command.
+    program: PathBuf,
+    base_args: Vec<std::ffi::OsString>,
+    state: tokio::sync::Mutex<State>,
+    answered: AtomicU64,
+}
+
+impl std::fmt::Debug for Control {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Control")
+            .field("program", &self.program)
+            .field("args", &self.base_args)
+            .field("answered", &self.answered())
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    conn: Option<Conn>,
+    /// No attach is tried before this (the last one failed).
+    quiet_until: Option<Instant>,
+}
+
+struct Conn {
+    _child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    framer: Framer,
+}
+
+impl Control {
+    fn new(base: &std::process::Command) -> Control {
+        Control {
+            program: base.get_program().into(),
+            base_args: base.get_args().map(Into::into).collect(),
+            state: Default::default(),
+            answered: AtomicU64::new(0),
+        }
+    }
+
+    /// How many commands this client has answered (for tests and logs).
+    pub fn answered(&self) -> u64 {
+        self.answered.load(Ordering::Relaxed)
+    }
+
+    /// Run one command through the control client ([`Outcome`] says whether to run it
+    /// one-shot instead).
+    pub async fn run(&self, args: &[&str]) -> Outcome {
+        let Some(line) = command_line(args) else {
+            return Outcome::NotRun;
+        };
+        let mut state = self.state.lock().await;
+        if state.conn.is_none() {
+            if state.quiet_until.is_some_and(|t| Instant::now() < t) {
+                return Outcome::NotRun;
+            }
+            state.conn = self.connect();
+        }
+        let Some(conn) = state.conn.as_mut() else {
+            return Outcome::NotRun;
+        };
+        let answer = tokio::time::timeout(ANSWER_TIMEOUT, conn.ask(&line)).await;
+        if let Ok(Some(reply)) = answer {
+            self.answered.fetch_add(1, Ordering::Relaxed);
+            return Outcome::Answered(reply);
+        }
+        let (attached, begun) = (conn.framer.attached, conn.framer.ours_open());
+        state.conn = None;
+        if !attached {
+            state.quiet_until = Some(Instant::now() + RETRY_AFTER);
+        }
+        if answer.is_err() {
+            tracing::warn!(command = %line.trim_end(), "tmux control client did not answer in time; going one-shot");
+            return Outcome::Lost;
+        }
+        tracing::debug!(attached, begun, "tmux control client gone; one-shot for this command");
+        if begun { Outcome::Lost } else { Outcome::NotRun }
+    }
+
+    fn connect(&self) -> Option<Conn> {
+        let mut c = Command::new(&self.program);
+        c.args(&self.base_args)
+            .args(["-C", "attach-session", "-f", "ignore-size,no-output"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        crate::io::signals::clean_child(&mut c);
+        let mut child = c
+            .spawn()
+            .inspect_err(|e| tracing::debug!(error = %e, "cannot start a tmux control client"))
+            .ok()?;
+        Some(Conn {
+            stdin: child.stdin.take()?,
+            stdout: BufReader::new(child.stdout.take()?),
+            _child: child,
+            framer: Framer::default(),
+        })
+    }
+}
+
+impl Conn {
+    /// Send one command line and read up to its answer; `None` on EOF, a write error or `%exit`.
+    async fn ask(&mut self, line: &str) -> Option<Reply> {
+        self.stdin.write_all(line.as_bytes()).await.ok()?;
+        self.stdin.flush().await.ok()?;
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            if self.stdout.read_until(b'\n', &mut buf).await.ok()? == 0 {
+                return None;
+            }
+            let text = buf.strip_suffix(b"\n").unwrap_or(&buf);
+            match self.framer.push(text) {
+                Some(Event::Reply(r)) => return Some(r),
+                Some(Event::Exit) => return None,
+                None => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(f: &mut Framer, text: &[u8]) -> Vec<Event> {
+        text.split(|b| *b == b'\n').filter_map(|l| f.push(l)).collect()
+    }
+
+    #[test]
+    fn arguments_are_quoted_for_tmux() {
+        assert_eq!(quote("%3").unwrap(), "'%3'");
+        assert_eq!(quote("#{pane_id}|#{pid}").unwrap(), "'#{pane_id}|#{pid}'");
+        assert_eq!(quote("a;").unwrap(), "'a;'");
+        assert_eq!(quote("it's").unwrap(), "'it'\\''s'");
+        assert_eq!(quote("").unwrap(), "''");
+        assert_eq!(quote("two\nlines"), None);
+        assert_eq!(
+            command_line(&["capture-pane", "-p", "-t", "%0"]).unwrap(),
+            "'capture-pane' '-p' '-t' '%0'\n"
+        );
+        assert_eq!(command_line(&[]), None);
+        assert_eq!(command_line(&["send-keys", "a\rb"]), None);
+    }
+
+    #[test]
+    fn only_our_blocks_are_answers_and_notifications_are_skipped() {
+        let mut f = Framer::default();
+        let got = feed(
+            &mut f,
+            b"%begin 17 271 0\n%end 17 271 0\n%session-changed $0 a\n%output %0 x\\033y\n\
+              %begin 17 276 1\n%0|0||1|2||3.4|s\n%1|0||1|2||3.4|t\n%end 17 276 1",
+        );
+        assert_eq!(
+            got,
+            vec![Event::Reply(Reply {
+                ok: true,
+                output: b"%0|0||1|2||3.4|s\n%1|0||1|2||3.4|t\n".to_vec()
+            })]
+        );
+    }
+
+    #[test]
+    fn output_is_kept_byte_for_byte_and_only_the_matching_guard_closes() {
+        let mut f = Framer::default();
+        // A capture with escape sequences, a lone %end and another command's guard in it.
+        let body = b"\x1b[31mred\x1b[39m \xc3\xbc\t\\x\r\n%end 1 2 1\n%error 9 9 1\n\n";
+        let mut text = b"%begin 9 300 1\n".to_vec();
+        text.extend_from_slice(body);
+        text.extend_from_slice(b"%end 9 300 1");
+        let got = feed(&mut f, &text);
+        assert_eq!(
+            got,
+            vec![Event::Reply(Reply {
+                ok: true,
+                output: body.to_vec()
+            })]
+        );
+    }
+
+    #[test]
+    fn a_command_counts_as_begun_only_inside_our_block() {
+        let mut f = Framer::default();
+        assert!(!f.attached);
+        f.push(b"%begin 1 4 0");
+        assert!(f.attached && !f.ours_open());
+        f.push(b"%end 1 4 0");
+        // The client leaving before our block: the command never ran.
+        assert_eq!(f.push(b"%exit"), Some(Event::Exit));
+        assert!(!f.ours_open());
+        f.push(b"%begin 1 5 1");
+        assert!(f.ours_open());
+    }
+
+    #[test]
+    fn errors_empty_answers_and_exit() {
+        let mut f = Framer::default();
+        let got = feed(
+            &mut f,
+            b"%begin 1 5 1\ncan't find pane: %9\n%error 1 5 1\n%begin 1 6 1\n%end 1 6 1\n%exit",
+        );
+        assert_eq!(
+            got,
+            vec![
+                Event::Reply(Reply {
+                    ok: false,
+                    output: b"can't find pane: %9\n".to_vec()
+                }),
+                Event::Reply(Reply {
+                    ok: true,
+                    output: Vec::new()
+                }),
+                Event::Exit,
+            ]
+        );
+    }
+}

@@ -1,0 +1,173 @@
+//! The tmux control-mode client (the daemon's hot path) against a real tmux server on a
+//! private socket: it answers exactly what one-shot clients print, and it survives the
+//! server being killed and started again without keeping any server alive or starting one.
+
+mod common;
+
+use agent_orchestrator::io::tmux::{SessionSpec, Socket, Tmux};
+use common::*;
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn spec<'a>(name: &'a str, cwd: &'a std::path::Path, argv: &[&str]) -> SessionSpec<'a> {
+    SessionSpec {
+        name,
+        cwd,
+        env: vec![],
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+/// A one-shot handle and a control-mode handle on the world's server.
+fn handles(w: &World) -> (Tmux, Tmux) {
+    let plain = Tmux::new(Socket::Path(w.sock.clone())).unwrap();
+    (plain.clone(), plain.with_control())
+}
+
+fn server_pid(w: &World) -> Option<i32> {
+    String::from_utf8_lossy(&w.tmux(&["display-message", "-p", "#{pid}"]).stdout)
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// A screen with colours (kept as escapes by a capture with -e, dropped without), UTF-8, a
+/// tab, a backslash, a control character, lines that look like control-mode guards, and a
+/// long line that -J joins.
+const SCREEN: &str = r"printf '\033[31mred\033[0m ünï \\x \t tab \001 end\n%%end 1 2 1\n%%error 1 2 1\n%%begin 1 2 1\n%%exit\n'; printf 'x%.0s' $(seq 1 300); echo; exec sleep 60";
+
+#[test]
+fn captures_and_listings_through_control_mode_equal_one_shot_ones() {
+    let w = World::new();
+    let (plain, ctl) = handles(&w);
+    let r = rt();
+    let pane = r
+        .block_on(plain.new_session(&spec("t", w.dir.path(), &["sh", "-c", SCREEN])))
+        .unwrap();
+    r.block_on(plain.new_session(&spec("u", w.dir.path(), &["sleep", "60"])))
+        .unwrap();
+    wait_for("the screen drawn", 10, || {
+        w.capture(&pane).contains("xxxxx").then_some(())
+    });
+
+    let one_shot = r.block_on(plain.capture(&pane)).unwrap();
+    let controlled = r.block_on(ctl.capture(&pane)).unwrap();
+    assert_eq!(controlled, one_shot);
+    assert!(controlled.contains("%end 1 2 1\n%error 1 2 1\n"), "{controlled}");
+    assert_eq!(
+        r.block_on(ctl.list_panes()).unwrap(),
+        r.block_on(plain.list_panes()).unwrap()
+    );
+    assert_eq!(
+        r.block_on(ctl.server_id(&pane)).unwrap(),
+        r.block_on(plain.server_id(&pane)).unwrap()
+    );
+    assert!(ctl.control_answers() >= 3, "answered {}", ctl.control_answers());
+    assert_eq!(plain.control_answers(), 0);
+
+    // The agents' windows keep their size with a control client attached.
+    let size = w.tmux(&["list-windows", "-a", "-F", "#{window_width}x#{window_height}"]);
+    assert_eq!(String::from_utf8_lossy(&size.stdout), "200x50\n200x50\n");
+
+    // An error reads as a one-shot client's does.
+    let gone = format!("{}", r.block_on(ctl.capture("%99")).unwrap_err());
+    let gone_plain = format!("{}", r.block_on(plain.capture("%99")).unwrap_err());
+    assert_eq!(gone, gone_plain);
+    // A key press goes through it too.
+    let before = ctl.control_answers();
+    r.block_on(ctl.send_key(&pane, "Enter")).unwrap();
+    assert_eq!(ctl.control_answers(), before + 1);
+}
+
+#[test]
+fn a_killed_and_restarted_server_is_reconnected_and_none_is_started_or_kept() {
+    let w = World::new();
+    let (plain, ctl) = handles(&w);
+    let r = rt();
+    // No server: nothing is started, the listing is empty as ever.
+    assert!(r.block_on(ctl.list_panes()).unwrap().is_empty());
+    assert!(
+        !r.block_on(plain.server_running()),
+        "the control client started a server"
+    );
+
+    let first = r
+        .block_on(plain.new_session(&spec("a", w.dir.path(), &["sleep", "60"])))
+        .unwrap();
+    // (Right after the failed attach the client waits a moment before trying again.)
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let panes = r.block_on(ctl.list_panes()).unwrap();
+    assert_eq!(
+        panes.iter().map(|p| p.pane_id.as_str()).collect::<Vec<_>>(),
+        [first.as_str()]
+    );
+    let answered = ctl.control_answers();
+    assert!(answered >= 1);
+
+    // The server killed outright: the client sees EOF; the listing says no pane.
+    let pid = server_pid(&w).unwrap();
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    wait_for("the server gone", 10, || {
+        (!r.block_on(plain.server_running())).then_some(())
+    });
+    assert!(r.block_on(ctl.list_panes()).unwrap().is_empty());
+    assert!(
+        !r.block_on(plain.server_running()),
+        "the control client started a server"
+    );
+
+    // A new server: the control client attaches to it and answers again.
+    let _ = std::fs::remove_file(&w.sock);
+    let second = r
+        .block_on(plain.new_session(&spec("b", w.dir.path(), &["sleep", "60"])))
+        .unwrap();
+    wait_for("the control client back", 10, || {
+        let panes = r.block_on(ctl.list_panes()).unwrap();
+        (ctl.control_answers() > answered && panes.len() == 1).then_some(panes)
+    });
+    let panes = r.block_on(ctl.list_panes()).unwrap();
+    assert_eq!(panes, r.block_on(plain.list_panes()).unwrap());
+    assert_eq!(panes[0].pane_id, second);
+    assert_ne!(server_pid(&w), Some(pid));
+
+    // The session the client is attached to ends: it lets go, attaches to the next.
+    let _third = w.tmux(&["new-session", "-d", "-s", "c", "sleep", "60"]);
+    r.block_on(plain.kill_session("b")).unwrap();
+    let panes = r.block_on(ctl.list_panes()).unwrap();
+    assert_eq!(panes, r.block_on(plain.list_panes()).unwrap());
+    assert_eq!(panes.len(), 1);
+
+    // The last session gone: the server ends as it would without the control client.
+    r.block_on(plain.kill_session("c")).unwrap();
+    assert!(r.block_on(plain.end_if_empty()).unwrap());
+    wait_for("the server to end", 10, || {
+        (!r.block_on(plain.server_running())).then_some(())
+    });
+    assert!(r.block_on(ctl.list_panes()).unwrap().is_empty());
+}
+
+#[test]
+fn a_server_left_without_sessions_exits_with_the_control_client_attached() {
+    let w = World::new();
+    let (_plain, ctl) = handles(&w);
+    let r = rt();
+    // A server with tmux's default exit-empty on, which exits when its last session ends.
+    assert!(
+        w.tmux(&["new-session", "-d", "-s", "only", "sleep", "60"])
+            .status
+            .success()
+    );
+    let pid = server_pid(&w).unwrap();
+    assert_eq!(r.block_on(ctl.list_panes()).unwrap().len(), 1);
+    assert!(ctl.control_answers() >= 1);
+    assert!(w.tmux(&["kill-session", "-t", "only"]).status.success());
+    wait_for("the server to exit", 10, || {
+        (unsafe { libc::kill(pid, 0) } != 0).then_some(())
+    });
+    assert!(r.block_on(ctl.list_panes()).unwrap().is_empty());
+}
