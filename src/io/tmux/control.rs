@@ -145,11 +145,15 @@ impl Framer {
 /// Whether this process uses control clients ([`enable`]).
 static ENABLED: AtomicBool = AtomicBool::new(false);
 
-/// Turn control clients on for every local tmux handle made in this process from now on
-/// (the daemon calls this at start). `AO_TMUX_CONTROL=off` keeps one-shot clients.
+/// Turn control clients on for every local tmux handle made in this process from now on,
+/// when `AO_TMUX_CONTROL=on` (the daemon calls this at start). Off by default: in one
+/// clean-clone run of the suite the tmux server (3.3a) exited while the daemon, with its
+/// control client attached, killed a dead PM's session to restart it — every agent on the
+/// server died with it — and that has not been explained or reproduced since. Until it is,
+/// one-shot clients (slower, never seen to do this) are the default.
 pub fn enable() {
-    let off = std::env::var("AO_TMUX_CONTROL").is_ok_and(|v| v == "off" || v == "0");
-    ENABLED.store(!off, Ordering::Relaxed);
+    let on = std::env::var("AO_TMUX_CONTROL").is_ok_and(|v| v == "on" || v == "1");
+    ENABLED.store(on, Ordering::Relaxed);
 }
 
 /// Whether [`enable`] turned control clients on.
