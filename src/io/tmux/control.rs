@@ -146,11 +146,11 @@ impl Framer {
 static ENABLED: AtomicBool = AtomicBool::new(false);
 
 /// Turn control clients on for every local tmux handle made in this process from now on,
-/// when `AO_TMUX_CONTROL=on` (the daemon calls this at start). Off by default: in one
-/// clean-clone run of the suite the tmux server (3.3a) exited while the daemon, with its
-/// control client attached, killed a dead PM's session to restart it — every agent on the
-/// server died with it — and that has not been explained or reproduced since. Until it is,
-/// one-shot clients (slower, never seen to do this) are the default.
+/// when `AO_TMUX_CONTROL=on` (the daemon calls this at start). Off by default: with it on,
+/// the tmux server (3.3a) exits while the daemon kills a dead PM's session to restart it —
+/// every agent on the server dies with it (`AO_TMUX_CONTROL=on cargo test --test claude`
+/// shows it in `a_killed_pm_is_resumed…`). Until that is understood, one-shot clients
+/// (slower, never seen to do this) are the default.
 pub fn enable() {
     let on = std::env::var("AO_TMUX_CONTROL").is_ok_and(|v| v == "on" || v == "1");
     ENABLED.store(on, Ordering::Relaxed);
