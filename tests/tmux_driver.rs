@@ -2,24 +2,9 @@
 
 mod common;
 
-use agent_orchestrator::io::tmux::{SessionSpec, Socket, Tmux};
+use agent_orchestrator::io::tmux::{Socket, Tmux};
+use common::driver::{rt, spec};
 use common::*;
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn spec<'a>(name: &'a str, cwd: &'a std::path::Path, argv: &[&str]) -> SessionSpec<'a> {
-    SessionSpec {
-        name,
-        cwd,
-        env: vec![],
-        argv: argv.iter().map(|s| s.to_string()).collect(),
-    }
-}
 
 #[test]
 fn semicolons_dashes_and_env_arrive_literally() {

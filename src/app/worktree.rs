@@ -249,23 +249,20 @@ pub async fn place_on(
             task.task_md().display()
         )));
     }
-    place_remote(task, agent, isolation, &host, &cwd, now).await
+    place_remote(task, agent, isolation, &host, &cwd, now).await.map(Some)
 }
 
 /// [`place`] for an agent on a remote host: its worktree is made in the host's clone (the
 /// folder task.md's remote `cwd:` names), from the task branch, which lives here and is sent
 /// there first over the ssh master.
-pub async fn place_remote(
+async fn place_remote(
     task: &Task,
     agent: &str,
     isolation: Isolation,
     host: &crate::io::remote::Host,
     cwd: &str,
     now: DateTime<Utc>,
-) -> Result<Option<Placement>> {
-    if isolation == Isolation::Shared {
-        return Ok(None);
-    }
+) -> Result<Placement> {
     let local = check_repo(task, agent, &Git::at(&task.project), &task.project).await?;
     let (task_branch, head) = task_branch(task, &local, now).await?;
     let there = Git::on(host, Path::new(cwd));
@@ -294,9 +291,7 @@ pub async fn place_remote(
         repo,
         root: root.into(),
     };
-    place_at(task, agent, isolation, &site, &task_branch, &head, now)
-        .await
-        .map(Some)
+    place_at(task, agent, isolation, &site, &task_branch, &head, now).await
 }
 
 /// Where worktrees are made: the host, git in the repository there, and the folder for them.

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod claude;
+pub mod driver;
 mod flow;
 pub mod git;
 pub mod model;
