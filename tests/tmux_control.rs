@@ -56,8 +56,9 @@ fn captures_and_listings_through_control_mode_equal_one_shot_ones() {
     assert_eq!(plain.control_answers(), 0);
 
     // The agents' windows keep their size with a control client attached.
-    let size = w.tmux(&["list-windows", "-a", "-F", "#{window_width}x#{window_height}"]);
-    assert_eq!(String::from_utf8_lossy(&size.stdout), "200x50\n200x50\n");
+    let size = w.tmux(&["list-windows", "-a", "-F", "#{session_name} #{window_width}x#{window_height}"]);
+    let size = String::from_utf8_lossy(&size.stdout).into_owned();
+    assert!(size.contains("t 200x50\n") && size.contains("u 200x50\n"), "{size}");
 
     // An error reads as a one-shot client's does.
     let gone = format!("{}", r.block_on(ctl.capture("%99")).unwrap_err());
@@ -120,12 +121,17 @@ fn a_killed_and_restarted_server_is_reconnected_and_none_is_started_or_kept() {
     assert_eq!(panes[0].pane_id, second);
     assert_ne!(server_pid(&w), Some(pid));
 
-    // The session the client is attached to ends: it lets go, attaches to the next.
+    // The client sits in a session of its own, which no listing shows: agents' sessions
+    // ending (a PM restarted) never make it let go and attach again.
+    let sessions = String::from_utf8_lossy(&w.tmux(&["list-sessions", "-F", "#{session_name}"]).stdout).into_owned();
+    assert_eq!(sessions, "_ao-control\nb\n");
+    let connects = ctl.control_connects();
     let _third = w.tmux(&["new-session", "-d", "-s", "c", "sleep", "60"]);
     r.block_on(plain.kill_session("b")).unwrap();
     let panes = r.block_on(ctl.list_panes()).unwrap();
     assert_eq!(panes, r.block_on(plain.list_panes()).unwrap());
     assert_eq!(panes.len(), 1);
+    assert_eq!(ctl.control_connects(), connects, "the control client was replaced");
 
     // The last session gone: the server ends as it would without the control client.
     r.block_on(plain.kill_session("c")).unwrap();
@@ -137,7 +143,7 @@ fn a_killed_and_restarted_server_is_reconnected_and_none_is_started_or_kept() {
 }
 
 #[test]
-fn a_server_left_without_sessions_exits_with_the_control_client_attached() {
+fn a_server_left_with_only_the_control_session_exits_at_the_next_look() {
     let w = World::new();
     let (_plain, ctl) = handles(&w);
     let r = rt();
@@ -151,6 +157,9 @@ fn a_server_left_without_sessions_exits_with_the_control_client_attached() {
     assert_eq!(r.block_on(ctl.list_panes()).unwrap().len(), 1);
     assert!(ctl.control_answers() >= 1);
     assert!(w.tmux(&["kill-session", "-t", "only"]).status.success());
+    // Only the control client's own session is left: the next look ends it, and with it
+    // the server (tmux's exit-empty), as if no control client had been there.
+    assert!(r.block_on(ctl.list_panes()).unwrap().is_empty());
     wait_for("the server to exit", 10, || {
         (unsafe { libc::kill(pid, 0) } != 0).then_some(())
     });

@@ -251,9 +251,9 @@ pub async fn run() -> Result<()> {
     std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| Error::io("restrict", &sock, e))?;
 
-    // With AO_TMUX_CONTROL=on the daemon's looks at the panes go through one long-lived
-    // tmux control client rather than a tmux process each (io::tmux::control); off by
-    // default until a server exit seen once with it is explained. The CLI keeps one-shot clients.
+    // The daemon's looks at the panes go through one long-lived tmux control client rather
+    // than a tmux process each (io::tmux::control; AO_TMUX_CONTROL=off turns it off). The
+    // CLI keeps one-shot clients.
     crate::io::tmux::use_control_mode();
     let tmux = Tmux::from_env()?;
     let (ctl_tx, mut ctl_rx) = mpsc::channel::<Control>(256);

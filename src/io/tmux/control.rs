@@ -15,10 +15,16 @@
 //!   the caller run the same command as a one-shot client, so behaviour never gets worse; a
 //!   dead connection is replaced on the next use, one that could not attach waits a little
 //!   before being tried again;
-//! - the client attaches to an existing session (`attach-session` never starts a server nor
-//!   creates a session) with `ignore-size`, so the agents' windows keep their size. It does
-//!   not keep anything alive: tmux detaches it when its session ends, and the server's
-//!   lifetime is still decided by `exit-empty` and [`super::Tmux::end_if_empty`].
+//! - the client attaches to a session of its own ([`SESSION`], a pane that only sleeps),
+//!   never to an agent's, with `ignore-size`, so the agents' windows keep their size. Why:
+//!   tmux 3.3a's server crashed (SIGSEGV in `bufferevent_write`, every agent lost) when the
+//!   session the control client sat in was killed while the client was being replaced —
+//!   exactly what restarting a dead PM does. In a session of its own the client is never
+//!   detached by an agent's session ending, so it connects once per daemon, not once per
+//!   restart. That session is made only on a server that already has other sessions (a
+//!   control client never starts a server for itself), and ended as soon as a pane listing
+//!   shows it alone ([`super::Tmux::list_panes`]); [`super::Tmux::end_if_empty`] counts a
+//!   server holding only it as empty.
 //!
 //! Only the daemon turns this on ([`enable`]); one-shot CLI commands keep one-shot clients.
 
@@ -142,17 +148,18 @@ impl Framer {
     }
 }
 
+/// The session the control client attaches to. No agent's session can be named so
+/// (theirs start with the session prefix and carry a task and an agent).
+pub const SESSION: &str = "_ao-control";
+
 /// Whether this process uses control clients ([`enable`]).
 static ENABLED: AtomicBool = AtomicBool::new(false);
 
 /// Turn control clients on for every local tmux handle made in this process from now on,
-/// when `AO_TMUX_CONTROL=on` (the daemon calls this at start). Off by default: with it on,
-/// the tmux server (3.3a) exits while the daemon kills a dead PM's session to restart it —
-/// every agent on the server dies with it (`AO_TMUX_CONTROL=on cargo test --test claude`
-/// shows it in `a_killed_pm_is_resumed…`). Until that is understood, one-shot clients
-/// (slower, never seen to do this) are the default.
+/// unless `AO_TMUX_CONTROL=off` (the daemon calls this at start; `off` is the way back to
+/// one-shot clients should a tmux build misbehave with control clients).
 pub fn enable() {
-    let on = std::env::var("AO_TMUX_CONTROL").is_ok_and(|v| v == "on" || v == "1");
+    let on = !std::env::var("AO_TMUX_CONTROL").is_ok_and(|v| v == "off" || v == "0");
     ENABLED.store(on, Ordering::Relaxed);
 }
 
@@ -180,6 +187,7 @@ pub struct Control {
     base_args: Vec<std::ffi::OsString>,
     state: tokio::sync::Mutex<State>,
     answered: AtomicU64,
+    connects: AtomicU64,
 }
 
 impl std::fmt::Debug for Control {
@@ -213,12 +221,19 @@ impl Control {
             base_args: base.get_args().map(Into::into).collect(),
             state: Default::default(),
             answered: AtomicU64::new(0),
+            connects: AtomicU64::new(0),
         }
     }
 
     /// How many commands this client has answered (for tests and logs).
     pub fn answered(&self) -> u64 {
         self.answered.load(Ordering::Relaxed)
+    }
+
+    /// How many control clients this has started (each one attach): one per server, unless
+    /// the server or the control session went away.
+    pub fn connects(&self) -> u64 {
+        self.connects.load(Ordering::Relaxed)
     }
 
     /// Run one command through the control client ([`Outcome`] says whether to run it
@@ -232,7 +247,14 @@ impl Control {
             if state.quiet_until.is_some_and(|t| Instant::now() < t) {
                 return Outcome::NotRun;
             }
-            state.conn = self.connect();
+            state.conn = if self.ensure_session().await {
+                self.connect()
+            } else {
+                None
+            };
+            if state.conn.is_none() {
+                state.quiet_until = Some(Instant::now() + RETRY_AFTER);
+            }
         }
         let Some(conn) = state.conn.as_mut() else {
             return Outcome::NotRun;
@@ -255,10 +277,49 @@ impl Control {
         if begun { Outcome::Lost } else { Outcome::NotRun }
     }
 
-    fn connect(&self) -> Option<Conn> {
+    /// A one-shot client of the same server (no stdin, output kept).
+    fn one_shot(&self, args: &[&str]) -> Command {
         let mut c = Command::new(&self.program);
         c.args(&self.base_args)
-            .args(["-C", "attach-session", "-f", "ignore-size,no-output"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        crate::io::signals::clean_child(&mut c);
+        c
+    }
+
+    /// Make [`SESSION`] when the server runs other sessions (never start a server, nor keep
+    /// one alive for ourselves); whether there is one to attach to.
+    async fn ensure_session(&self) -> bool {
+        let Ok(out) = self.one_shot(&["list-sessions", "-F", "#{session_name}"]).output().await else {
+            return false;
+        };
+        if !out.status.success() {
+            return false;
+        }
+        let names = String::from_utf8_lossy(&out.stdout);
+        if !names.lines().any(|n| n != SESSION) {
+            return false;
+        }
+        if names.lines().any(|n| n == SESSION) {
+            return true;
+        }
+        let made = self
+            .one_shot(&["new-session", "-d", "-s", SESSION, "-c", "/", "sleep", "2147483647"])
+            .output()
+            .await;
+        // Another daemon of this server may have made it first: the attach decides.
+        tracing::debug!(made = matches!(&made, Ok(o) if o.status.success()), "tmux control session");
+        true
+    }
+
+    fn connect(&self) -> Option<Conn> {
+        let target = format!("={SESSION}");
+        let mut c = Command::new(&self.program);
+        c.args(&self.base_args)
+            .args(["-C", "attach-session", "-t", &target, "-f", "ignore-size,no-output"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -268,6 +329,7 @@ impl Control {
             .spawn()
             .inspect_err(|e| tracing::debug!(error = %e, "cannot start a tmux control client"))
             .ok()?;
+        self.connects.fetch_add(1, Ordering::Relaxed);
         Some(Conn {
             stdin: child.stdin.take()?,
             stdout: BufReader::new(child.stdout.take()?),

@@ -156,6 +156,11 @@ impl Tmux {
         self.control.as_ref().map_or(0, |c| c.answered())
     }
 
+    /// How many control clients were started for this server (0 without one).
+    pub fn control_connects(&self) -> u64 {
+        self.control.as_ref().map_or(0, |c| c.connects())
+    }
+
     /// A command of the hot path: through the control client when there is one and it
     /// answers with success, else exactly the one-shot [`Tmux::run`] (so an error reads the
     /// same as ever). A command with an effect (`once`) whose answer was lost is not run
@@ -369,7 +374,9 @@ impl Tmux {
     pub async fn end_if_empty(&self) -> Result<bool> {
         let out = self.command(&["list-sessions", "-F", "#{session_name}"]).output().await;
         match out {
-            Ok(o) if o.status.success() && String::from_utf8_lossy(&o.stdout).trim().is_empty() => {
+            Ok(o) if o.status.success()
+                && String::from_utf8_lossy(&o.stdout).lines().all(|n| n.trim().is_empty() || n == control::SESSION) =>
+            {
                 self.run("end the empty server", &["kill-server"]).await?;
                 Ok(true)
             }
@@ -418,7 +425,14 @@ impl Tmux {
     /// Every pane on the server, in one call (two when tmux has a pane to reap).
     /// Empty when no server runs.
     pub async fn list_panes(&self) -> Result<Vec<PaneInfo>> {
-        let panes = self.list_panes_once().await?.unwrap_or_default();
+        let mut panes = self.list_panes_once().await?.unwrap_or_default();
+        if panes.iter().any(|p| p.session == control::SESSION) {
+            if self.control.is_some() && panes.iter().all(|p| p.session == control::SESSION) {
+                // Nothing left to watch: the server should end as it would without us.
+                let _ = self.run("end the control session", &["kill-session", "-t", &format!("={}", control::SESSION)]).await;
+            }
+            panes.retain(|p| p.session != control::SESSION);
+        }
         if !panes.iter().any(unreaped) {
             return Ok(panes);
         }
@@ -429,7 +443,9 @@ impl Tmux {
         if !matches!(nudged, Ok(Ok(ref o)) if o.status.success()) {
             return Ok(panes);
         }
-        Ok(self.list_panes_once().await?.unwrap_or(panes))
+        let mut again = self.list_panes_once().await?.unwrap_or(panes);
+        again.retain(|p| p.session != control::SESSION);
+        Ok(again)
     }
 
     /// `None` when list-panes fails (no server).
