@@ -231,9 +231,14 @@ impl World {
         String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-J", "-t", pane]).stdout).into_owned()
     }
 
+    /// The agents' sessions (not the daemon's control-client session, `_ao-control`).
     pub fn sessions(&self) -> Vec<String> {
         let o = self.tmux(&["list-sessions", "-F", "#{session_name}"]);
-        String::from_utf8_lossy(&o.stdout).lines().map(str::to_string).collect()
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|s| *s != "_ao-control")
+            .map(str::to_string)
+            .collect()
     }
 
     pub fn state(&self, task: &str) -> serde_json::Value {

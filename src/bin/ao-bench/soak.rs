@@ -72,7 +72,8 @@ fn kill_random_spoke(e: &Env, dice: &mut Dice) -> Option<String> {
         .filter_map(|l| {
             let mut f = l.split(' ');
             let (s, pid, dead) = (f.next()?, f.next()?.parse().ok()?, f.next()?);
-            (dead == "0" && !s.ends_with("-pm")).then(|| (s.to_string(), pid))
+            // Not the PM, nor the daemon's control-client session (not an agent).
+            (dead == "0" && !s.ends_with("-pm") && !s.starts_with('_')).then(|| (s.to_string(), pid))
         })
         .collect();
     if live.is_empty() {
