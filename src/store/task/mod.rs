@@ -150,11 +150,17 @@ impl Task {
         }
     }
 
-    /// Read task.md.
+    /// Read task.md (parsed again only when it changed: [`crate::store::parsed`]).
     pub fn spec(&self) -> Result<TaskSpec> {
+        static SPECS: std::sync::LazyLock<crate::store::parsed::Cache<TaskSpec>> =
+            std::sync::LazyLock::new(Default::default);
         let path = self.task_md();
-        let bytes = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
-        crate::core::model::taskmd::decode(bytes, &path)
+        let missing = || Error::io("read", &path, std::io::Error::from(std::io::ErrorKind::NotFound));
+        SPECS
+            .get(&path, |e| Error::io("read", &path, e), |bytes| {
+                crate::core::model::taskmd::decode(bytes.to_vec(), &path)
+            })?
+            .ok_or_else(missing)
     }
 
     /// Read pm_state.json for display (missing → fresh; corrupt → error, untouched).

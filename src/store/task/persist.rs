@@ -7,16 +7,19 @@ use chrono::{DateTime, Utc};
 
 use crate::core::error::{Error, Result};
 use crate::core::model::state::{DecodeError, PmState, STATE_VERSION, decode};
-use crate::store::fsutil;
+use crate::store::{fsutil, parsed};
 
 /// Read the state for display. A missing file is a fresh state; a bad one is an error, untouched.
+/// Parsed again only when the file changed ([`crate::store::parsed`]).
 pub fn load(path: &Path, task: &str) -> Result<PmState> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(PmState::default()),
-        Err(e) => return Err(Error::io("read", path, e)),
-    };
-    decode(&bytes).map_err(|e| match e {
+    static STATES: std::sync::LazyLock<parsed::Cache<PmState>> = std::sync::LazyLock::new(Default::default);
+    STATES
+        .get(path, |e| Error::io("read", path, e), |bytes| decode_at(bytes, path, task))
+        .map(Option::unwrap_or_default)
+}
+
+fn decode_at(bytes: &[u8], path: &Path, task: &str) -> Result<PmState> {
+    decode(bytes).map_err(|e| match e {
         DecodeError::Corrupt(detail) => Error::CorruptState {
             path: path.to_path_buf(),
             task: task.to_string(),
