@@ -165,3 +165,43 @@ fn a_server_left_with_only_the_control_session_exits_at_the_next_look() {
     });
     assert!(r.block_on(ctl.list_panes()).unwrap().is_empty());
 }
+
+#[test]
+fn a_shared_listing_serves_only_while_every_expected_pane_is_in_it_alive() {
+    let w = World::new();
+    let (plain, _) = handles(&w);
+    let r = rt();
+    let a = r
+        .block_on(plain.new_session(&spec("a", w.dir.path(), &["sleep", "60"])))
+        .unwrap();
+    let asked = std::time::Instant::now();
+    assert_eq!(r.block_on(plain.list_panes()).unwrap().len(), 1);
+    // A session made behind the handle's back: a look expecting only `a` may be served
+    // the listing just made, one expecting the new pane never is.
+    let b = String::from_utf8_lossy(
+        &w.tmux(&["new-session", "-d", "-P", "-F", "#{pane_id}", "-s", "b", "sleep", "60"]).stdout,
+    )
+    .trim()
+    .to_string();
+    let served = r.block_on(plain.list_panes_expecting(&[(&a, None)])).unwrap();
+    if asked.elapsed() < agent_orchestrator::io::tmux::RECENT {
+        assert_eq!(served.len(), 1, "a recent listing was not shared");
+    }
+    let fresh = r.block_on(plain.list_panes_expecting(&[(&a, None), (&b, None)])).unwrap();
+    assert_eq!(fresh.len(), 2);
+    // A clone shares it.
+    let clone = plain.clone();
+    assert_eq!(r.block_on(clone.list_panes_expecting(&[(&b, None)])).unwrap().len(), 2);
+
+    // An expected pane that died is seen dead within RECENT, never reported gone early.
+    let pid: i32 = String::from_utf8_lossy(&w.tmux(&["display-message", "-p", "-t", &b, "#{pane_pid}"]).stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let seen = wait_for("the dead pane seen through the shared listing", 5, || {
+        let panes = r.block_on(plain.list_panes_expecting(&[(&a, None), (&b, None)])).unwrap();
+        panes.iter().find(|p| p.pane_id == b && p.dead).cloned()
+    });
+    assert_eq!(seen.pane_id, b);
+}

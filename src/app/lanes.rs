@@ -54,11 +54,22 @@ pub struct Surroundings {
 }
 
 impl Surroundings {
-    /// Read the handoff listing and list the panes, once.
-    pub async fn read(ctx: &Ctx, task: &Task) -> Surroundings {
+    /// Read the handoff listing and list the panes, once (a listing shared with the
+    /// daemon's other looks when it shows every lane holder's pane alive:
+    /// [`crate::io::tmux::Tmux::list_panes_expecting`]).
+    pub async fn read(ctx: &Ctx, task: &Task, st: &PmState) -> Surroundings {
+        let alive: Vec<(&str, Option<&str>)> = st
+            .lanes
+            .iter()
+            .filter_map(|(agent, l)| l.holder.as_ref()?.pane.as_deref().map(|p| (agent, p)))
+            .map(|(agent, p)| {
+                let a = st.agents.get(agent).filter(|a| a.pane.as_deref() == Some(p));
+                (p, a.and_then(|a| a.tmux_server.as_deref()))
+            })
+            .collect();
         Surroundings {
             names: handoffs::list(&task.handoffs()).ok().map(|(n, _)| n),
-            panes: ctx.tmux.list_panes().await.map_err(|e| e.to_string()),
+            panes: ctx.tmux.list_panes_expecting(&alive).await.map_err(|e| e.to_string()),
         }
     }
 }
@@ -74,7 +85,7 @@ pub async fn observe(
     ready: &(dyn Fn(&Loaded) -> bool + Sync),
     now: DateTime<Utc>,
 ) -> (Seen, Option<Loaded>) {
-    observe_in(&Surroundings::read(ctx, task).await, task, st, agent, h, ready, now)
+    observe_in(&Surroundings::read(ctx, task, st).await, task, st, agent, h, ready, now)
 }
 
 /// [`observe`] in surroundings already read.

@@ -23,7 +23,7 @@ pub async fn settle(ctx: &Ctx, task: &Task, ready: &(dyn Fn(&Loaded) -> bool + S
     let timing = Timing::from_spec(task.spec().ok().as_ref());
     // One handoff listing and one pane listing for all the lanes.
     let around = match st.lanes.values().any(|l| l.holder.is_some()) {
-        true => Some(Surroundings::read(ctx, task).await),
+        true => Some(Surroundings::read(ctx, task, &st).await),
         false => None,
     };
     for (agent, l) in &st.lanes {

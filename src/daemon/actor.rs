@@ -265,7 +265,13 @@ async fn deaths(
     let Some(View { state: st, writable }) = view else {
         return Vec::new();
     };
-    let Ok(panes) = tmux.list_panes().await else {
+    let alive: Vec<(&str, Option<&str>)> = st
+        .agents
+        .values()
+        .filter(|a| a.status == AgentStatus::Running && a.host.remote().is_none())
+        .filter_map(|a| Some((a.pane.as_deref()?, a.tmux_server.as_deref())))
+        .collect();
+    let Ok(panes) = tmux.list_panes_expecting(&alive).await else {
         return Vec::new();
     };
     let mut out = Vec::new();

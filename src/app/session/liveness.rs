@@ -39,7 +39,14 @@ pub async fn liveness(ctx: &Ctx, st: &crate::core::model::PmState, now: DateTime
     // One pane listing per server: the local one, and each remote host's (an unreachable
     // host costs at most a few seconds and marks its agents, never fails the whole view).
     let mut servers: BTreeMap<String, Option<(Tmux, Vec<crate::io::tmux::PaneInfo>)>> = BTreeMap::new();
-    servers.insert("local".into(), Some((ctx.tmux.clone(), ctx.tmux.list_panes().await?)));
+    // Running agents are expected alive: a shared recent listing serves when it shows them so.
+    let alive: Vec<(&str, Option<&str>)> = st
+        .agents
+        .values()
+        .filter(|a| a.host.is_local() && a.status == crate::core::model::AgentStatus::Running)
+        .filter_map(|a| Some((a.pane.as_deref()?, a.tmux_server.as_deref())))
+        .collect();
+    servers.insert("local".into(), Some((ctx.tmux.clone(), ctx.tmux.list_panes_expecting(&alive).await?)));
     for a in st.agents.values() {
         if a.host.is_local() || servers.contains_key(&a.host.to_string()) {
             continue;

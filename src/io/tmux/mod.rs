@@ -90,7 +90,13 @@ pub struct Tmux {
     /// The process's control-mode client for this (local) server, when the daemon turned
     /// them on ([`control::enable`]): the hot path's reads go through it.
     control: Option<std::sync::Arc<control::Control>>,
+    /// The last full pane listing and when it was asked, shared by every clone
+    /// ([`Tmux::list_panes_expecting`]).
+    recent: std::sync::Arc<std::sync::Mutex<Option<(std::time::Instant, Vec<PaneInfo>)>>>,
 }
+
+/// How old a shared pane listing may be ([`Tmux::list_panes_expecting`]).
+pub const RECENT: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub use control::enable as use_control_mode;
 
@@ -137,6 +143,7 @@ impl Tmux {
             socket,
             via: None,
             control: None,
+            recent: Default::default(),
         };
         Ok(if control::enabled() { t.with_control() } else { t })
     }
@@ -422,9 +429,38 @@ impl Tmux {
         Ok(true)
     }
 
+    /// A pane listing shared with every clone of this handle when it is under [`RECENT`]
+    /// old and shows every pane of `alive` (pane id, recorded server) there and alive; a
+    /// fresh [`Tmux::list_panes`] otherwise. Why: the daemon looks at each task's panes on
+    /// every tick (deaths, lanes, attention), so 50 tasks listed a whole server ten times a
+    /// second. Why it cannot hide a death or invent one: a pane missing or dead is only ever
+    /// concluded from a fresh listing (anything a caller expects alive and does not find
+    /// makes one), and one found alive was alive at most [`RECENT`] ago.
+    pub async fn list_panes_expecting(&self, alive: &[(&str, Option<&str>)]) -> Result<Vec<PaneInfo>> {
+        {
+            let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((at, panes)) = recent.as_ref()
+                && at.elapsed() < RECENT
+                && alive
+                    .iter()
+                    .all(|(id, server)| find_pane(panes, id, *server).is_some_and(|p| !p.dead))
+            {
+                return Ok(panes.clone());
+            }
+        }
+        self.list_panes().await
+    }
+
     /// Every pane on the server, in one call (two when tmux has a pane to reap).
     /// Empty when no server runs.
     pub async fn list_panes(&self) -> Result<Vec<PaneInfo>> {
+        let asked = std::time::Instant::now();
+        let panes = self.list_panes_fresh().await?;
+        *self.recent.lock().unwrap_or_else(|e| e.into_inner()) = Some((asked, panes.clone()));
+        Ok(panes)
+    }
+
+    async fn list_panes_fresh(&self) -> Result<Vec<PaneInfo>> {
         let mut panes = self.list_panes_once().await?.unwrap_or_default();
         if panes.iter().any(|p| p.session == control::SESSION) {
             if self.control.is_some() && panes.iter().all(|p| p.session == control::SESSION) {
