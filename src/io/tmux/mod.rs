@@ -92,8 +92,11 @@ pub struct Tmux {
     control: Option<std::sync::Arc<control::Control>>,
     /// The last full pane listing and when it was asked, shared by every clone
     /// ([`Tmux::list_panes_expecting`]).
-    recent: std::sync::Arc<std::sync::Mutex<Option<(std::time::Instant, Vec<PaneInfo>)>>>,
+    recent: std::sync::Arc<std::sync::Mutex<Option<Listing>>>,
 }
+
+/// A pane listing and when it was asked.
+type Listing = (std::time::Instant, Vec<PaneInfo>);
 
 /// How old a shared pane listing may be ([`Tmux::list_panes_expecting`]).
 pub const RECENT: std::time::Duration = std::time::Duration::from_secs(1);
