@@ -213,6 +213,21 @@ pub fn after_enter(screen: Screen, changed: bool, was_queued: bool) -> AfterEnte
     }
 }
 
+/// What the last look after Enter makes of a delivery when its wait ends. Pure.
+///
+/// A message still in the agent's queue was accepted: the agent submits it at its running
+/// turn's next tool call or when the turn ends, and only a human (Esc, Up at the pane) can
+/// hand it back. Calling it unconfirmed made callers send it again (the budget wrap-up at
+/// every check-in), and the agent then got it twice once its queue drained (issue 13).
+/// Anything else that has not been seen submitted by then is unconfirmed.
+pub fn at_deadline(look: &AfterEnter) -> crate::core::report::Outcome {
+    use crate::core::report::Outcome;
+    match look {
+        AfterEnter::Queued | AfterEnter::Submitted { .. } => Outcome::Delivered,
+        AfterEnter::Unsent { .. } | AfterEnter::Dialog(_) | AfterEnter::Unclear => Outcome::Unconfirmed,
+    }
+}
+
 /// Remove what must never reach a pane: C0 controls (ESC included, so an
 /// embedded `\e[201~` cannot end the paste), DEL and C1 controls. Newlines are
 /// kept (CRLF and CR become LF); tabs become spaces (a tab may trigger completion).
@@ -346,6 +361,27 @@ mod tests {
             after_enter(Screen::Dialog("Do you want to proceed?".into()), true, true),
             Dialog("Do you want to proceed?".into())
         );
+    }
+
+    #[test]
+    fn a_message_still_queued_when_the_wait_ends_was_accepted_and_is_not_sent_again() {
+        use crate::core::report::Outcome;
+        assert_eq!(at_deadline(&AfterEnter::Queued), Outcome::Delivered);
+        assert_eq!(
+            at_deadline(&AfterEnter::Submitted { was_queued: true }),
+            Outcome::Delivered
+        );
+        // Handed back into the input, or never seen taken: it may sit there unsent.
+        assert_eq!(
+            at_deadline(&AfterEnter::Unsent { handed_back: true }),
+            Outcome::Unconfirmed
+        );
+        assert_eq!(
+            at_deadline(&AfterEnter::Unsent { handed_back: false }),
+            Outcome::Unconfirmed
+        );
+        assert_eq!(at_deadline(&AfterEnter::Unclear), Outcome::Unconfirmed);
+        assert_eq!(at_deadline(&AfterEnter::Dialog("x".into())), Outcome::Unconfirmed);
     }
 
     #[test]

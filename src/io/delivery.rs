@@ -9,9 +9,11 @@
 //! unconfirmed or failed with the reason.
 //!
 //! A message sent to a busy agent may wait in the agent's own queue (the profile's
-//! `queued` patterns). That is not delivered yet: delivery keeps looking, up to
-//! `queued_timeout`, until the agent takes it (the input clear, nothing queued), and
-//! presses Enter again (bounded) when the agent hands it back into the input unsent.
+//! `queued` patterns). Delivery keeps looking, up to `queued_timeout`, until the agent
+//! takes it (the input clear, nothing queued), and presses Enter again (bounded) when the
+//! agent hands it back into the input unsent. One still queued when that wait ends is
+//! delivered: the agent accepted it and will take it, so sending it again (what an
+//! "unconfirmed" invites) would give it twice once the queue drains (issue 13).
 //!
 //! One delivery at a time per pane, whoever sends it: the whole sequence runs under the
 //! pane's cross-process lock ([`crate::io::pane_lock`]), and the paste goes only into an
@@ -26,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use crate::core::error::{Error, Result};
 use crate::core::report::{Outcome, Report};
-use crate::core::screen::{AfterEnter, Patterns, Screen, after_enter, assess, sanitize};
+use crate::core::screen::{AfterEnter, Patterns, Screen, after_enter, assess, at_deadline, sanitize};
 use crate::io::tmux::Tmux;
 
 /// Timing of a delivery.
@@ -310,12 +312,21 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
             if let Some(why) = dead_check(tmux, pane).await? {
                 return Ok(report(Outcome::Unconfirmed, why, enters, bytes));
             }
+            // Still queued when the wait ends: the agent accepted it (see `at_deadline`).
+            if at_deadline(&look) == Outcome::Delivered {
+                let reason = if look == AfterEnter::Queued {
+                    format!(
+                        "queued: the agent accepted the message into its queue behind its running turn \
+                         and still holds it there after {:.0?}; it takes it at the turn's next tool call \
+                         or when the turn ends ({enters} Enter presses)",
+                        o.queued_timeout
+                    )
+                } else {
+                    "submitted: the input area is clear".to_string()
+                };
+                return Ok(report(Outcome::Delivered, reason, enters, bytes));
+            }
             let why = match look {
-                AfterEnter::Queued => format!(
-                    "the message still waits in the agent's queue behind its running turn after {:.0?}; \
-                     it was not seen taken ({enters} Enter presses)",
-                    o.queued_timeout
-                ),
                 AfterEnter::Unsent { handed_back: true } => format!(
                     "the agent handed the queued message back into its input {handed_back} times; \
                      it sits there unsent ({enters} Enter presses)"
