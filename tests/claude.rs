@@ -220,3 +220,55 @@ fn a_message_queued_behind_a_running_turn_is_reported_delivered_only_once_taken(
     cc.wait_phase("COMPLETE", 240);
     assert_eq!(cc.model.received("pm", msg), 1, "{}", cc.dump());
 }
+
+/// A check-in still waiting in Claude Code's queue when its delivery's wait ends was
+/// accepted (issue 13): Claude Code takes it at the turn's next tool call or when the turn
+/// ends. It is recorded as delivered at once, and the PM gets it exactly once. (Reported
+/// "unconfirmed", such a message was sent again — the budget wrap-up at every check-in —
+/// and the agent got it twice once its queue drained.) The claude profile's wait is cut to
+/// 12 s through the user's config so the PM's turn can outlast it.
+#[test]
+fn a_checkin_still_queued_when_the_wait_ends_is_recorded_delivered_and_reaches_the_pm_once() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let cc = Cc::new();
+    let cfg = cc.w.dir.path().join("config/agent-orchestrator");
+    std::fs::create_dir_all(&cfg).unwrap();
+    let profile = std::fs::read_to_string(repo().join("templates/runtimes/claude.toml"))
+        .unwrap()
+        .replace("ready_timeout_secs = 90", "ready_timeout_secs = 12")
+        .replace("[patterns]", "[runtimes.claude.patterns]");
+    std::fs::write(cfg.join("config.toml"), format!("[runtimes.claude]\n{profile}")).unwrap();
+    let release = Arc::new(AtomicBool::new(false));
+    let r = release.clone();
+    cc.model
+        .hold_until("pm", "tool: task handoff", move || r.load(Ordering::SeqCst));
+    cc.start_example();
+    wait_for("the PM's first turn at the model", 90, || {
+        (!cc.model.turns("pm").is_empty()).then_some(())
+    });
+    let o = run(&mut cc.task(&["checkin", TASK, "--json"]));
+    release.store(true, Ordering::SeqCst);
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o))
+        .unwrap_or_else(|e| panic!("{e}: {}{}\n{}", stdout(&o), stderr(&o), cc.dump()));
+    let d = &report["delivery"];
+    assert_eq!(d["outcome"], "delivered", "{report}\n{}", cc.dump());
+    assert!(d["reason"].as_str().unwrap().starts_with("queued:"), "{report}");
+    assert_eq!(report["recorded"], true, "{report}");
+    assert!(
+        !cc.task_dir().join(".checkin-intent.json").exists(),
+        "the intent is finished"
+    );
+    let tag = wait_for("the check-in's tag at the model", 60, || {
+        cc.model
+            .seen()
+            .iter()
+            .flat_map(|s| s.prompts.clone())
+            .find_map(|p| p.lines().find(|l| l.starts_with("[checkin c-")).map(str::to_string))
+    });
+    // The PM goes on with its work; no check-in repeated the one it took from its queue.
+    wait_for("explore started by the PM", 90, || {
+        (!cc.model.turns("explore").is_empty()).then_some(())
+    });
+    assert_eq!(cc.model.received("pm", &tag), 1, "{}", cc.dump());
+}

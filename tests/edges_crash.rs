@@ -125,6 +125,56 @@ fn a_kill_after_the_intent_before_the_paste_delivers_once_after_the_restart() {
     let _ = d.wait();
 }
 
+/// Killed between the paste and the Enter (issue 13, item 3 of the crash windows): the
+/// check-in sits in the PM's input with its id on screen, never submitted. Counting that as
+/// received would lose it; pasting it again would glue a second copy onto it. The PM here
+/// draws a paste as its text (AO_DEMO_SHOW_PASTE, as Codex, Gemini and Kiro do), so the id
+/// is visible in the input; the new daemon must press Enter on it, once.
+#[test]
+fn a_kill_between_the_paste_and_the_enter_submits_the_unsent_checkin_once() {
+    let w = World::new();
+    let gate = w.dir.path().join("before-enter");
+    w.start_idle_pm("t1")
+        .new_task("")
+        .env("AO_DEMO_SHOW_PASTE", "1")
+        .env("AO_TEST_PAUSE_DELIVERY_ENTER", gate.to_str().unwrap())
+        .run();
+    let h = file_name(&w.handoff("t1", "dev", "COMPLETE").write());
+    wait_for("the daemon between the paste and the Enter", 20, || {
+        PathBuf::from(format!("{}.waiting", gate.display()))
+            .exists()
+            .then_some(())
+    });
+    let pane = w.pane("t1", "pm");
+    let screen = wait_for("the check-in's tag in the PM's input", 10, || {
+        let s = w.capture(&pane);
+        s.lines()
+            .any(|l| l.starts_with("demo> ") && l.contains("[checkin c-"))
+            .then_some(s)
+    });
+    kill_daemon(&w);
+    assert!(w.inbox("t1", "pm").is_empty(), "not submitted yet: {screen}");
+    assert!(!in_ledger(&w, "t1", &h), "killed before the record");
+
+    let mut d = start_daemon(&w);
+    let inbox = inbox_of(&w, 1);
+    assert!(inbox[0].contains(&h), "{}", inbox[0]);
+    assert_eq!(
+        inbox[0].matches("[checkin c-").count(),
+        1,
+        "submitted as pasted, not pasted again: {}",
+        inbox[0]
+    );
+    wait_for("the handoff recorded", 20, || in_ledger(&w, "t1", &h).then_some(()));
+    let settled = w.events_of("t1", "checkin_settled");
+    assert_eq!(settled.len(), 1, "{settled:?}");
+    assert_eq!(settled[0]["data"]["seen"], "unsent", "{settled:?}");
+    assert_eq!(settled[0]["data"]["found"], true, "{settled:?}");
+    then_exactly_once(&w, &h);
+    let _ = run(w.task().args(["shutdown"]));
+    let _ = d.wait();
+}
+
 /// A small tmpfs over the task folder, unmounted on drop.
 struct Tmpfs(PathBuf);
 

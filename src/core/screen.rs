@@ -177,6 +177,49 @@ pub fn assess(screen: &str, p: &Patterns) -> Screen {
     }
 }
 
+/// Where a message's text (a check-in's id) shows on a captured screen. See [`sighting`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sighting {
+    /// Not on the screen.
+    Nowhere,
+    /// Only in the input area, unsent: pasted, and Enter never pressed (a supervisor killed
+    /// between the two). Pressing Enter submits it; pasting it again would glue a copy to it.
+    Unsent,
+    /// Elsewhere on the screen: echoed above the input (submitted), or waiting in the
+    /// agent's queue (accepted; see [`at_deadline`]).
+    Submitted,
+}
+
+/// Where `needle` shows on `screen` (with scrollback), judged by the runtime's input area.
+/// Pure.
+///
+/// It is unsent only when the screen is pending (text in the input, not a collapsed paste,
+/// which shows no text) and every sighting lies in the input area at or below its last
+/// line that starts an input (a `pending` pattern): an echo of a submitted message can sit
+/// inside the last `input_lines` lines too, above the input line, and is not in the input.
+pub fn sighting(screen: &str, needle: &str, p: &Patterns) -> Sighting {
+    if needle.is_empty() || !screen.contains(needle) {
+        return Sighting::Nowhere;
+    }
+    if assess(screen, p) != (Screen::Pending { marker: false }) {
+        return Sighting::Submitted;
+    }
+    let lines: Vec<&str> = screen.lines().filter(|l| !l.trim().is_empty()).collect();
+    let area = lines.len().saturating_sub(p.input_lines);
+    let input = (area..lines.len()).rev().find(|&i| any(&p.pending, lines[i]));
+    match input {
+        Some(start) if lines[..start].iter().all(|l| !l.contains(needle)) => {
+            if lines[start..].iter().any(|l| l.contains(needle)) {
+                Sighting::Unsent
+            } else {
+                // Split across lines above the input line (a wrapped echo): not in the input.
+                Sighting::Submitted
+            }
+        }
+        _ => Sighting::Submitted,
+    }
+}
+
 /// What one look after Enter says about a pasted message. See [`after_enter`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AfterEnter {
@@ -210,6 +253,21 @@ pub fn after_enter(screen: Screen, changed: bool, was_queued: bool) -> AfterEnte
         },
         Screen::Ready | Screen::Busy if changed || was_queued => AfterEnter::Submitted { was_queued },
         Screen::Ready | Screen::Busy | Screen::Unknown => AfterEnter::Unclear,
+    }
+}
+
+/// What the last look after Enter makes of a delivery when its wait ends. Pure.
+///
+/// A message still in the agent's queue was accepted: the agent submits it at its running
+/// turn's next tool call or when the turn ends, and only a human (Esc, Up at the pane) can
+/// hand it back. Calling it unconfirmed made callers send it again (the budget wrap-up at
+/// every check-in), and the agent then got it twice once its queue drained (issue 13).
+/// Anything else that has not been seen submitted by then is unconfirmed.
+pub fn at_deadline(look: &AfterEnter) -> crate::core::report::Outcome {
+    use crate::core::report::Outcome;
+    match look {
+        AfterEnter::Queued | AfterEnter::Submitted { .. } => Outcome::Delivered,
+        AfterEnter::Unsent { .. } | AfterEnter::Dialog(_) | AfterEnter::Unclear => Outcome::Unconfirmed,
     }
 }
 
@@ -346,6 +404,62 @@ mod tests {
             after_enter(Screen::Dialog("Do you want to proceed?".into()), true, true),
             Dialog("Do you want to proceed?".into())
         );
+    }
+
+    #[test]
+    fn an_id_only_in_the_input_is_unsent_and_one_echoed_or_queued_was_submitted() {
+        let id = "[checkin c-abc123]";
+        let d = demo();
+        assert_eq!(sighting("demo> \n", id, &d), Sighting::Nowhere);
+        assert_eq!(
+            sighting(&format!("demo: idle\ndemo> …decide.⏎{id}"), id, &d),
+            Sighting::Unsent
+        );
+        // A collapsed paste shows no text; an echo above the input was submitted.
+        assert_eq!(sighting("demo> [pasted 900 chars]", id, &d), Sighting::Nowhere);
+        assert_eq!(
+            sighting(&format!("demo> Check-in {id}\ndemo: received\ndemo> "), id, &d),
+            Sighting::Submitted
+        );
+        let p = claude();
+        let rule = "─".repeat(60);
+        // Pasted but not submitted: the tag ends the text in the input box.
+        let unsent = format!(
+            "● reply\n{rule}\n❯\u{a0}Check-in for task t1.\n  Decide.\n  {id}\n{rule}\n  ctrl+g to edit in Vim\n"
+        );
+        assert_eq!(sighting(&unsent, id, &p), Sighting::Unsent);
+        // Echoed in the history just above the box, with other text typed in the input.
+        let echoed = format!("❯ Check-in for task t1.\n  {id}\n● ok\n{rule}\n❯\u{a0}typed by a human\n{rule}\n  x\n");
+        assert_eq!(sighting(&echoed, id, &p), Sighting::Submitted);
+        // Waiting in Claude Code's queue: accepted, not to be sent again.
+        let queued = format!(
+            "* Working…\n  ❯ Check-in for task t1. {id}\n{rule}\n❯\u{a0}Press up to edit queued messages\n{rule}\n  esc to interrupt\n"
+        );
+        assert_eq!(sighting(&queued, id, &p), Sighting::Submitted);
+        // The same id both echoed and in the input is never submitted again.
+        let both = format!("❯ {id}\n{rule}\n❯\u{a0}{id}\n{rule}\n");
+        assert_eq!(sighting(&both, id, &p), Sighting::Submitted);
+    }
+
+    #[test]
+    fn a_message_still_queued_when_the_wait_ends_was_accepted_and_is_not_sent_again() {
+        use crate::core::report::Outcome;
+        assert_eq!(at_deadline(&AfterEnter::Queued), Outcome::Delivered);
+        assert_eq!(
+            at_deadline(&AfterEnter::Submitted { was_queued: true }),
+            Outcome::Delivered
+        );
+        // Handed back into the input, or never seen taken: it may sit there unsent.
+        assert_eq!(
+            at_deadline(&AfterEnter::Unsent { handed_back: true }),
+            Outcome::Unconfirmed
+        );
+        assert_eq!(
+            at_deadline(&AfterEnter::Unsent { handed_back: false }),
+            Outcome::Unconfirmed
+        );
+        assert_eq!(at_deadline(&AfterEnter::Unclear), Outcome::Unconfirmed);
+        assert_eq!(at_deadline(&AfterEnter::Dialog("x".into())), Outcome::Unconfirmed);
     }
 
     #[test]

@@ -9,9 +9,11 @@
 //! unconfirmed or failed with the reason.
 //!
 //! A message sent to a busy agent may wait in the agent's own queue (the profile's
-//! `queued` patterns). That is not delivered yet: delivery keeps looking, up to
-//! `queued_timeout`, until the agent takes it (the input clear, nothing queued), and
-//! presses Enter again (bounded) when the agent hands it back into the input unsent.
+//! `queued` patterns). Delivery keeps looking, up to `queued_timeout`, until the agent
+//! takes it (the input clear, nothing queued), and presses Enter again (bounded) when the
+//! agent hands it back into the input unsent. One still queued when that wait ends is
+//! delivered: the agent accepted it and will take it, so sending it again (what an
+//! "unconfirmed" invites) would give it twice once the queue drains (issue 13).
 //!
 //! One delivery at a time per pane, whoever sends it: the whole sequence runs under the
 //! pane's cross-process lock ([`crate::io::pane_lock`]), and the paste goes only into an
@@ -26,7 +28,9 @@ use std::time::{Duration, Instant};
 
 use crate::core::error::{Error, Result};
 use crate::core::report::{Outcome, Report};
-use crate::core::screen::{AfterEnter, Patterns, Screen, after_enter, assess, sanitize};
+use crate::core::screen::{
+    AfterEnter, Patterns, Screen, Sighting, after_enter, assess, at_deadline, sanitize, sighting,
+};
 use crate::io::tmux::Tmux;
 
 /// Timing of a delivery.
@@ -227,6 +231,47 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
         tokio::time::sleep(o.poll).await;
     }
 
+    submit(tmux, pane, p, o, &before, saw_pending, bytes).await
+}
+
+/// Submit a message an interrupted delivery left in the input area: pasted, Enter never
+/// pressed (a supervisor killed between the two, found again by `needle`, a check-in's
+/// id). It is finished as delivery would have finished it — Enter, then confirmed — and
+/// never pasted again: a second paste would be glued to it and reach the agent twice.
+/// Failed, with nothing pressed, when the input no longer holds it on the look taken under
+/// the pane's lock.
+pub async fn submit_unsent(tmux: &Tmux, pane: &str, needle: &str, p: &Patterns, o: &Options) -> Result<Report> {
+    let who = crate::io::pane_lock::this_process();
+    let _pane_lock = match crate::io::pane_lock::acquire(&tmux.address(), pane, &who, o.lock_timeout).await? {
+        Ok(lock) => lock,
+        Err(why) => return Ok(report(Outcome::Failed, why, 0, 0)),
+    };
+    if let Some(why) = dead_check(tmux, pane).await? {
+        return Ok(report(Outcome::Failed, why, 0, 0));
+    }
+    let screen = tmux.capture(pane).await?;
+    if sighting(&screen, needle, p) != Sighting::Unsent {
+        return Ok(report(
+            Outcome::Failed,
+            format!("{needle} is no longer unsent in the input area; nothing was pressed"),
+            0,
+            0,
+        ));
+    }
+    submit(tmux, pane, p, o, &screen, true, 0).await
+}
+
+/// Steps 4 on of a delivery: Enter into a pane whose input holds the text, then confirm.
+/// `before`: the screen the text went into; `saw_pending`: the text was seen in the input.
+async fn submit(
+    tmux: &Tmux,
+    pane: &str,
+    p: &Patterns,
+    o: &Options,
+    before: &str,
+    saw_pending: bool,
+    bytes: usize,
+) -> Result<Report> {
     // 4. Never press Enter into a dialog (it would answer it); then Enter, then confirm,
     //    pressing Enter again only while the text is still there.
     if let Screen::Dialog(line) = assess(&tmux.capture(pane).await?, p) {
@@ -310,12 +355,21 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
             if let Some(why) = dead_check(tmux, pane).await? {
                 return Ok(report(Outcome::Unconfirmed, why, enters, bytes));
             }
+            // Still queued when the wait ends: the agent accepted it (see `at_deadline`).
+            if at_deadline(&look) == Outcome::Delivered {
+                let reason = if look == AfterEnter::Queued {
+                    format!(
+                        "queued: the agent accepted the message into its queue behind its running turn \
+                         and still holds it there after {:.0?}; it takes it at the turn's next tool call \
+                         or when the turn ends ({enters} Enter presses)",
+                        o.queued_timeout
+                    )
+                } else {
+                    "submitted: the input area is clear".to_string()
+                };
+                return Ok(report(Outcome::Delivered, reason, enters, bytes));
+            }
             let why = match look {
-                AfterEnter::Queued => format!(
-                    "the message still waits in the agent's queue behind its running turn after {:.0?}; \
-                     it was not seen taken ({enters} Enter presses)",
-                    o.queued_timeout
-                ),
                 AfterEnter::Unsent { handed_back: true } => format!(
                     "the agent handed the queued message back into its input {handed_back} times; \
                      it sits there unsent ({enters} Enter presses)"

@@ -3,13 +3,16 @@
 //! message (`[checkin c-1a2b3c]`, templates/checkin-tag.md), and the intent is removed only
 //! once the check-in is recorded. An intent still on disk means "maybe delivered": the next
 //! check-in looks for its id in the PM's pane (with scrollback) and, for Claude Code, in
-//! its transcripts, before it ever delivers again.
+//! its transcripts, before it ever delivers again. An id seen only in the PM's input area
+//! was pasted and never submitted: that delivery is finished with Enter, not counted as
+//! received (the PM would never get it) and not pasted again (it would get it twice).
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::core::error::{Error, Result};
+use crate::core::screen::{Patterns, Sighting, sighting};
 use crate::io::tmux::Tmux;
 use crate::store::fsutil;
 use crate::store::task::Task;
@@ -106,28 +109,62 @@ fn in_transcripts(home: &Path, cwd: &Path, id: &str) -> bool {
         .any(|e| std::fs::read(e.path()).is_ok_and(|b| shows(&String::from_utf8_lossy(&b), id)))
 }
 
-/// Whether the PM received check-in `id`: its pane (with scrollback), the demo runtime's
-/// inbox or, for Claude Code, its transcripts. A pane that cannot be read is an error: the caller must not
-/// deliver again on a guess.
-pub async fn delivered(task: &Task, tmux: &Tmux, pane: Option<&str>, id: &str) -> Result<bool> {
-    if let Some(pane) = pane {
+/// What became of an unfinished check-in, as far as can be seen after the fact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// The PM has it: submitted (its transcript, the demo inbox, an echo in its pane) or
+    /// waiting in its agent's queue, which takes it by itself.
+    Submitted,
+    /// Pasted into the PM's input and never submitted (killed between paste and Enter): to
+    /// be submitted with Enter, never pasted again and never counted before it is.
+    Unsent,
+    /// Nowhere: it never reached the PM, and is delivered again under the same id.
+    Nowhere,
+}
+
+impl Found {
+    /// The word events.jsonl records (`checkin_settled`'s `seen`).
+    pub fn word(self) -> &'static str {
+        match self {
+            Found::Submitted => "submitted",
+            Found::Unsent => "unsent",
+            Found::Nowhere => "nowhere",
+        }
+    }
+}
+
+/// What became of check-in `id`: its tag in the PM's pane (with scrollback) judged by the
+/// runtime's input area ([`sighting`]: sitting unsent in the input is not received), the
+/// demo runtime's inbox or, for Claude Code, its transcripts. A pane that cannot be read is
+/// an error: the caller must not deliver again on a guess.
+pub async fn delivered(task: &Task, tmux: &Tmux, pm: Option<(&str, &Patterns)>, id: &str) -> Result<Found> {
+    let mut seen = Sighting::Nowhere;
+    if let Some((pane, patterns)) = pm {
         if tmux.pane(pane).await?.is_some() {
             let text = tmux
                 .run("read pane", &["capture-pane", "-p", "-J", "-S", SCROLLBACK, "-t", pane])
                 .await?;
-            if shows(&text, id) {
-                return Ok(true);
+            // The id alone, where a TUI wrapped the tag.
+            seen = sighting(&text, id, patterns);
+            if seen == Sighting::Submitted {
+                return Ok(Found::Submitted);
             }
         }
     }
     // The demo runtime's transcript: its inbox (its screen shows only a count).
     let inbox = task.scratchpad().join("pm").join("inbox.jsonl");
     if std::fs::read(&inbox).is_ok_and(|b| shows(&String::from_utf8_lossy(&b), id)) {
-        return Ok(true);
+        return Ok(Found::Submitted);
     }
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let cwd = crate::app::session::local_cwd(task).ok();
-    Ok(matches!((home, cwd), (Some(h), Some(c)) if in_transcripts(&h, &c, id)))
+    if matches!((home, cwd), (Some(h), Some(c)) if in_transcripts(&h, &c, id)) {
+        return Ok(Found::Submitted);
+    }
+    Ok(match seen {
+        Sighting::Unsent => Found::Unsent,
+        _ => Found::Nowhere,
+    })
 }
 
 #[cfg(test)]

@@ -225,21 +225,63 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
 
     // An unfinished intent (a crash, or a save that failed, after it was written) is
     // settled before anything is delivered again: found in the PM's pane → recorded.
+    // One left unsent in the PM's input (killed between paste and Enter) is submitted
+    // there, never pasted again; until that is confirmed, nothing else is delivered.
     let mut reuse_id = None;
     if let Some(pending) = intent::load(task)? {
-        let pane = plan.pm.as_ref().map(|p| p.0.clone());
-        let found = intent::delivered(task, tmux, pane.as_deref(), &pending.id).await?;
+        let pm = match &plan.pm {
+            Some((pane, runtime, _)) => Some((
+                pane.clone(),
+                crate::io::runtime::resolve(runtime.as_deref().unwrap_or("claude"))?,
+            )),
+            None => None,
+        };
+        let seen = intent::delivered(
+            task,
+            tmux,
+            pm.as_ref().map(|(p, rt)| (p.as_str(), &rt.patterns)),
+            &pending.id,
+        )
+        .await?;
+        let mut completed = None;
+        if let (intent::Found::Unsent, Some((pane, rt))) = (seen, &pm) {
+            tracing::info!(task = %task.name, id = %pending.id, "an unfinished check-in sits unsent in the PM's input; submitting it");
+            let r = delivery::submit_unsent(tmux, pane, &pending.id, &rt.patterns, &rt.delivery_options()).await?;
+            completed = Some(r);
+        }
+        let found = match &completed {
+            Some(r) => r.outcome == Outcome::Delivered,
+            None => seen == intent::Found::Submitted,
+        };
         note(
             task,
             "checkin_settled",
-            serde_json::json!({"id": pending.id, "files": pending.files, "found": found}),
+            serde_json::json!({"id": pending.id, "files": pending.files, "found": found, "seen": seen.word(),
+                "completed": completed.as_ref().map(|r| r.outcome)}),
             now,
         );
+        if let Some(r) = completed.filter(|r| r.outcome != Outcome::Delivered) {
+            // Still in the input (or pressed and not seen taken): the intent stays, and the
+            // next check-in looks again; a fresh paste now would glue onto it.
+            tracing::warn!(task = %task.name, id = %pending.id, reason = %r.reason, "the unsent check-in was not confirmed submitted");
+            return Ok(CheckinReport {
+                trigger,
+                skipped: false,
+                skip_reason: None,
+                task: task.name.to_string(),
+                new_handoffs: Vec::new(),
+                signals: Vec::new(),
+                phase: plan.ev.phase,
+                delivery: Some(r),
+                recorded: false,
+                next_checkin: task.state()?.next_checkin,
+            });
+        }
         if !found {
             tracing::info!(task = %task.name, id = %pending.id, "an unfinished check-in never reached the PM; delivering it");
             reuse_id = Some(pending.id);
         } else {
-            tracing::info!(task = %task.name, id = %pending.id, "an unfinished check-in had reached the PM; recording it");
+            tracing::info!(task = %task.name, id = %pending.id, seen = seen.word(), "an unfinished check-in has reached the PM; recording it");
             let (done, rest): (Vec<_>, Vec<_>) = plan
                 .cands
                 .iter()
@@ -255,10 +297,17 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
                 return Ok(CheckinReport {
                     trigger,
                     skipped: true,
-                    skip_reason: Some(format!(
-                        "already delivered as [checkin {}] before an interruption; recorded now",
-                        pending.id
-                    )),
+                    skip_reason: Some(if seen == intent::Found::Unsent {
+                        format!(
+                            "[checkin {}] was pasted before an interruption and left unsent; submitted and recorded now",
+                            pending.id
+                        )
+                    } else {
+                        format!(
+                            "already delivered as [checkin {}] before an interruption; recorded now",
+                            pending.id
+                        )
+                    }),
                     task: task.name.to_string(),
                     new_handoffs: done.iter().map(|c| c.loaded.file.clone()).collect(),
                     signals: ev.signals,

@@ -33,6 +33,7 @@ fn agent_env(ctx: &Ctx, task: &Task, agent: &str, role: &str) -> Vec<(String, St
         "AO_TMUX_GUARD_DIR",
         "AO_DEMO_PAUSE_MS",
         "AO_DEMO_IDLE",
+        "AO_DEMO_SHOW_PASTE",
         "XDG_CONFIG_HOME",
         "HOME",
     ] {

@@ -70,7 +70,8 @@ fn say(line: &str) {
 }
 
 fn prompt(input: &Input) {
-    print!("\r\x1b[2Kdemo> {}", input.display());
+    let expanded = std::env::var_os("AO_DEMO_SHOW_PASTE").is_some();
+    print!("\r\x1b[2Kdemo> {}", input.display(expanded));
     let _ = std::io::stdout().flush();
 }
 
@@ -535,7 +536,8 @@ mod tests {
         let mut out = Vec::new();
         i.feed(b"\x1b[200~line one\rline; two $(x)\x1b[201~", &mut out);
         assert!(out.is_empty());
-        assert_eq!(i.display(), "[pasted 23 chars]");
+        assert_eq!(i.display(false), "[pasted 23 chars]");
+        assert_eq!(i.display(true), "line one⏎line; two $(x)");
         i.feed(b"\r", &mut out);
         assert_eq!(out, vec!["line one\nline; two $(x)".to_string()]);
         i.feed(b"\r", &mut out);

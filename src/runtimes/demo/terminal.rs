@@ -56,8 +56,23 @@ pub(super) struct Input {
     raw: Vec<u8>,
 }
 
+/// How many characters of the input an expanded display shows (the end, where a check-in's
+/// tag is): one terminal row, so a redraw never leaves stale rows above it.
+const EXPANDED_CHARS: usize = 60;
+
 impl Input {
-    pub(super) fn display(&self) -> String {
+    /// The input line as drawn: a paste collapsed to a marker (as Claude Code draws a long
+    /// one), or with `expanded` the text itself, newlines as `⏎`, its end on one row (as
+    /// Codex, Gemini and Kiro draw a multi-line paste; `AO_DEMO_SHOW_PASTE=1`).
+    pub(super) fn display(&self, expanded: bool) -> String {
+        if expanded {
+            let flat: Vec<char> = self.text.chars().map(|c| if c == '\n' { '⏎' } else { c }).collect();
+            return if flat.len() > EXPANDED_CHARS {
+                format!("…{}", flat[flat.len() - EXPANDED_CHARS..].iter().collect::<String>())
+            } else {
+                flat.into_iter().collect()
+            };
+        }
         if self.pasted_chars > 0 {
             format!(
                 "[pasted {} chars]{}",
