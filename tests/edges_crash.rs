@@ -272,6 +272,58 @@ fn a_full_disk_repeats_nothing_calls_a_human_once_and_resumes_by_itself() {
     let _ = run(w.task().args(["shutdown"]));
 }
 
+#[test]
+fn cron_mode_on_a_full_disk_calls_a_human_once_across_runs_and_recovers() {
+    let w = World::new();
+    let disk = Tmpfs::mount(&w.project.join("tasks/t1"), "4m");
+    let notified = w.dir.path().join("notified.txt");
+    let cfg = w.dir.path().join("config/agent-orchestrator");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(
+        cfg.join("config.toml"),
+        format!(
+            "notify = [\"sh\", \"-c\", \"printf '%s\\\\n' \\\"$1\\\" >> {}\", \"sh\", \"{{reason}}\"]\n",
+            notified.display()
+        ),
+    )
+    .unwrap();
+    w.new_task("t1", "");
+    ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
+        "start",
+        "t1",
+        "--runtime",
+        "demo",
+        "--no-daemon",
+    ])));
+    w.wait_demo_prompt(&w.pane("t1", "pm"));
+    let h = file_name(&w.handoff("t1", "dev", "COMPLETE").write());
+    let filler = disk.fill();
+    // Three cron runs, a process each, while nothing can be saved.
+    for i in 0..3 {
+        let o = run(w.task().args(["checkin", "t1"]));
+        assert!(!o.status.success(), "run {i}: a check-in that saved nothing says so: {}", stderr(&o));
+    }
+    let calls = std::fs::read_to_string(&notified).unwrap_or_default();
+    assert_eq!(calls.lines().count(), 1, "one call to a human across three runs: {calls}");
+    assert!(calls.contains("No space left on device"), "{calls}");
+    assert!(w.inbox("t1", "pm").is_empty(), "nothing delivered without its intent saved");
+
+    std::fs::remove_file(&filler).unwrap();
+    ok(&run(w.task().args(["checkin", "t1"])));
+    assert!(in_ledger(&w, "t1", &h));
+    let inbox = inbox_of(&w, 1);
+    assert!(inbox[0].contains(&h), "{}", inbox[0]);
+    let open = w.state("t1")["escalations"].to_string();
+    assert!(!open.contains("cannot be saved"), "closed on recovery: {open}");
+    assert_eq!(w.events_of("t1", "storage_recovered").len(), 1);
+    // A later episode is a new one: the human is called again.
+    let filler = disk.fill();
+    let _ = run(w.task().args(["checkin", "t1"]));
+    std::fs::remove_file(&filler).unwrap();
+    let calls = std::fs::read_to_string(&notified).unwrap_or_default();
+    assert_eq!(calls.lines().count(), 2, "a new episode, a new call: {calls}");
+}
+
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Ok(rd) = std::fs::read_dir(dir) {

@@ -1,7 +1,9 @@
 //! Check-ins while the task's state cannot be saved (disk full, read-only, I/O error):
 //! none is delivered (its intent could not be saved first), attempts back off, a human is
 //! called once per episode with the cause, and check-ins resume by themselves once a
-//! check-in gets through again. Kept in memory per process: the disk is what failed.
+//! check-in gets through again. Kept in memory per process (the disk is what failed), and
+//! marked in the runtime folder (a tmpfs as a rule, another disk anyway) so that cron-mode
+//! check-ins — a process each — call the human once per episode too, not once per run.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -73,19 +75,53 @@ pub fn failed(task: &Task, e: &Error, now: DateTime<Utc>) {
         tracing::error!(task = %task.name, error = %e, failures = t.failures, retry_in = ?backoff(t.failures), "check-ins stopped: the task's state cannot be saved");
         (t.failures == 1).then(|| t.reason.clone())
     };
-    if let Some(r) = first {
+    if let Some(r) = first
+        && !told_before(task, &r)
+    {
         crate::app::escalation::raise_even_unsaved(task, &r, now);
     }
 }
 
+/// Where an episode is marked for later processes: one file per task folder.
+fn marker(task: &Task) -> std::path::PathBuf {
+    let key = crate::core::handoff::sha256_hex(task.dir().as_os_str().as_encoded_bytes());
+    crate::store::paths::runtime_dir().join("storage-trouble").join(&key[..16])
+}
+
+/// Whether an earlier process already called a human about this episode; marks it if not.
+/// A marker that cannot be written either means the human is called again next run,
+/// which beats never.
+fn told_before(task: &Task, reason: &str) -> bool {
+    let m = marker(task);
+    // Any marker: the cause's words vary from run to run (a temp file's name).
+    if m.exists() {
+        tracing::info!(task = %task.name, "a human was already called about this (an earlier run)");
+        return true;
+    }
+    let dir = m.parent().unwrap_or(std::path::Path::new("/"));
+    let written = crate::store::fsutil::create_dir_all(dir)
+        .and_then(|()| crate::store::fsutil::atomic_write(&m, reason.as_bytes()));
+    if let Err(e) = written {
+        tracing::warn!(task = %task.name, error = %e, "cannot mark the call to a human; the next run calls again");
+    }
+    false
+}
+
 /// A check-in got through: end the episode, close its escalation.
 pub fn succeeded(task: &Task, now: DateTime<Utc>) {
-    let Some(t) = TROUBLE.lock().unwrap_or_else(|e| e.into_inner()).remove(&task.dir()) else {
-        return;
+    let mine = TROUBLE.lock().unwrap_or_else(|e| e.into_inner()).remove(&task.dir());
+    // An episode an earlier run (cron mode) began and called a human about.
+    let m = marker(task);
+    let marked = std::fs::read_to_string(&m).ok();
+    let _ = std::fs::remove_file(&m);
+    let (reason, failures) = match (mine, marked) {
+        (Some(t), _) => (t.reason, t.failures),
+        (None, Some(r)) => (r, 0),
+        (None, None) => return,
     };
-    tracing::info!(task = %task.name, failures = t.failures, "the task's state can be saved again; check-ins resume");
+    tracing::info!(task = %task.name, failures, "the task's state can be saved again; check-ins resume");
     let closed = task.update_state(now, |st| {
-        st.escalations.retain(|e| e.reason != t.reason);
+        st.escalations.retain(|e| e.reason != reason);
         Ok(())
     });
     if let Err(e) = closed {
@@ -95,7 +131,7 @@ pub fn succeeded(task: &Task, now: DateTime<Utc>) {
         task,
         "storage_recovered",
         None,
-        serde_json::json!({"failures": t.failures}),
+        serde_json::json!({"failures": failures}),
         now,
     ) {
         tracing::warn!(task = %task.name, error = %e, "cannot append to events.jsonl");
