@@ -176,6 +176,12 @@ fn a_remote_agent_is_spawned_its_handoff_pulled_and_checked_in_then_stopped() {
         st["agents"]["dev"]["host"].as_str().unwrap().starts_with("aoremote:"),
         "{st}"
     );
+    // The pane is recorded with the host's tmux server, whose next life reuses pane ids.
+    let server = String::from_utf8_lossy(&r.rtmux(&["display-message", "-p", "#{pid}.#{start_time}"]).stdout)
+        .trim()
+        .to_string();
+    assert!(server.contains('.'), "{server}");
+    assert_eq!(st["agents"]["dev"]["tmux_server"], server.as_str(), "{st}");
 
     // The demo agent there finishes with a handoff; a check-in pulls it and tells the PM.
     let remote_handoff = wait_for("dev's handoff on the remote", 30, || {

@@ -170,13 +170,21 @@ pub(super) async fn spawn_remote(
         argv,
         host: spec.destination(),
     };
+    // As for a local agent: the host's next tmux server numbers its panes from %0 again.
+    let server = match tmux.server_id(&started.pane).await {
+        Ok(s) => Some(s.0),
+        Err(e) => {
+            tracing::warn!(agent = %agent, pane = %started.pane, error = %e, "cannot ask the host's tmux which server holds the pane; its id is recorded alone");
+            None
+        }
+    };
     record_start(
         task,
         &started,
         role,
         crate::core::model::AgentHost::Remote(spec.clone()),
         session_id,
-        None,
+        server,
         now,
     )?;
     Ok(started)
