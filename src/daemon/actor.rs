@@ -106,6 +106,8 @@ pub enum Msg {
     Final(String, handoffs::How),
     /// Check in now and send back the report as JSON.
     CheckinNow(oneshot::Sender<crate::core::wire::Response>),
+    /// An agent was spawned (maybe on a remote host, to be watched and pulled).
+    Spawned,
 }
 
 /// A cheap handle on a running actor.
@@ -419,12 +421,16 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
     let mut pulls = tokio::time::interval(pull_every());
     pulls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut watches = super::watches::Watches::default();
+    // Whether the task has (or may have) remote agents: without any, the pull tick sleeps
+    // rather than read the state every 2 s. The liveness tick sets it from the state.
+    let mut remote = true;
     tracing::info!(task = %task.name, dir = %task.dir().display(), "supervising");
     loop {
         let sleep_until = due.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
         tokio::select! {
             msg = rx.recv() => match msg {
                 None => break,
+                Some(Msg::Spawned) => remote = true,
                 Some(Msg::Hint) => {
                     if due.is_none() {
                         due = Some(Instant::now() + DEBOUNCE);
@@ -478,9 +484,10 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                 // The watch already folded a burst into one pull: no debounce on top.
                 due = Some(Instant::now());
             }
-            _ = pulls.tick() => {
+            _ = pulls.tick(), if remote => {
                 watches.refresh(&task);
-                if !crate::app::session::remote_hosts(&task).is_empty() {
+                remote = !crate::app::session::remote_hosts(&task).is_empty();
+                if remote {
                     crate::app::session::pull_remotes(&task).await;
                     if due.is_none() {
                         due = Some(Instant::now() + DEBOUNCE);
@@ -490,8 +497,11 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
             _ = liveness.tick() => {
                 // First: a corrupt state is set aside and reported before anyone else meets it.
                 let view = guard.look(&task, clock::now());
-                // A remote agent spawned since the last pull is watched from now on.
-                watches.refresh(&task);
+                // A remote agent spawned since the last pull is watched (and pulled) from now on.
+                remote = view.as_ref().is_none_or(|v| v.state.agents.values().any(|a| a.host.remote().is_some()));
+                if remote {
+                    watches.refresh(&task);
+                }
                 checkin::settle_lanes(&task, &tmux, &|l| quiet.ready(&dir, l), clock::now()).await;
                 let mut pm_died = None;
                 let sigs = deaths(&task, &tmux, view.as_ref(), &mut reported, &mut pm_died).await;

@@ -162,8 +162,23 @@ impl Supervisor {
                 tracing::warn!(error = %e, "cannot save the registry");
             }
         }
+        // A spawned agent may be remote: its task's actor starts watching and pulling at once.
+        let spawned = match &req {
+            Request::Spawn { project, task, .. } => self
+                .entries
+                .get(&key(&Supervised {
+                    project: project.clone(),
+                    task: task.clone(),
+                }))
+                .map(|e| e.handle.tx.clone()),
+            _ => None,
+        };
         tokio::spawn(async move {
-            let _ = reply.send(super::verbs::run(req).await);
+            let response = super::verbs::run(req).await;
+            if let Some(tx) = spawned {
+                let _ = tx.try_send(Msg::Spawned);
+            }
+            let _ = reply.send(response);
         });
     }
 }
