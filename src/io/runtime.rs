@@ -166,36 +166,72 @@ pub fn resolve_builtin(name: &str) -> Option<Runtime> {
     })
 }
 
-/// Resolve a runtime by name: the user's config wins over a built-in of the same name.
-pub fn resolve(name: &str) -> Result<Runtime> {
-    let mut user = user_profiles()?;
-    let profile = match user.remove(name) {
-        Some(p) => p,
-        None => match BUILTIN.iter().find(|(n, _)| *n == name) {
-            Some((_, text)) => toml::from_str(text).expect("built-in runtime profiles parse"),
-            None => {
-                return Err(Error::BadInput(format!(
-                    "unknown runtime {name:?}; choose one of {} or add [runtimes.{name}] to {}",
-                    names().join(", "),
-                    config_path()
-                        .map(|p| p.display().to_string())
-                        .unwrap_or_else(|| "the config file".into())
-                )));
-            }
-        },
-    };
+/// Every runtime by name, resolved (or why it cannot be): the built-ins, each replaced by
+/// the user's profile of the same name, and the user's own.
+type Resolved = BTreeMap<String, std::result::Result<Runtime, String>>;
+
+fn resolve_all(user: BTreeMap<String, Profile>) -> Resolved {
+    let mut all = Resolved::new();
+    for (name, text) in BUILTIN {
+        let profile = toml::from_str(text).expect("built-in runtime profiles parse");
+        all.insert(name.to_string(), build(name, profile));
+    }
+    for (name, profile) in user {
+        let built = build(&name, profile);
+        all.insert(name, built);
+    }
+    all
+}
+
+fn build(name: &str, profile: Profile) -> std::result::Result<Runtime, String> {
     if profile.argv.is_empty() {
-        return Err(Error::BadInput(format!("runtime {name:?} has an empty argv")));
+        return Err(format!("runtime {name:?} has an empty argv"));
     }
     let patterns = profile
         .patterns
         .compile()
-        .map_err(|e| Error::BadInput(format!("runtime {name:?}: {e}")))?;
+        .map_err(|e| format!("runtime {name:?}: {e}"))?;
     Ok(Runtime {
         name: name.to_string(),
         profile,
         patterns,
     })
+}
+
+/// Resolve a runtime by name: the user's config wins over a built-in of the same name.
+/// Parsed and compiled once per version of the config file (the daemon asks for the
+/// agents' screen patterns on every tick: parsing the profiles and compiling their
+/// patterns each time was the biggest part of an idle daemon's work).
+pub fn resolve(name: &str) -> Result<Runtime> {
+    static BUILT_IN: std::sync::LazyLock<Resolved> = std::sync::LazyLock::new(|| resolve_all(BTreeMap::new()));
+    static WITH_USER: std::sync::LazyLock<crate::store::parsed::Cache<std::sync::Arc<Resolved>>> =
+        std::sync::LazyLock::new(Default::default);
+    let with_user = match config_path() {
+        Some(path) => WITH_USER.get(
+            &path,
+            |e| Error::io("read", &path, e),
+            |bytes| {
+                let text = std::str::from_utf8(bytes)
+                    .map_err(|e| Error::BadInput(format!("{}: not UTF-8 ({e})", path.display())))?;
+                let cfg: ConfigFile = toml::from_str(text)
+                    .map_err(|e| Error::BadInput(format!("{}: {}", path.display(), e.to_string().trim())))?;
+                Ok(std::sync::Arc::new(resolve_all(cfg.runtimes)))
+            },
+        )?,
+        None => None,
+    };
+    let all = with_user.as_deref().unwrap_or(&BUILT_IN);
+    match all.get(name) {
+        Some(Ok(rt)) => Ok(rt.clone()),
+        Some(Err(e)) => Err(Error::BadInput(e.clone())),
+        None => Err(Error::BadInput(format!(
+            "unknown runtime {name:?}; choose one of {} or add [runtimes.{name}] to {}",
+            names().join(", "),
+            config_path()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "the config file".into())
+        ))),
+    }
 }
 
 fn substitute(template: &str, v: &Vars<'_>, prompt: &str) -> String {
