@@ -34,6 +34,25 @@ impl Ctx {
         })
     }
 
+    /// This process's context on `tmux`: the prefix and binary are read from the
+    /// environment once (the daemon asks for a context on every tick of every task).
+    pub fn on(tmux: &Tmux) -> Result<Ctx> {
+        static BASE: std::sync::OnceLock<std::result::Result<(String, PathBuf), String>> = std::sync::OnceLock::new();
+        let base = BASE.get_or_init(|| {
+            Ctx::from_env()
+                .map(|c| (c.prefix, c.task_bin))
+                .map_err(|e| e.to_string())
+        });
+        match base {
+            Ok((prefix, task_bin)) => Ok(Ctx {
+                tmux: tmux.clone(),
+                prefix: prefix.clone(),
+                task_bin: task_bin.clone(),
+            }),
+            Err(e) => Err(Error::Environment(e.clone())),
+        }
+    }
+
     /// Which tmux server and session prefix this context drives, so the daemon can
     /// refuse a request meant for another server rather than act on the wrong one.
     pub fn id(&self) -> String {

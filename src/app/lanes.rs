@@ -17,7 +17,7 @@ use crate::core::error::Result;
 use crate::core::handoff::{HandoffName, Loaded};
 use crate::core::model::PmState;
 use crate::core::protocol::lane::{self, Decision, Holder, Reason, ReleaseReason, Seen, Timing};
-use crate::io::tmux::{PaneInfo, find_pane};
+use crate::io::tmux::{Panes, find_pane};
 use crate::store::handoffs;
 use crate::store::task::Task;
 
@@ -50,7 +50,7 @@ pub struct Surroundings {
     /// The handoff listing; `None` when it could not be read.
     pub names: Option<Vec<HandoffName>>,
     /// This server's panes; `Err` (logged by the lane that needs it) when tmux failed.
-    pub panes: std::result::Result<Vec<PaneInfo>, String>,
+    pub panes: std::result::Result<Panes, String>,
 }
 
 impl Surroundings {

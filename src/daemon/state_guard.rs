@@ -32,6 +32,8 @@ pub struct Guard {
     last_good: Option<PmState>,
     known_copies: BTreeSet<PathBuf>,
     too_new_told: Option<u64>,
+    /// The task folder's identity and times when its set-aside copies were last listed.
+    dir_stamp: Option<(u64, i64, i64, i64, i64)>,
 }
 
 impl Guard {
@@ -45,6 +47,7 @@ impl Guard {
                 .into_iter()
                 .collect(),
             too_new_told: None,
+            dir_stamp: None,
         }
     }
 
@@ -89,6 +92,24 @@ impl Guard {
     /// reported, and the agents this guard knew put back into the fresh state so their
     /// deaths are still seen. Returns the state to use.
     fn foreign_copies(&mut self, task: &Task, st: PmState, now: DateTime<Utc>) -> PmState {
+        // A copy set aside is a new name in the task folder, which changes the folder's
+        // times: unchanged times, nothing new to list (a tick of an idle task).
+        // Times set within the kernel's coarse tick of now are not remembered (a second
+        // change in that tick would keep them): see store::parsed.
+        let stamp = std::fs::metadata(task.dir()).ok().map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            (m.ino(), m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec())
+        });
+        if stamp.is_some() && stamp == self.dir_stamp {
+            return st;
+        }
+        let settled = stamp.is_some_and(|(_, _, _, secs, nanos)| {
+            let ctime = std::time::UNIX_EPOCH + std::time::Duration::new(secs.max(0) as u64, nanos.clamp(0, 999_999_999) as u32);
+            std::time::SystemTime::now()
+                .duration_since(ctime)
+                .is_ok_and(|d| d >= crate::store::parsed::SETTLED)
+        });
+        self.dir_stamp = stamp.filter(|_| settled);
         let new: Vec<PathBuf> = crate::store::task::persist::set_aside_files(&task.dir())
             .into_iter()
             .filter(|c| !self.known_copies.contains(c))

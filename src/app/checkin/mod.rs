@@ -53,11 +53,8 @@ pub fn save_next_checkin(task: &Task, next: Option<DateTime<Utc>>, now: DateTime
 
 /// Observe every agent's screen for dialogs and usage limits (see [`crate::core::attention`]).
 pub async fn tend_attention(task: &Task, tmux: &Tmux, now: DateTime<Utc>) -> crate::app::attend::Tended {
-    let ctx = match crate::app::session::Ctx::from_env() {
-        Ok(c) => crate::app::session::Ctx {
-            tmux: tmux.clone(),
-            ..c
-        },
+    let ctx = match crate::app::session::Ctx::on(tmux) {
+        Ok(c) => c,
         Err(e) => {
             tracing::warn!(error = %e, "cannot look at the agents' screens");
             return Default::default();
@@ -74,12 +71,8 @@ pub async fn tend_attention(task: &Task, tmux: &Tmux, now: DateTime<Utc>) -> cra
 
 /// Settle the task's lanes on this tmux server (see [`crate::app::lanes::settle`]).
 pub async fn settle_lanes(task: &Task, tmux: &Tmux, ready: &(dyn Fn(&Loaded) -> bool + Sync), now: DateTime<Utc>) {
-    match crate::app::session::Ctx::from_env() {
-        Ok(c) => {
-            let ctx = crate::app::session::Ctx {
-                tmux: tmux.clone(),
-                ..c
-            };
+    match crate::app::session::Ctx::on(tmux) {
+        Ok(ctx) => {
             let s = crate::app::settle::settle(&ctx, task, ready, now).await;
             if s != crate::app::lanes::Settled::default() {
                 tracing::info!(task = %task.name, released = ?s.released, dequeued = ?s.dequeued, failed = ?s.failed, "lanes settled");

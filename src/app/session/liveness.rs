@@ -38,7 +38,7 @@ pub struct Liveness {
 pub async fn liveness(ctx: &Ctx, st: &crate::core::model::PmState, now: DateTime<Utc>) -> Result<Vec<Liveness>> {
     // One pane listing per server: the local one, and each remote host's (an unreachable
     // host costs at most a few seconds and marks its agents, never fails the whole view).
-    let mut servers: BTreeMap<String, Option<(Tmux, Vec<crate::io::tmux::PaneInfo>)>> = BTreeMap::new();
+    let mut servers: BTreeMap<String, Option<(Tmux, crate::io::tmux::Panes)>> = BTreeMap::new();
     // Running agents are expected alive: a shared recent listing serves when it shows them so.
     let alive: Vec<(&str, Option<&str>)> = st
         .agents
@@ -59,7 +59,7 @@ pub async fn liveness(ctx: &Ctx, st: &crate::core::model::PmState, now: DateTime
                         .map_err(|_| Error::Remote(format!("{} did not answer within 5 s", r.destination())))??;
                     let tmux = host.tmux()?;
                     let panes = tmux.list_panes().await?;
-                    Ok::<_, Error>((tmux, panes))
+                    Ok::<_, Error>((tmux, std::sync::Arc::new(panes)))
                 }
                 .await;
                 found

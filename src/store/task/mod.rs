@@ -92,6 +92,12 @@ impl Task {
     /// `fallback` (the last good state the caller read, so agents and the ledger survive)
     /// or a fresh state; a file from a newer version is reported, never rewritten.
     pub fn recover_state(&self, now: chrono::DateTime<chrono::Utc>, fallback: Option<&PmState>) -> Result<StateHealth> {
+        // A good state needs no lock to be read (every save is a rename): the daemon asks
+        // this of every task on every tick. Only what looks corrupt is looked at again
+        // under the lock before anything is moved.
+        if let Ok(st) = persist::load(&self.state_path(), self.name.as_str()) {
+            return Ok(StateHealth::Fine(Box::new(st)));
+        }
         let _l = self.lock_state()?;
         match persist::load(&self.state_path(), self.name.as_str()) {
             Ok(st) => Ok(StateHealth::Fine(Box::new(st))),
