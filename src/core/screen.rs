@@ -3,6 +3,8 @@
 //! every profile's screens are unit-tested from captures; delivery and attention act on
 //! the verdicts.
 
+use std::sync::Arc;
+
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
@@ -39,34 +41,35 @@ pub struct PatternSpec {
 /// Compiled [`PatternSpec`].
 #[derive(Debug, Clone)]
 pub struct Patterns {
-    ready: Vec<Regex>,
-    pending: Vec<Regex>,
-    queued: Vec<Regex>,
-    paste_marker: Vec<Regex>,
-    busy: Vec<Regex>,
-    dialog: Vec<Regex>,
-    usage_limit: Vec<Regex>,
-    usage_limit_menu: Vec<Regex>,
+    ready: Vec<Arc<Regex>>,
+    pending: Vec<Arc<Regex>>,
+    queued: Vec<Arc<Regex>>,
+    paste_marker: Vec<Arc<Regex>>,
+    busy: Vec<Arc<Regex>>,
+    dialog: Vec<Arc<Regex>>,
+    usage_limit: Vec<Arc<Regex>>,
+    usage_limit_menu: Vec<Arc<Regex>>,
     input_lines: usize,
 }
 
-fn compile(list: &[String], what: &str) -> std::result::Result<Vec<Regex>, String> {
+fn compile(list: &[String], what: &str) -> std::result::Result<Vec<Arc<Regex>>, String> {
     list.iter()
         .map(|p| cached_regex(&format!("(?m){p}")).map_err(|e| format!("{what} pattern {p:?}: {e}")))
         .collect()
 }
 
-/// A compiled regex, built once per process for each pattern text. The supervisor resolves
-/// a runtime (and so compiles its patterns) for every look at a pane and every delivery;
-/// compiling them again each time was a visible share of the daemon's CPU under load. A
-/// `Regex` is immutable and cheap to clone, so the same text always gives the same regex.
-fn cached_regex(text: &str) -> std::result::Result<Regex, regex::Error> {
-    static CACHE: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, Regex>>> =
+/// A compiled regex, built once per process for each pattern text and shared. The
+/// supervisor resolves a runtime (and so its patterns) for every look at a pane and every
+/// delivery: compiling them again each time was a visible share of the daemon's CPU under
+/// load. Shared behind an `Arc`, not cloned: a cloned `Regex` starts with an empty cache
+/// of its own, and building those lazily on the first search was the next visible share.
+fn cached_regex(text: &str) -> std::result::Result<Arc<Regex>, regex::Error> {
+    static CACHE: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, Arc<Regex>>>> =
         std::sync::LazyLock::new(Default::default);
     if let Some(r) = CACHE.lock().unwrap_or_else(|e| e.into_inner()).get(text) {
         return Ok(r.clone());
     }
-    let r = Regex::new(text)?;
+    let r = Arc::new(Regex::new(text)?);
     CACHE
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -108,7 +111,7 @@ pub enum Screen {
     Unknown,
 }
 
-fn any(list: &[Regex], text: &str) -> bool {
+fn any(list: &[Arc<Regex>], text: &str) -> bool {
     list.iter().any(|r| r.is_match(text))
 }
 

@@ -72,6 +72,13 @@ impl<T: Clone> Cache<T> {
         read_error: impl Fn(std::io::Error) -> E,
         parse: impl FnOnce(&[u8]) -> Result<T, E>,
     ) -> Result<Option<T>, E> {
+        // One stat for an unchanged file (the common case: the daemon's ticks).
+        if let Ok(meta) = std::fs::metadata(path)
+            && let Some((v, t)) = self.lock().get(path)
+            && *v == Version::of(&meta)
+        {
+            return Ok(Some(t.clone()));
+        }
         let mut file = match std::fs::File::open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
