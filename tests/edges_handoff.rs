@@ -334,6 +334,75 @@ fn a_watcher_queue_overflow_is_warned_counted_and_its_checkin_stays_under_the_ca
 }
 
 #[test]
+fn events_the_busy_daemon_drops_are_counted_and_every_handoff_is_still_recorded_once() {
+    let w = World::new();
+    // The hook stops the daemon's main loop at the first event until `release` exists,
+    // so the watcher's events fill the daemon's queue (256) and the rest are dropped.
+    let release = w.dir.path().join("release-supervisor");
+    w.start_idle_pm("t1")
+        .new_task("")
+        .env("AO_TEST_PAUSE_SUPERVISOR", release.to_str().unwrap())
+        .run();
+    let dir = handoffs(&w, "t1");
+    std::fs::write(dir.join("wake.txt"), "x").unwrap();
+    let aside = w.project.join("tasks/t1/scratchpad/burst");
+    std::fs::create_dir_all(&aside).unwrap();
+    let names: Vec<String> = (0..400)
+        .map(|i| format!("dev-20261124-12{:02}{:02}.md", i / 60, i % 60))
+        .collect();
+    for (i, f) in names.iter().enumerate() {
+        std::fs::write(
+            aside.join(f),
+            format!("# Handoff: dev\n**Status:** COMPLETE\n\n## Completed Work\nStep {i} done.\n"),
+        )
+        .unwrap();
+    }
+    for f in &names {
+        std::fs::rename(aside.join(f), dir.join(f)).unwrap();
+    }
+    let dropped = |at_least: u64| {
+        wait_until(
+            "the dropped events counted",
+            Duration::from_secs(20),
+            Duration::from_millis(50),
+            || {
+                let v: Value = serde_json::from_str(&ok(&run(w.task().args(["status", "t1", "--json"])))).ok()?;
+                let watcher = v["task"]["watcher"].clone();
+                let watcher = if watcher.is_null() { v["watcher"].clone() } else { watcher };
+                (watcher["dropped"].as_u64() >= Some(at_least)).then_some(watcher)
+            },
+            || w.daemon_log(),
+        )
+    };
+    // The first drop is told at once, while the daemon is still stuck.
+    dropped(1);
+    std::fs::write(&release, "").unwrap();
+    // The rest of the burst's count is saved at the daemon's next tick: 400 events for a
+    // queue of 256, so over a hundred were dropped.
+    dropped(100);
+    let human = ok(&run(w.task().args(["status", "t1"])));
+    assert!(human.contains("dropped while the daemon was busy"), "{human}");
+    assert!(w.daemon_log().lines().any(|l| l.contains("WARN") && l.contains("too busy")), "{}", w.daemon_log());
+
+    // Every handoff is recorded, once, by the rescans.
+    wait_until(
+        "all 400 handoffs in the ledger",
+        Duration::from_secs(40),
+        Duration::from_millis(100),
+        || {
+            let ledger = w.state("t1")["ledger"].clone();
+            names.iter().all(|n| ledger.get(n).is_some()).then_some(())
+        },
+        || format!("{} in the ledger\n{}", w.state("t1")["ledger"].as_object().map_or(0, |m| m.len()), w.daemon_log()),
+    );
+    let inbox = w.inbox("t1", "pm");
+    for n in &names {
+        let told = inbox.iter().filter(|m| m.contains(n.as_str())).count();
+        assert!(told <= 1, "{n} told {told} times");
+    }
+}
+
+#[test]
 fn a_status_line_without_a_body_is_not_announced_when_the_body_follows_after_a_pause() {
     let w = World::new();
     w.start_idle_pm("t1").new_task("").run();

@@ -222,6 +222,13 @@ pub fn render(s: &TaskStatus) -> String {
             opt_time(w.last_overflow)
         ));
     }
+    if let Some(w) = s.watcher.as_ref().filter(|w| w.dropped > 0) {
+        out.push_str(&format!(
+            "Watcher:       {} event(s) dropped while the daemon was busy, found by the 5 s rescan (last {}; daemon-wide)\n",
+            w.dropped,
+            opt_time(w.last_drop)
+        ));
+    }
     out.push('\n');
     if s.agents.is_empty() {
         out.push_str("No agents yet.\n");

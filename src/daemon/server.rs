@@ -275,9 +275,7 @@ pub async fn run() -> Result<()> {
 
     // The watcher first, so nothing lands between the startup scan and the watch.
     let wtx = ctl_tx.clone();
-    let watcher = Watcher::start(move |seen| {
-        let _ = wtx.try_send(Control::Seen(seen));
-    })?;
+    let watcher = Watcher::start(move |seen| wtx.try_send(Control::Seen(seen)).is_ok())?;
     let mut sup = Supervisor {
         entries: BTreeMap::new(),
         registered: Vec::new(),
@@ -314,15 +312,30 @@ pub async fn run() -> Result<()> {
     });
 
     let mut reconcile = tokio::time::interval(RECONCILE_EVERY);
+    // Test hook: the loop stops at the first event seen until this file exists (so the
+    // watcher's events pile up in the queue and overflow it).
+    let mut pause = std::env::var_os("AO_TEST_PAUSE_SUPERVISOR").map(PathBuf::from);
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Error::io("install SIGTERM handler", "daemon", e))?;
     loop {
         tokio::select! {
             _ = term.recv() => break,
             _ = tokio::signal::ctrl_c() => break,
-            _ = reconcile.tick() => sup.hint_all(),
+            _ = reconcile.tick() => {
+                sup.watcher.flush();
+                sup.hint_all();
+            }
             c = ctl_rx.recv() => match c {
                 None => break,
+                Some(Control::Seen(_)) if pause.is_some() => {
+                    let release = pause.take().unwrap_or_default();
+                    tracing::info!(release = %release.display(), "test hook: the supervisor pauses");
+                    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+                    while !release.exists() && std::time::Instant::now() < deadline {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    sup.hint_all();
+                }
                 Some(Control::Seen(Seen::Rescan)) => sup.hint_all(),
                 Some(Control::Seen(Seen::Final(dir, name, how))) => sup.final_in(&dir, &name, how),
                 Some(Control::Subscribe(reply)) => {

@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 use notify::{RecursiveMode, Watcher as _};
 
 use crate::core::error::{Error, Result};
+use std::sync::{Arc, Mutex};
+
 use crate::core::model::WatchStats;
 use crate::store::handoffs::How;
 use crate::store::handoffs::watch_stats;
@@ -33,12 +35,15 @@ pub(super) enum Seen {
 /// The watcher; dropping it stops watching.
 pub(super) struct Watcher {
     inner: notify::RecommendedWatcher,
+    /// Counts changed since they were last saved (a burst of dropped events).
+    unsaved: Arc<Mutex<Option<WatchStats>>>,
 }
 
 impl Watcher {
     /// Start watching nothing yet; `on` receives what is seen, from notify's own thread
-    /// (it must not block).
-    pub(super) fn start(on: impl Fn(Seen) + Send + 'static) -> Result<Watcher> {
+    /// (it must not block), and says whether it could take it: what it could not is
+    /// counted ([`WatchStats::dropped`]) and warned about.
+    pub(super) fn start(on: impl Fn(Seen) -> bool + Send + 'static) -> Result<Watcher> {
         let mut stats = WatchStats {
             pid: std::process::id(),
             ..WatchStats::default()
@@ -47,6 +52,28 @@ impl Watcher {
             tracing::warn!(error = %e, "cannot save the watcher's counts; `task status` will not show overflows");
         }
         let mut pause = std::env::var_os("AO_TEST_PAUSE_WATCHER").map(PathBuf::from);
+        let unsaved = Arc::new(Mutex::new(None::<WatchStats>));
+        let later = unsaved.clone();
+        let pass = move |stats: &mut WatchStats, seen: Seen| {
+            if on(seen) {
+                return;
+            }
+            stats.dropped += 1;
+            stats.last_drop = Some(crate::core::clock::now());
+            // The first drop of a burst is saved and warned at once; the rest of the
+            // burst's count is saved by [`Watcher::flush`] (no fsync per dropped event).
+            let mut later = later.lock().unwrap_or_else(|e| e.into_inner());
+            if later.is_none() {
+                tracing::warn!(
+                    dropped = stats.dropped,
+                    "the daemon is too busy to take the file watcher's events: they are dropped, and the handoffs are found by the rescan every 5 s instead"
+                );
+                if let Err(e) = watch_stats::save(stats) {
+                    tracing::warn!(error = %e, "cannot save the watcher's counts");
+                }
+            }
+            *later = Some(stats.clone());
+        };
         let inner = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             if let Some(release) = pause.take() {
                 test_pause(&release);
@@ -62,24 +89,35 @@ impl Watcher {
                     if let Err(e) = watch_stats::save(&stats) {
                         tracing::warn!(error = %e, "cannot save the watcher's overflow count");
                     }
-                    on(Seen::Rescan)
+                    pass(&mut stats, Seen::Rescan)
                 }
                 Ok(ev) => {
                     let Some(how) = final_kind(&ev.kind) else { return };
                     for p in ev.paths {
                         if let Some(seen) = final_handoff(&p, how) {
-                            on(seen);
+                            pass(&mut stats, seen);
                         }
                     }
                 }
                 Err(e) => {
                     tracing::warn!(error = %cause(&e, None), "file watcher error; every task rescans its handoffs");
-                    on(Seen::Rescan);
+                    pass(&mut stats, Seen::Rescan);
                 }
             }
         })
         .map_err(|e| Error::Environment(format!("cannot start the file watcher: {}", cause(&e, None))))?;
-        Ok(Watcher { inner })
+        Ok(Watcher { inner, unsaved })
+    }
+
+    /// Save the counts a burst of dropped events left unsaved (the daemon's 5 s tick).
+    pub(super) fn flush(&self) {
+        let Some(stats) = self.unsaved.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return;
+        };
+        tracing::warn!(dropped = stats.dropped, "file watcher events dropped while the daemon was busy");
+        if let Err(e) = watch_stats::save(&stats) {
+            tracing::warn!(error = %e, "cannot save the watcher's counts");
+        }
     }
 
     /// Watch `dir` (not recursively). A failure is an [`Error::Environment`] naming its
