@@ -301,12 +301,23 @@ fn cron_mode_on_a_full_disk_calls_a_human_once_across_runs_and_recovers() {
     // Three cron runs, a process each, while nothing can be saved.
     for i in 0..3 {
         let o = run(w.task().args(["checkin", "t1"]));
-        assert!(!o.status.success(), "run {i}: a check-in that saved nothing says so: {}", stderr(&o));
+        assert!(
+            !o.status.success(),
+            "run {i}: a check-in that saved nothing says so: {}",
+            stderr(&o)
+        );
     }
     let calls = std::fs::read_to_string(&notified).unwrap_or_default();
-    assert_eq!(calls.lines().count(), 1, "one call to a human across three runs: {calls}");
+    assert_eq!(
+        calls.lines().count(),
+        1,
+        "one call to a human across three runs: {calls}"
+    );
     assert!(calls.contains("No space left on device"), "{calls}");
-    assert!(w.inbox("t1", "pm").is_empty(), "nothing delivered without its intent saved");
+    assert!(
+        w.inbox("t1", "pm").is_empty(),
+        "nothing delivered without its intent saved"
+    );
 
     std::fs::remove_file(&filler).unwrap();
     ok(&run(w.task().args(["checkin", "t1"])));

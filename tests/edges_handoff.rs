@@ -368,7 +368,11 @@ fn events_the_busy_daemon_drops_are_counted_and_every_handoff_is_still_recorded_
             || {
                 let v: Value = serde_json::from_str(&ok(&run(w.task().args(["status", "t1", "--json"])))).ok()?;
                 let watcher = v["task"]["watcher"].clone();
-                let watcher = if watcher.is_null() { v["watcher"].clone() } else { watcher };
+                let watcher = if watcher.is_null() {
+                    v["watcher"].clone()
+                } else {
+                    watcher
+                };
                 (watcher["dropped"].as_u64() >= Some(at_least)).then_some(watcher)
             },
             || w.daemon_log(),
@@ -382,7 +386,13 @@ fn events_the_busy_daemon_drops_are_counted_and_every_handoff_is_still_recorded_
     dropped(100);
     let human = ok(&run(w.task().args(["status", "t1"])));
     assert!(human.contains("dropped while the daemon was busy"), "{human}");
-    assert!(w.daemon_log().lines().any(|l| l.contains("WARN") && l.contains("too busy")), "{}", w.daemon_log());
+    assert!(
+        w.daemon_log()
+            .lines()
+            .any(|l| l.contains("WARN") && l.contains("too busy")),
+        "{}",
+        w.daemon_log()
+    );
 
     // Every handoff is recorded, once, by the rescans.
     wait_until(
@@ -393,7 +403,13 @@ fn events_the_busy_daemon_drops_are_counted_and_every_handoff_is_still_recorded_
             let ledger = w.state("t1")["ledger"].clone();
             names.iter().all(|n| ledger.get(n).is_some()).then_some(())
         },
-        || format!("{} in the ledger\n{}", w.state("t1")["ledger"].as_object().map_or(0, |m| m.len()), w.daemon_log()),
+        || {
+            format!(
+                "{} in the ledger\n{}",
+                w.state("t1")["ledger"].as_object().map_or(0, |m| m.len()),
+                w.daemon_log()
+            )
+        },
     );
     let inbox = w.inbox("t1", "pm");
     for n in &names {

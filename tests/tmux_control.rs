@@ -56,7 +56,12 @@ fn captures_and_listings_through_control_mode_equal_one_shot_ones() {
     assert_eq!(plain.control_answers(), 0);
 
     // The agents' windows keep their size with a control client attached.
-    let size = w.tmux(&["list-windows", "-a", "-F", "#{session_name} #{window_width}x#{window_height}"]);
+    let size = w.tmux(&[
+        "list-windows",
+        "-a",
+        "-F",
+        "#{session_name} #{window_width}x#{window_height}",
+    ]);
     let size = String::from_utf8_lossy(&size.stdout).into_owned();
     assert!(size.contains("t 200x50\n") && size.contains("u 200x50\n"), "{size}");
 
@@ -179,7 +184,8 @@ fn a_shared_listing_serves_only_while_every_expected_pane_is_in_it_alive() {
     // A session made behind the handle's back: a look expecting only `a` may be served
     // the listing just made, one expecting the new pane never is.
     let b = String::from_utf8_lossy(
-        &w.tmux(&["new-session", "-d", "-P", "-F", "#{pane_id}", "-s", "b", "sleep", "60"]).stdout,
+        &w.tmux(&["new-session", "-d", "-P", "-F", "#{pane_id}", "-s", "b", "sleep", "60"])
+            .stdout,
     )
     .trim()
     .to_string();
@@ -187,7 +193,9 @@ fn a_shared_listing_serves_only_while_every_expected_pane_is_in_it_alive() {
     if asked.elapsed() < agent_orchestrator::io::tmux::RECENT {
         assert_eq!(served.len(), 1, "a recent listing was not shared");
     }
-    let fresh = r.block_on(plain.list_panes_expecting(&[(&a, None), (&b, None)])).unwrap();
+    let fresh = r
+        .block_on(plain.list_panes_expecting(&[(&a, None), (&b, None)]))
+        .unwrap();
     assert_eq!(fresh.len(), 2);
     // A clone shares it.
     let clone = plain.clone();
@@ -200,7 +208,9 @@ fn a_shared_listing_serves_only_while_every_expected_pane_is_in_it_alive() {
         .unwrap();
     unsafe { libc::kill(pid, libc::SIGKILL) };
     let seen = wait_for("the dead pane seen through the shared listing", 5, || {
-        let panes = r.block_on(plain.list_panes_expecting(&[(&a, None), (&b, None)])).unwrap();
+        let panes = r
+            .block_on(plain.list_panes_expecting(&[(&a, None), (&b, None)]))
+            .unwrap();
         panes.iter().find(|p| p.pane_id == b && p.dead).cloned()
     });
     assert_eq!(seen.pane_id, b);

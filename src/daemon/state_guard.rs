@@ -104,7 +104,8 @@ impl Guard {
             return st;
         }
         let settled = stamp.is_some_and(|(_, _, _, secs, nanos)| {
-            let ctime = std::time::UNIX_EPOCH + std::time::Duration::new(secs.max(0) as u64, nanos.clamp(0, 999_999_999) as u32);
+            let ctime = std::time::UNIX_EPOCH
+                + std::time::Duration::new(secs.max(0) as u64, nanos.clamp(0, 999_999_999) as u32);
             std::time::SystemTime::now()
                 .duration_since(ctime)
                 .is_ok_and(|d| d >= crate::store::parsed::SETTLED)

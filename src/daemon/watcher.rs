@@ -114,7 +114,10 @@ impl Watcher {
         let Some(stats) = self.unsaved.lock().unwrap_or_else(|e| e.into_inner()).take() else {
             return;
         };
-        tracing::warn!(dropped = stats.dropped, "file watcher events dropped while the daemon was busy");
+        tracing::warn!(
+            dropped = stats.dropped,
+            "file watcher events dropped while the daemon was busy"
+        );
         if let Err(e) = watch_stats::save(&stats) {
             tracing::warn!(error = %e, "cannot save the watcher's counts");
         }

@@ -44,8 +44,10 @@ impl Version {
 
     /// Whether a read begun at `read_at` saw a version no later change can share a ctime with.
     fn settled_by(&self, read_at: SystemTime) -> bool {
-        let ctime = SystemTime::UNIX_EPOCH
-            .checked_add(Duration::new(self.ctime.0.max(0) as u64, self.ctime.1.clamp(0, 999_999_999) as u32));
+        let ctime = SystemTime::UNIX_EPOCH.checked_add(Duration::new(
+            self.ctime.0.max(0) as u64,
+            self.ctime.1.clamp(0, 999_999_999) as u32,
+        ));
         ctime.is_some_and(|c| read_at.duration_since(c).is_ok_and(|d| d >= SETTLED))
     }
 }

@@ -85,7 +85,9 @@ pub fn failed(task: &Task, e: &Error, now: DateTime<Utc>) {
 /// Where an episode is marked for later processes: one file per task folder.
 fn marker(task: &Task) -> std::path::PathBuf {
     let key = crate::core::handoff::sha256_hex(task.dir().as_os_str().as_encoded_bytes());
-    crate::store::paths::runtime_dir().join("storage-trouble").join(&key[..16])
+    crate::store::paths::runtime_dir()
+        .join("storage-trouble")
+        .join(&key[..16])
 }
 
 /// Whether an earlier process already called a human about this episode; marks it if not.

@@ -46,7 +46,10 @@ pub async fn liveness(ctx: &Ctx, st: &crate::core::model::PmState, now: DateTime
         .filter(|a| a.host.is_local() && a.status == crate::core::model::AgentStatus::Running)
         .filter_map(|a| Some((a.pane.as_deref()?, a.tmux_server.as_deref())))
         .collect();
-    servers.insert("local".into(), Some((ctx.tmux.clone(), ctx.tmux.list_panes_expecting(&alive).await?)));
+    servers.insert(
+        "local".into(),
+        Some((ctx.tmux.clone(), ctx.tmux.list_panes_expecting(&alive).await?)),
+    );
     for a in st.agents.values() {
         if a.host.is_local() || servers.contains_key(&a.host.to_string()) {
             continue;

@@ -293,7 +293,11 @@ impl Control {
     /// Make [`SESSION`] when the server runs other sessions (never start a server, nor keep
     /// one alive for ourselves); whether there is one to attach to.
     async fn ensure_session(&self) -> bool {
-        let Ok(out) = self.one_shot(&["list-sessions", "-F", "#{session_name}"]).output().await else {
+        let Ok(out) = self
+            .one_shot(&["list-sessions", "-F", "#{session_name}"])
+            .output()
+            .await
+        else {
             return false;
         };
         if !out.status.success() {
@@ -311,7 +315,10 @@ impl Control {
             .output()
             .await;
         // Another daemon of this server may have made it first: the attach decides.
-        tracing::debug!(made = matches!(&made, Ok(o) if o.status.success()), "tmux control session");
+        tracing::debug!(
+            made = matches!(&made, Ok(o) if o.status.success()),
+            "tmux control session"
+        );
         true
     }
 

@@ -54,7 +54,12 @@ impl Tmux {
         if panes.iter().any(|p| p.session == control::SESSION) {
             if self.control.is_some() && panes.iter().all(|p| p.session == control::SESSION) {
                 // Nothing left to watch: the server should end as it would without us.
-                let _ = self.run("end the control session", &["kill-session", "-t", &format!("={}", control::SESSION)]).await;
+                let _ = self
+                    .run(
+                        "end the control session",
+                        &["kill-session", "-t", &format!("={}", control::SESSION)],
+                    )
+                    .await;
             }
             panes.retain(|p| p.session != control::SESSION);
         }

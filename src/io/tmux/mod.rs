@@ -96,8 +96,8 @@ pub struct Tmux {
     recent: std::sync::Arc<std::sync::Mutex<Option<Listing>>>,
 }
 
-pub use listing::{Panes, RECENT};
 use listing::Listing;
+pub use listing::{Panes, RECENT};
 
 pub use control::enable as use_control_mode;
 
@@ -382,8 +382,11 @@ impl Tmux {
     pub async fn end_if_empty(&self) -> Result<bool> {
         let out = self.command(&["list-sessions", "-F", "#{session_name}"]).output().await;
         match out {
-            Ok(o) if o.status.success()
-                && String::from_utf8_lossy(&o.stdout).lines().all(|n| n.trim().is_empty() || n == control::SESSION) =>
+            Ok(o)
+                if o.status.success()
+                    && String::from_utf8_lossy(&o.stdout)
+                        .lines()
+                        .all(|n| n.trim().is_empty() || n == control::SESSION) =>
             {
                 self.run("end the empty server", &["kill-server"]).await?;
                 Ok(true)

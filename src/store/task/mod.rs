@@ -163,9 +163,11 @@ impl Task {
         let path = self.task_md();
         let missing = || Error::io("read", &path, std::io::Error::from(std::io::ErrorKind::NotFound));
         SPECS
-            .get(&path, |e| Error::io("read", &path, e), |bytes| {
-                crate::core::model::taskmd::decode(bytes.to_vec(), &path)
-            })?
+            .get(
+                &path,
+                |e| Error::io("read", &path, e),
+                |bytes| crate::core::model::taskmd::decode(bytes.to_vec(), &path),
+            )?
             .ok_or_else(missing)
     }
 

@@ -14,7 +14,11 @@ use crate::store::{fsutil, parsed};
 pub fn load(path: &Path, task: &str) -> Result<PmState> {
     static STATES: std::sync::LazyLock<parsed::Cache<PmState>> = std::sync::LazyLock::new(Default::default);
     STATES
-        .get(path, |e| Error::io("read", path, e), |bytes| decode_at(bytes, path, task))
+        .get(
+            path,
+            |e| Error::io("read", path, e),
+            |bytes| decode_at(bytes, path, task),
+        )
         .map(Option::unwrap_or_default)
 }
 
