@@ -208,10 +208,8 @@ impl Drop for Tmpfs {
     }
 }
 
-#[test]
-fn a_full_disk_repeats_nothing_calls_a_human_once_and_resumes_by_itself() {
-    let w = World::new();
-    let disk = Tmpfs::mount(&w.project.join("tasks/t1"), "4m");
+/// Configure the world's notify command to append each call's reason to a file; its path.
+fn notify_into_file(w: &World) -> PathBuf {
     let notified = w.dir.path().join("notified.txt");
     let cfg = w.dir.path().join("config/agent-orchestrator");
     std::fs::create_dir_all(&cfg).unwrap();
@@ -223,6 +221,14 @@ fn a_full_disk_repeats_nothing_calls_a_human_once_and_resumes_by_itself() {
         ),
     )
     .unwrap();
+    notified
+}
+
+#[test]
+fn a_full_disk_repeats_nothing_calls_a_human_once_and_resumes_by_itself() {
+    let w = World::new();
+    let disk = Tmpfs::mount(&w.project.join("tasks/t1"), "4m");
+    let notified = notify_into_file(&w);
     let gate = w.dir.path().join("after-deliver");
     w.start_idle_pm("t1")
         .new_task("")
@@ -276,17 +282,7 @@ fn a_full_disk_repeats_nothing_calls_a_human_once_and_resumes_by_itself() {
 fn cron_mode_on_a_full_disk_calls_a_human_once_across_runs_and_recovers() {
     let w = World::new();
     let disk = Tmpfs::mount(&w.project.join("tasks/t1"), "4m");
-    let notified = w.dir.path().join("notified.txt");
-    let cfg = w.dir.path().join("config/agent-orchestrator");
-    std::fs::create_dir_all(&cfg).unwrap();
-    std::fs::write(
-        cfg.join("config.toml"),
-        format!(
-            "notify = [\"sh\", \"-c\", \"printf '%s\\\\n' \\\"$1\\\" >> {}\", \"sh\", \"{{reason}}\"]\n",
-            notified.display()
-        ),
-    )
-    .unwrap();
+    let notified = notify_into_file(&w);
     w.new_task("t1", "");
     ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
         "start",

@@ -162,18 +162,7 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
     } = cycle;
     let Some(_checkin_lock) = task.try_lock_checkin()? else {
         let st = task.state()?;
-        return Ok(CheckinReport {
-            trigger,
-            skipped: false,
-            skip_reason: None,
-            task: task.name.to_string(),
-            new_handoffs: Vec::new(),
-            signals: Vec::new(),
-            phase: st.phase,
-            delivery: None,
-            recorded: false,
-            next_checkin: st.next_checkin,
-        });
+        return Ok(nothing_recorded(trigger, task, st.phase, st.next_checkin));
     };
 
     // Remote agents' handoffs and artifacts first (an unreachable host is skipped, not
@@ -258,16 +247,8 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
             // next check-in looks again; a fresh paste now would glue onto it.
             tracing::warn!(task = %task.name, id = %pending.id, reason = %r.reason, "the unsent check-in was not confirmed submitted");
             return Ok(CheckinReport {
-                trigger,
-                skipped: false,
-                skip_reason: None,
-                task: task.name.to_string(),
-                new_handoffs: Vec::new(),
-                signals: Vec::new(),
-                phase: plan.ev.phase,
                 delivery: Some(r),
-                recorded: false,
-                next_checkin: task.state()?.next_checkin,
+                ..nothing_recorded(trigger, task, plan.ev.phase, task.state()?.next_checkin)
             });
         }
         if !found {
@@ -336,16 +317,9 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
             now,
         );
         return Ok(CheckinReport {
-            trigger,
             skipped: true,
             skip_reason: Some(why.into()),
-            task: task.name.to_string(),
-            new_handoffs: Vec::new(),
-            signals: Vec::new(),
-            phase: ev.phase,
-            delivery: None,
-            recorded: false,
-            next_checkin,
+            ..nothing_recorded(trigger, task, ev.phase, next_checkin)
         });
     }
 
@@ -487,3 +461,25 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
 
 #[cfg(test)]
 mod tests;
+
+/// The report of a check-in that told and recorded nothing (another was running, an
+/// unsent one is still in the PM's input, nothing to say): callers set what differs.
+fn nothing_recorded(
+    trigger: Trigger,
+    task: &Task,
+    phase: crate::core::model::Phase,
+    next_checkin: Option<DateTime<Utc>>,
+) -> CheckinReport {
+    CheckinReport {
+        trigger,
+        skipped: false,
+        skip_reason: None,
+        task: task.name.to_string(),
+        new_handoffs: Vec::new(),
+        signals: Vec::new(),
+        phase,
+        delivery: None,
+        recorded: false,
+        next_checkin,
+    }
+}
