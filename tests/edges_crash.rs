@@ -303,7 +303,14 @@ fn cron_mode_on_a_full_disk_calls_a_human_once_across_runs_and_recovers() {
             stderr(&o)
         );
     }
-    let calls = std::fs::read_to_string(&notified).unwrap_or_default();
+    // The notify command runs in the background of the run that called it: polled.
+    let calls_at_least = |n: usize| {
+        wait_for("the notify command's calls", 10, || {
+            let calls = std::fs::read_to_string(&notified).unwrap_or_default();
+            (calls.lines().count() >= n).then_some(calls)
+        })
+    };
+    let calls = calls_at_least(1);
     assert_eq!(
         calls.lines().count(),
         1,
@@ -327,7 +334,7 @@ fn cron_mode_on_a_full_disk_calls_a_human_once_across_runs_and_recovers() {
     let filler = disk.fill();
     let _ = run(w.task().args(["checkin", "t1"]));
     std::fs::remove_file(&filler).unwrap();
-    let calls = std::fs::read_to_string(&notified).unwrap_or_default();
+    let calls = calls_at_least(2);
     assert_eq!(calls.lines().count(), 2, "a new episode, a new call: {calls}");
 }
 
