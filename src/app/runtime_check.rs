@@ -120,14 +120,19 @@ async fn steps_in_pane(ctx: &Ctx, rt: &runtime::Runtime, pane: &str, out: &mut R
     let mut screen = String::new();
     let mut last = Screen::Unknown;
     // The first prompt is a turn of its own: an input line drawn before that turn starts
-    // is not ready yet (a probe typed then is queued, and may be handed back unsent). Ready
-    // counts once seen on two looks in a row, after a moment to start.
+    // is not ready yet (Gemini CLI draws its input seconds before it takes the prompt from
+    // its argv; a probe typed then was lost). Ready counts once the program has taken the
+    // first prompt and is seen ready on two looks in a row, after a moment to start.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let mut ready_looks = 0;
+    let (mut ready_looks, mut first) = (0, FirstPrompt::default());
     while Instant::now() < deadline {
         screen = ctx.tmux.capture(pane).await.unwrap_or_default();
         last = assess(&screen, &rt.patterns);
-        ready_looks = if last == Screen::Ready { ready_looks + 1 } else { 0 };
+        // Gemini CLI keeps its empty input line while it works: busy beats ready here.
+        let busy = rt.patterns.is_busy(&screen);
+        first.look(&screen, &last, busy);
+        let idle = last == Screen::Ready && !busy;
+        ready_looks = if idle && first.taken() { ready_looks + 1 } else { 0 };
         if ready_looks >= 2 || matches!(last, Screen::Dialog(_)) {
             break;
         }
@@ -234,8 +239,71 @@ async fn answered(ctx: &Ctx, rt: &runtime::Runtime, pane: &str, timeout: Duratio
     out.screen = Some(tail(&screen));
 }
 
+/// How long a program that shows neither its first prompt nor a busy sign must look ready
+/// before it counts as having taken the prompt (a custom runtime that draws neither).
+const NO_ECHO_GRACE: Duration = Duration::from_secs(8);
+
+/// Whether the program has taken its first prompt, from the looks so far: the prompt
+/// echoed on screen (Claude Code, Codex, Gemini and the demo show it in their history), a
+/// busy look, or ready for [`NO_ECHO_GRACE`].
+#[derive(Debug, Default)]
+struct FirstPrompt {
+    echoed: bool,
+    busy: bool,
+    ready_since: Option<Instant>,
+}
+
+impl FirstPrompt {
+    fn look(&mut self, screen: &str, seen: &Screen, busy: bool) {
+        self.echoed |= screen.contains(first_prompt_echo());
+        self.busy |= busy;
+        match seen {
+            Screen::Ready => {
+                self.ready_since.get_or_insert_with(Instant::now);
+            }
+            _ => self.ready_since = None,
+        }
+    }
+
+    fn taken(&self) -> bool {
+        self.echoed || self.busy || self.ready_since.is_some_and(|t| t.elapsed() >= NO_ECHO_GRACE)
+    }
+}
+
+/// The start of the first prompt as a program echoes it (short enough not to wrap).
+fn first_prompt_echo() -> &'static str {
+    let line = FIRST_PROMPT.lines().next().unwrap_or_default();
+    &line[..line.char_indices().nth(28).map_or(line.len(), |(i, _)| i)]
+}
+
 /// The last 15 non-blank lines of a screen.
 fn tail(screen: &str) -> String {
     let lines: Vec<&str> = screen.lines().filter(|l| !l.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_prompt_counts_taken_when_echoed_or_busy_never_from_an_early_input_line() {
+        assert_eq!(first_prompt_echo(), "This is `task runtime check`");
+        let early = " *   Type your message or @path/to/file\n";
+        let mut f = FirstPrompt::default();
+        f.look(early, &Screen::Ready, false);
+        assert!(!f.taken(), "an input line drawn before the prompt is taken");
+        f.look(&format!(" > {}\n{early}", FIRST_PROMPT.trim()), &Screen::Ready, false);
+        assert!(f.taken());
+        let mut f = FirstPrompt::default();
+        f.look("Thinking... (esc to cancel, 0s)", &Screen::Unknown, true);
+        assert!(f.taken(), "a busy look means the prompt was taken");
+        let mut f = FirstPrompt {
+            ready_since: Some(Instant::now() - NO_ECHO_GRACE),
+            ..FirstPrompt::default()
+        };
+        assert!(f.taken(), "a program that shows neither counts after the grace");
+        f.look("", &Screen::Unknown, false);
+        assert!(!f.taken(), "the grace restarts when the input is not ready");
+    }
 }

@@ -478,6 +478,9 @@ pub fn main(prompt_file: &Path) -> Result<()> {
     let idle = std::env::var_os("AO_DEMO_IDLE").is_some() || !preamble.contains("handoff");
     let mut done = idle;
     if idle {
+        // Echo the first prompt as the real programs do in their history (`task runtime
+        // check` waits for it before typing).
+        say(&format!("> {}", preamble.lines().next().unwrap_or_default()));
         say("demo: idle mode; recording messages only");
     } else if env.agent == "pm" {
         pm_instruct(
