@@ -339,7 +339,7 @@ fn kill_9_loses_and_repeats_nothing_and_keeps_the_panes() {
         }
         let st: Value = serde_json::from_slice(&std::fs::read(w.project.join("tasks/t1/pm_state.json")).unwrap())
             .expect("pm_state.json is valid JSON after every kill");
-        assert_eq!(st["version"], 2);
+        assert_eq!(st["version"], 3);
         // Handoffs keep arriving while no daemon runs.
         written.push(handoff(&w, "t1", "dev", "COMPLETE"));
         let log = std::fs::File::create(w.dir.path().join(format!("daemon-{round}.log"))).unwrap();

@@ -304,7 +304,7 @@ pub fn refusal(task: &Task, agent: &str, now: DateTime<Utc>) -> Option<String> {
     if !budgets.any() {
         return None;
     }
-    let v = gather(task, &task.state().ok()?, now).ok()?;
+    let v = gather(task, &*task.state().ok()?, now).ok()?;
     budget::refuses(&v.budgets, agent).map(crate::core::checkin::signals::budget_escalation)
 }
 

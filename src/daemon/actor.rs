@@ -340,7 +340,7 @@ async fn deaths(
 /// failed, so it is retried rather than lost).
 async fn handle_pm_death(task: &Task, tmux: &Tmux, died_at: chrono::DateTime<chrono::Utc>) -> Option<Instant> {
     let now = clock::now();
-    let restarts = task.state().map(|s| s.pm_restarts).unwrap_or_default();
+    let restarts = task.state().map(|s| s.pm_restarts.clone()).unwrap_or_default();
     match restart_decision(&restarts, died_at, now) {
         Restart::After(d) => Some(Instant::now() + d),
         Restart::GiveUp => {

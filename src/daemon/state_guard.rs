@@ -11,6 +11,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
@@ -21,7 +22,7 @@ use crate::store::task::{StateHealth, Task};
 #[derive(Debug)]
 pub struct View {
     /// The state to watch deaths in.
-    pub state: PmState,
+    pub state: Arc<PmState>,
     /// Whether the file on disk may be changed (false: a newer version's state).
     pub writable: bool,
 }
@@ -29,7 +30,7 @@ pub struct View {
 /// One per actor: what it last read well, and which set-aside copies it has reported.
 #[derive(Debug, Default)]
 pub struct Guard {
-    last_good: Option<PmState>,
+    last_good: Option<Arc<PmState>>,
     known_copies: BTreeSet<PathBuf>,
     too_new_told: Option<u64>,
     /// The task folder's identity and times when its set-aside copies were last listed.
@@ -54,10 +55,10 @@ impl Guard {
     /// Look at the state, repairing and reporting what needs it; `None` when it cannot be
     /// read at all (an I/O error, logged) and nothing good was read before.
     pub fn look(&mut self, task: &Task, now: DateTime<Utc>) -> Option<View> {
-        match task.recover_state(now, self.last_good.as_ref()) {
+        match task.recover_state(now, self.last_good.as_deref()) {
             Ok(StateHealth::Fine(st)) => {
                 self.too_new_told = None;
-                let st = self.foreign_copies(task, *st, now);
+                let st = self.foreign_copies(task, st, now);
                 self.last_good = Some(st.clone());
                 Some(View {
                     state: st,
@@ -91,7 +92,7 @@ impl Guard {
     /// Copies set aside by someone else since the last look (a check-in, a CLI command):
     /// reported, and the agents this guard knew put back into the fresh state so their
     /// deaths are still seen. Returns the state to use.
-    fn foreign_copies(&mut self, task: &Task, st: PmState, now: DateTime<Utc>) -> PmState {
+    fn foreign_copies(&mut self, task: &Task, st: Arc<PmState>, now: DateTime<Utc>) -> Arc<PmState> {
         // A copy set aside is a new name in the task folder, which changes the folder's
         // times: unchanged times, nothing new to list (a tick of an idle task).
         // Times set within the kernel's coarse tick of now are not remembered (a second

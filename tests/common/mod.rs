@@ -241,9 +241,11 @@ impl World {
             .collect()
     }
 
+    /// The task's state as one document, its ledger and lineage read from their logs.
     pub fn state(&self, task: &str) -> serde_json::Value {
-        serde_json::from_slice(&std::fs::read(self.project.join("tasks").join(task).join("pm_state.json")).unwrap())
-            .unwrap()
+        use agent_orchestrator::store::task::persist;
+        let path = self.project.join("tasks").join(task).join("pm_state.json");
+        persist::whole_json(&persist::load(&path, task).unwrap())
     }
 
     /// The messages a demo agent recorded.

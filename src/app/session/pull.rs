@@ -109,7 +109,7 @@ fn mark_reachable(task: &Task, spec: &crate::core::model::RemoteSpec, ok: bool) 
             .values()
             .any(|a| on_it(a) && a.unreachable_since.is_some() == ok)
     };
-    if !changes(&task.state()?) {
+    if !changes(&*task.state()?) {
         return Ok(());
     }
     let now = crate::core::clock::now();

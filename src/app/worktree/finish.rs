@@ -125,7 +125,8 @@ async fn finish(task: &Task, agent: &str, handoff_file: &str, now: DateTime<Utc>
     let local_repo = task
         .state()?
         .git
-        .map(|g| g.repo)
+        .as_ref()
+        .map(|g| g.repo.clone())
         .ok_or_else(|| Error::BadInput(format!("task '{}' has no git repository recorded", task.name)))?;
     if there {
         let summary = crate::core::handoff::HandoffName::parse(handoff_file)
@@ -172,6 +173,7 @@ async fn merge(task: &Task, branch: &str, w: &AgentWorktree) -> Result<Stage> {
     let st = task.state()?;
     let g = st
         .git
+        .clone()
         .ok_or_else(|| Error::BadInput(format!("task '{}' has no task branch recorded", task.name)))?;
     let git = Git::at(&g.repo);
     let name = g.branch.clone().unwrap_or_else(|| wt::task_branch(task.name.as_str()));
@@ -268,7 +270,7 @@ async fn remove(w: &AgentWorktree) {
 /// commits; a branch with anything the task branch lacks (a conflict never resolved) is kept.
 pub async fn drop_merged_branches(task: &Task) {
     let Ok(st) = task.state() else { return };
-    let Some(g) = st.git else { return };
+    let Some(g) = st.git.clone() else { return };
     let Some(head) = g.head else { return };
     let git = Git::at(&g.repo);
     let prefix = format!("refs/heads/agents/{}/", task.name);

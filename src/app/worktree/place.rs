@@ -73,7 +73,7 @@ async fn check_repo(task: &Task, agent: &str, git: &Git, cwd: &Path) -> Result<P
 async fn task_branch(task: &Task, repo: &Path, now: DateTime<Utc>) -> Result<(String, String)> {
     let git = Git::at(repo);
     let st = task.state()?;
-    let recorded = match st.git {
+    let recorded = match st.git.clone() {
         Some(g) if g.repo == repo => g,
         Some(g) => {
             return Err(Error::BadInput(format!(

@@ -48,10 +48,7 @@ pub(crate) fn bench_remote(args: &[String]) {
     let rhandoffs = rdir.join("tasks/r/handoffs");
     let state = e.project.join("tasks/r/pm_state.json");
     let in_ledger = |name: &str| {
-        std::fs::read_to_string(&state)
-            .ok()
-            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
-            .is_some_and(|v| v["ledger"].get(name).is_some())
+        agent_orchestrator::store::task::persist::load(&state, "r").is_ok_and(|st| st.ledger.get(name).is_some())
     };
     let mut v = Vec::new();
     for i in 0..n {

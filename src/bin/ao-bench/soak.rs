@@ -113,13 +113,8 @@ fn kill_daemon(e: &Env, child: Option<Child>) {
 /// Handoff file names the ledger of `task` has recorded.
 fn ledger(e: &Env, task: &str) -> Vec<String> {
     let p = e.project.join("tasks").join(task).join("pm_state.json");
-    let v: serde_json::Value = std::fs::read(&p)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default();
-    v["ledger"]
-        .as_object()
-        .map(|m| m.keys().cloned().collect())
+    agent_orchestrator::store::task::persist::load(&p, task)
+        .map(|st| st.ledger.iter().map(|(f, _)| f.clone()).collect())
         .unwrap_or_default()
 }
 

@@ -90,6 +90,16 @@ impl Ledger {
         self.entries.get(file)
     }
 
+    /// Every record, by file name.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &LedgerEntry)> {
+        self.entries.iter()
+    }
+
+    /// Put a record as it was stored (the ledger's log, replayed).
+    pub fn insert(&mut self, file: String, entry: LedgerEntry) {
+        self.entries.insert(file, entry);
+    }
+
     /// Decide from metadata alone; `None` means "the content must be hashed to tell".
     pub fn quick_check(&self, file: &str, size: u64, mtime_ns: i64) -> Option<Seen> {
         match self.entries.get(file) {

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::core::handoff::{Ledger, Status};
 
 /// The schema version this build writes.
-pub const STATE_VERSION: u32 = 2;
+pub const STATE_VERSION: u32 = 3;
 
 /// The task phase (docs/protocol.md#phases).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -185,6 +185,23 @@ pub struct LineageEntry {
     pub time: DateTime<Utc>,
 }
 
+/// The committed lengths, in bytes, of the two logs beside the state file. The state file
+/// is the commit point: a log's bytes beyond its mark were written by a save that never
+/// completed and are not records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Logs {
+    /// Of `pm_state.ledger.jsonl`.
+    pub ledger_bytes: u64,
+    /// Of `pm_state.lineage.jsonl`.
+    pub lineage_bytes: u64,
+}
+
+impl Logs {
+    fn is_empty(&self) -> bool {
+        *self == Logs::default()
+    }
+}
+
 /// Something that needs a human (docs/protocol.md#signals: 3+ rejections, a PM that cannot be restarted, BLOCKED).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Escalation {
@@ -210,15 +227,19 @@ pub struct PmState {
     /// Agents by name.
     #[serde(default)]
     pub agents: BTreeMap<String, AgentState>,
-    /// Processed handoffs.
-    #[serde(default)]
+    /// Processed handoffs. Stored in a log of its own beside the state file from
+    /// version 3 (`crate::store::task::logs`); read inline from version 2.
+    #[serde(default, skip_serializing)]
     pub ledger: Ledger,
     /// Review rejections per piece of work (keyed by the rejected agent).
     #[serde(default)]
     pub review_rejections: BTreeMap<String, u32>,
-    /// The handoff chain, in processing order.
-    #[serde(default)]
+    /// The handoff chain, in processing order. In a log of its own like `ledger`.
+    #[serde(default, skip_serializing)]
     pub lineage: Vec<LineageEntry>,
+    /// How much of the ledger's and the lineage's logs this state has committed.
+    #[serde(default, skip_serializing_if = "Logs::is_empty")]
+    pub logs: Logs,
     /// Things that need a human, newest last.
     #[serde(default)]
     pub escalations: Vec<Escalation>,
@@ -259,6 +280,7 @@ impl Default for PmState {
             ledger: Ledger::default(),
             review_rejections: BTreeMap::new(),
             lineage: Vec::new(),
+            logs: Logs::default(),
             escalations: Vec::new(),
             reminders: BTreeMap::new(),
             pm_restarts: Vec::new(),
@@ -323,7 +345,7 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<PmState, DecodeError> {
     match obj.get("version") {
         None => migrate_v1(obj).map_err(DecodeError::Corrupt),
         Some(Value::Number(n)) => match n.as_u64() {
-            Some(2) => serde_json::from_value(Value::Object(obj)).map_err(|e| DecodeError::Corrupt(e.to_string())),
+            Some(2 | 3) => serde_json::from_value(Value::Object(obj)).map_err(|e| DecodeError::Corrupt(e.to_string())),
             Some(1) => {
                 migrate_v1(obj.into_iter().filter(|(k, _)| k != "version").collect()).map_err(DecodeError::Corrupt)
             }

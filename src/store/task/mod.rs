@@ -1,6 +1,7 @@
 //! The task folder: where it is, what it holds, how it is created and repaired.
 
 pub mod lock;
+pub mod logs;
 pub mod persist;
 
 use std::path::{Path, PathBuf};
@@ -96,11 +97,11 @@ impl Task {
         // this of every task on every tick. Only what looks corrupt is looked at again
         // under the lock before anything is moved.
         if let Ok(st) = persist::load(&self.state_path(), self.name.as_str()) {
-            return Ok(StateHealth::Fine(Box::new(st)));
+            return Ok(StateHealth::Fine(st));
         }
         let _l = self.lock_state()?;
         match persist::load(&self.state_path(), self.name.as_str()) {
-            Ok(st) => Ok(StateHealth::Fine(Box::new(st))),
+            Ok(st) => Ok(StateHealth::Fine(st)),
             Err(Error::CorruptState { detail, .. }) => {
                 let copy = persist::set_aside(&self.state_path(), now)?;
                 self.save_state(&fallback.cloned().unwrap_or_default())?;
@@ -130,10 +131,17 @@ impl Task {
         f: impl FnOnce(&mut PmState) -> Result<T>,
     ) -> Result<T> {
         let _l = self.lock_state()?;
-        let mut st = self.state_for_update(now)?;
-        let before = st.clone();
+        let before = match persist::load(&self.state_path(), self.name.as_str()) {
+            Ok(st) => Some(st),
+            Err(Error::CorruptState { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        let mut st = match &before {
+            Some(st) => PmState::clone(st),
+            None => self.state_for_update(now)?,
+        };
         let out = f(&mut st)?;
-        if st != before {
+        if before.as_deref() != Some(&st) {
             self.save_state(&st)?;
         }
         Ok(out)
@@ -172,7 +180,8 @@ impl Task {
     }
 
     /// Read pm_state.json for display (missing → fresh; corrupt → error, untouched).
-    pub fn state(&self) -> Result<PmState> {
+    /// Shared with every other reader of the same version: clone it to change it.
+    pub fn state(&self) -> Result<std::sync::Arc<PmState>> {
         persist::load(&self.state_path(), self.name.as_str())
     }
 }
@@ -181,7 +190,7 @@ impl Task {
 #[derive(Debug)]
 pub enum StateHealth {
     /// A state this build reads.
-    Fine(Box<PmState>),
+    Fine(std::sync::Arc<PmState>),
     /// It was corrupt: moved to `copy`, and replaced by the fallback (`restored`) or a
     /// fresh state.
     SetAside {

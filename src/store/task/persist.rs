@@ -2,24 +2,32 @@
 //! about to be rewritten), written atomically, never overwritten by an older version.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock};
 
 use chrono::{DateTime, Utc};
 
+use super::logs;
 use crate::core::error::{Error, Result};
 use crate::core::model::state::{DecodeError, PmState, STATE_VERSION, decode};
 use crate::store::{fsutil, parsed};
 
 /// Read the state for display. A missing file is a fresh state; a bad one is an error, untouched.
-/// Parsed again only when the file changed ([`crate::store::parsed`]).
-pub fn load(path: &Path, task: &str) -> Result<PmState> {
-    static STATES: std::sync::LazyLock<parsed::Cache<PmState>> = std::sync::LazyLock::new(Default::default);
+/// Parsed again only when the file changed ([`crate::store::parsed`]), its logs only from
+/// where the last read of them ended ([`logs`]); shared, not copied, between readers.
+pub fn load(path: &Path, task: &str) -> Result<Arc<PmState>> {
+    static STATES: LazyLock<parsed::Cache<Arc<PmState>>> = LazyLock::new(Default::default);
+    static FRESH: LazyLock<Arc<PmState>> = LazyLock::new(Default::default);
     STATES
         .get(
             path,
             |e| Error::io("read", path, e),
-            |bytes| decode_at(bytes, path, task),
+            |bytes| {
+                let mut st = decode_at(bytes, path, task)?;
+                logs::attach(path, &mut st)?;
+                Ok(Arc::new(st))
+            },
         )
-        .map(Option::unwrap_or_default)
+        .map(|st| st.unwrap_or_else(|| FRESH.clone()))
 }
 
 fn decode_at(bytes: &[u8], path: &Path, task: &str) -> Result<PmState> {
@@ -51,7 +59,10 @@ pub struct Loaded {
 /// set aside: it is valid, only not ours to rewrite).
 pub fn load_for_update(path: &Path, task: &str, now: DateTime<Utc>) -> Result<Loaded> {
     match load(path, task) {
-        Ok(state) => Ok(Loaded { state, set_aside: None }),
+        Ok(state) => Ok(Loaded {
+            state: Arc::unwrap_or_clone(state),
+            set_aside: None,
+        }),
         Err(Error::CorruptState { .. }) => Ok(Loaded {
             state: PmState::default(),
             set_aside: Some(set_aside(path, now)?),
@@ -93,6 +104,7 @@ pub fn set_aside(path: &Path, now: DateTime<Utc>) -> Result<PathBuf> {
                 std::fs::rename(path, &aside).map_err(|e| Error::io("set aside corrupt state", path, e))?;
             }
         }
+        set_logs_aside(path, &aside)?;
         fsutil::sync_dir(dir)?;
         return Ok(aside);
     }
@@ -101,6 +113,25 @@ pub fn set_aside(path: &Path, now: DateTime<Utc>) -> Result<PathBuf> {
         path,
         std::io::Error::other("1000 set-aside copies with this timestamp already exist; remove old ones"),
     ))
+}
+
+/// Move the ledger's and the lineage's logs aside with the state copy `aside` (same time
+/// in the name): the fresh state that replaces a corrupt one starts its own logs, and the
+/// records the corrupt state committed stay beside its copy for a human.
+fn set_logs_aside(path: &Path, aside: &Path) -> Result<()> {
+    let stamp = aside
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix(SET_ASIDE_PREFIX))
+        .unwrap_or_default();
+    for log in [logs::ledger_path(path), logs::lineage_path(path)] {
+        if log.exists() {
+            let mut to = log.clone().into_os_string();
+            to.push(format!(".corrupt-{stamp}"));
+            std::fs::rename(&log, &to).map_err(|e| Error::io("set aside the log of a corrupt state", &log, e))?;
+        }
+    }
+    Ok(())
 }
 
 /// The copies of corrupt states set aside in the task folder `dir`, oldest first (names
@@ -118,9 +149,24 @@ pub fn set_aside_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Write the state atomically (temp, fsync, rename, fsync folder).
+/// The whole state as one JSON document, the ledger and the lineage included (the file
+/// keeps them in their logs): what scripts and tests that look at a task's state read.
+pub fn whole_json(st: &PmState) -> serde_json::Value {
+    let mut v = serde_json::to_value(st).expect("state serialises");
+    v["ledger"] = serde_json::to_value(&st.ledger).expect("the ledger serialises");
+    v["lineage"] = serde_json::to_value(&st.lineage).expect("the lineage serialises");
+    v
+}
+
+/// Write the state: its new ledger and lineage records appended to their logs (fsynced),
+/// then the state itself atomically (temp, fsync, rename, fsync folder) with the logs'
+/// new marks — the rename commits both. The caller holds the state lock.
 pub fn save(path: &Path, state: &PmState) -> Result<()> {
-    let mut bytes = serde_json::to_vec_pretty(state).expect("state serialises");
+    let base = load(path, "").ok();
+    let marks = logs::commit(path, state, base.as_deref())?;
+    let mut v = serde_json::to_value(state).expect("state serialises");
+    v["logs"] = serde_json::to_value(marks).expect("marks serialise");
+    let mut bytes = serde_json::to_vec_pretty(&v).expect("state serialises");
     bytes.push(b'\n');
     fsutil::atomic_write(path, &bytes)
 }
@@ -156,7 +202,26 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("pm_state.json");
         save(&p, &s).unwrap();
-        assert_eq!(load(&p, "t").unwrap(), s);
+        let mut saved = s.clone();
+        saved.logs = load(&p, "t").unwrap().logs;
+        assert_eq!(*load(&p, "t").unwrap(), saved);
+    }
+
+    #[test]
+    fn a_version_2_state_moves_its_ledger_and_lineage_into_the_logs_on_its_first_save() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("pm_state.json");
+        std::fs::write(&p, include_bytes!("../../../tests/fixtures/pm_state.v2.json")).unwrap();
+        let v2 = load(&p, "t").unwrap();
+        assert_eq!((v2.ledger.len(), v2.lineage.len()), (2, 2), "read inline");
+        save(&p, &v2).unwrap();
+        let file: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        assert_eq!(file["version"], STATE_VERSION);
+        assert!(file.get("ledger").is_none() && file.get("lineage").is_none(), "{file}");
+        assert!(file["logs"]["ledger_bytes"].as_u64().unwrap() > 0, "{file}");
+        let v3 = load(&p, "t").unwrap();
+        assert_eq!((&v3.ledger, &v3.lineage), (&v2.ledger, &v2.lineage));
+        assert_eq!(whole_json(&v3)["ledger"], whole_json(&v2)["ledger"]);
     }
 
     #[test]
@@ -201,8 +266,19 @@ mod tests {
         assert!(e.to_string().contains("pm_state.json"), "{e}");
         assert!(p.exists(), "read-only load leaves the file");
         let now: DateTime<Utc> = "2025-11-27T09:00:00Z".parse().unwrap();
+        std::fs::write(logs::ledger_path(&p), b"{\"file\": \"dev-1.md\"}\n").unwrap();
         let l = load_for_update(&p, "t", now).unwrap();
         let aside = l.set_aside.unwrap();
+        assert!(!logs::ledger_path(&p).exists(), "the fresh state starts its own ledger");
+        assert_eq!(
+            std::fs::read(
+                d.path()
+                    .join("pm_state.ledger.jsonl.corrupt-20251127T090000.000000000Z")
+            )
+            .unwrap(),
+            b"{\"file\": \"dev-1.md\"}\n",
+            "the corrupt state's ledger is kept beside its copy"
+        );
         assert!(
             aside
                 .to_string_lossy()

@@ -1,0 +1,348 @@
+//! The handoff ledger and the lineage on disk: two append-only logs beside pm_state.json
+//! (`pm_state.ledger.jsonl`, `pm_state.lineage.jsonl`), one JSON line per record.
+//!
+//! Both grow with every handoff. Kept inside pm_state.json they made every save rewrite
+//! and fsync the whole history and every new version cost a decode of it: after 30
+//! minutes of the 100-agent soak that was ~120 KB per task and most of the daemon's CPU
+//! (issue 13). Now a save appends only what is new, and a read parses only what was added
+//! since the last read of the same log.
+//!
+//! Crash safety: pm_state.json stays the one commit point. It records how many bytes of
+//! each log it has committed ([`Logs`]); a save first cuts each log back to the length the
+//! state on disk committed (the remains of a save that crashed before its rename, a torn
+//! line from a full disk), appends and fsyncs, and only then renames the new state in. A
+//! reader takes a state and reads each log up to that state's length, so it never sees a
+//! record the state has not committed.
+
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::error::{Error, Result};
+use crate::core::handoff::{Ledger, LedgerEntry};
+use crate::core::model::state::{LineageEntry, Logs, PmState};
+
+/// The ledger log of the state at `state_path`.
+pub fn ledger_path(state_path: &Path) -> PathBuf {
+    state_path.with_file_name("pm_state.ledger.jsonl")
+}
+
+/// The lineage log of the state at `state_path`.
+pub fn lineage_path(state_path: &Path) -> PathBuf {
+    state_path.with_file_name("pm_state.lineage.jsonl")
+}
+
+/// One line of the ledger log; a later line for the same file replaces an earlier one.
+#[derive(Serialize, Deserialize)]
+struct LedgerLine {
+    file: String,
+    #[serde(flatten)]
+    entry: LedgerEntry,
+}
+
+/// What a log holds once read: applied line by line.
+trait Record: Default + Clone + Send + 'static {
+    fn apply(&mut self, line: &[u8]) -> std::result::Result<(), serde_json::Error>;
+}
+
+impl Record for Ledger {
+    fn apply(&mut self, line: &[u8]) -> std::result::Result<(), serde_json::Error> {
+        let l: LedgerLine = serde_json::from_slice(line)?;
+        self.insert(l.file, l.entry);
+        Ok(())
+    }
+}
+
+impl Record for Vec<LineageEntry> {
+    fn apply(&mut self, line: &[u8]) -> std::result::Result<(), serde_json::Error> {
+        self.push(serde_json::from_slice(line)?);
+        Ok(())
+    }
+}
+
+/// A log as far as it was read: the file's identity, the bytes consumed, the records.
+struct Read_<T> {
+    dev_ino: (u64, u64),
+    read: u64,
+    records: T,
+}
+
+/// What has been read of each log, so the next read of a grown log parses only its tail.
+struct Tails<T> {
+    logs: Mutex<HashMap<PathBuf, Read_<T>>>,
+}
+
+impl<T> Default for Tails<T> {
+    fn default() -> Self {
+        Tails {
+            logs: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<T: Record> Tails<T> {
+    /// The records in the first `upto` bytes of the log at `path`. Lines that do not parse
+    /// are skipped with a warning (one bad record must not cost the rest); a log shorter
+    /// than `upto` (cut by hand) gives what it has, with a warning.
+    fn read(&self, path: &Path, upto: u64) -> Result<T> {
+        if upto == 0 {
+            return Ok(T::default());
+        }
+        let mut file = std::fs::File::open(path).map_err(|e| Error::io("read", path, e))?;
+        let meta = file.metadata().map_err(|e| Error::io("read", path, e))?;
+        let id = (meta.dev(), meta.ino());
+        let mut logs = self.logs.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut records, from) = match logs.remove(path) {
+            Some(r) if r.dev_ino == id && r.read <= upto => (r.records, r.read),
+            _ => (T::default(), 0),
+        };
+        let want = upto.min(meta.len());
+        if want < upto {
+            tracing::warn!(path = %path.display(), committed = upto, found = meta.len(), "a log is shorter than its state says; records are missing");
+        }
+        let mut tail = Vec::with_capacity((want - from.min(want)) as usize);
+        file.seek(SeekFrom::Start(from))
+            .map_err(|e| Error::io("read", path, e))?;
+        (&mut file)
+            .take(want.saturating_sub(from))
+            .read_to_end(&mut tail)
+            .map_err(|e| Error::io("read", path, e))?;
+        for line in tail.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            if let Err(e) = records.apply(line) {
+                tracing::warn!(path = %path.display(), error = %e, "a record of a log does not parse; it is skipped");
+            }
+        }
+        let read = from + tail.len() as u64;
+        logs.insert(
+            path.to_path_buf(),
+            Read_ {
+                dev_ino: id,
+                read,
+                records: records.clone(),
+            },
+        );
+        Ok(records)
+    }
+}
+
+static LEDGERS: LazyLock<Tails<Ledger>> = LazyLock::new(Default::default);
+static LINEAGES: LazyLock<Tails<Vec<LineageEntry>>> = LazyLock::new(Default::default);
+
+/// Fill `st` (just decoded from `state_path`) with the records its logs hold up to its
+/// marks. A state from before the logs (version 2) carries its records inline and has no
+/// marks: it is left as it is, and its first save moves them into the logs.
+pub fn attach(state_path: &Path, st: &mut PmState) -> Result<()> {
+    if st.logs.ledger_bytes > 0 {
+        st.ledger = LEDGERS.read(&ledger_path(state_path), st.logs.ledger_bytes)?;
+    }
+    if st.logs.lineage_bytes > 0 {
+        st.lineage = LINEAGES.read(&lineage_path(state_path), st.logs.lineage_bytes)?;
+    }
+    Ok(())
+}
+
+/// Write what `st` holds beyond `base` (the state on disk, whose marks say what the logs
+/// have committed; `None` when there is none or it is unreadable) to the logs, fsynced,
+/// and return the marks the new state must carry. Called under the state lock, before
+/// the state itself is written.
+pub fn commit(state_path: &Path, st: &PmState, base: Option<&PmState>) -> Result<Logs> {
+    let empty = PmState::default();
+    let base = base.unwrap_or(&empty);
+    let ledger_bytes = {
+        let path = ledger_path(state_path);
+        // Incremental only over a log the base committed (a version-2 base has its records
+        // inline, none in the log) and that the new state extends.
+        let grows = base.logs.ledger_bytes > 0 && base.ledger.iter().all(|(f, _)| st.ledger.get(f).is_some());
+        let (keep, lines): (u64, Vec<(&String, &LedgerEntry)>) = if grows {
+            let new = st
+                .ledger
+                .iter()
+                .filter(|(f, e)| base.ledger.get(f) != Some(*e))
+                .collect();
+            (base.logs.ledger_bytes, new)
+        } else {
+            (0, st.ledger.iter().collect())
+        };
+        let text = lines.iter().fold(String::new(), |mut s, (file, entry)| {
+            let line = LedgerLine {
+                file: (*file).clone(),
+                entry: (*entry).clone(),
+            };
+            s.push_str(&serde_json::to_string(&line).expect("a ledger line serialises"));
+            s.push('\n');
+            s
+        });
+        append(&path, keep, text.as_bytes())?
+    };
+    let lineage_bytes = {
+        let path = lineage_path(state_path);
+        let n = base.lineage.len();
+        let grows =
+            base.logs.lineage_bytes > 0 && st.lineage.len() >= n && st.lineage[..n].last() == base.lineage.last();
+        let (keep, from) = if grows { (base.logs.lineage_bytes, n) } else { (0, 0) };
+        let text = st.lineage[from..].iter().fold(String::new(), |mut s, e| {
+            s.push_str(&serde_json::to_string(e).expect("a lineage entry serialises"));
+            s.push('\n');
+            s
+        });
+        append(&path, keep, text.as_bytes())?
+    };
+    Ok(Logs {
+        ledger_bytes,
+        lineage_bytes,
+    })
+}
+
+/// Cut the log at `path` back to `keep` bytes (what is committed), append `text`, fsync.
+/// Returns the new length. Nothing is touched when there is nothing to add and nothing to
+/// cut.
+fn append(path: &Path, keep: u64, text: &[u8]) -> Result<u64> {
+    let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    if text.is_empty() && len == keep {
+        return Ok(keep);
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|e| Error::io("open the log", path, e))?;
+    if len != keep {
+        f.set_len(keep).map_err(|e| Error::io("cut back the log", path, e))?;
+    }
+    f.seek(SeekFrom::Start(keep)).map_err(|e| Error::io("write", path, e))?;
+    f.write_all(text).map_err(|e| Error::io("append to", path, e))?;
+    f.sync_data().map_err(|e| Error::io("fsync", path, e))?;
+    Ok(keep + text.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(at: &str) -> LedgerEntry {
+        LedgerEntry {
+            size: 1,
+            mtime_ns: 2,
+            sha256: "ab".into(),
+            processed_at: at.into(),
+        }
+    }
+
+    fn lineage(file: &str) -> LineageEntry {
+        LineageEntry {
+            file: file.into(),
+            from: "dev".into(),
+            target: None,
+            recommended_next: None,
+            status: crate::core::handoff::Status::Complete,
+            time: "2025-11-27T09:00:00Z".parse().unwrap(),
+        }
+    }
+
+    /// Commit `st` over `base` and return it as a reader sees it afterwards.
+    fn save(p: &Path, st: &mut PmState, base: &PmState) -> PmState {
+        st.logs = commit(p, st, Some(base)).unwrap();
+        let mut read = PmState {
+            logs: st.logs,
+            ..PmState::default()
+        };
+        attach(p, &mut read).unwrap();
+        read
+    }
+
+    #[test]
+    fn a_save_appends_only_what_is_new_and_a_reader_sees_only_what_is_committed() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("pm_state.json");
+        let mut a = PmState::default();
+        a.ledger.insert("dev-1.md".into(), entry("t1"));
+        a.lineage.push(lineage("dev-1.md"));
+        let read_a = save(&p, &mut a, &PmState::default());
+        assert_eq!(
+            (read_a.ledger.clone(), read_a.lineage.clone()),
+            (a.ledger.clone(), a.lineage.clone())
+        );
+
+        let mut b = a.clone();
+        b.ledger.insert("dev-2.md".into(), entry("t2"));
+        b.ledger.insert("dev-1.md".into(), entry("t3"));
+        b.lineage.push(lineage("dev-2.md"));
+        let before = std::fs::metadata(ledger_path(&p)).unwrap().len();
+        let read_b = save(&p, &mut b, &a);
+        assert_eq!(read_b.ledger, b.ledger, "a changed entry replaces the old one");
+        assert_eq!(read_b.lineage, b.lineage);
+        let log = std::fs::read_to_string(ledger_path(&p)).unwrap();
+        assert_eq!(log.lines().count(), 3, "two lines appended, none rewritten: {log}");
+        assert!(b.logs.ledger_bytes > before);
+
+        // A save that crashed after its appends: the logs are longer than any state says.
+        let mut c = b.clone();
+        c.ledger.insert("dev-3.md".into(), entry("t4"));
+        c.lineage.push(lineage("dev-3.md"));
+        commit(&p, &c, Some(&b)).unwrap();
+        let mut reader = PmState {
+            logs: b.logs,
+            ..PmState::default()
+        };
+        attach(&p, &mut reader).unwrap();
+        assert_eq!(
+            reader.ledger, b.ledger,
+            "records beyond the committed marks are not seen"
+        );
+        assert_eq!(reader.lineage.len(), 2);
+        // The next save from the committed state cuts them off before appending.
+        let mut d2 = b.clone();
+        d2.lineage.push(lineage("dev-4.md"));
+        let read_d = save(&p, &mut d2, &b);
+        assert_eq!(read_d.lineage.last().unwrap().file, "dev-4.md");
+        assert_eq!(read_d.lineage.len(), 3);
+        assert!(read_d.ledger.get("dev-3.md").is_none());
+    }
+
+    #[test]
+    fn a_state_that_forgot_records_rewrites_the_logs() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("pm_state.json");
+        let mut a = PmState::default();
+        a.ledger.insert("dev-1.md".into(), entry("t1"));
+        a.ledger.insert("dev-2.md".into(), entry("t1"));
+        a.lineage.push(lineage("dev-1.md"));
+        a.lineage.push(lineage("dev-2.md"));
+        save(&p, &mut a, &PmState::default());
+        // A fresh state replacing a corrupt one (or any that does not extend the logs).
+        let mut fresh = PmState::default();
+        fresh.ledger.insert("dev-2.md".into(), entry("t9"));
+        let read = save(&p, &mut fresh, &a);
+        assert_eq!(read.ledger, fresh.ledger);
+        assert!(read.lineage.is_empty());
+        assert_eq!(std::fs::read_to_string(ledger_path(&p)).unwrap().lines().count(), 1);
+    }
+
+    #[test]
+    fn a_bad_line_is_skipped_and_the_rest_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("pm_state.json");
+        let mut a = PmState::default();
+        a.lineage.push(lineage("dev-1.md"));
+        let text = format!(
+            "{}\nnot json\n{}\n",
+            serde_json::to_string(&lineage("dev-1.md")).unwrap(),
+            serde_json::to_string(&lineage("dev-2.md")).unwrap()
+        );
+        std::fs::write(lineage_path(&p), &text).unwrap();
+        let mut st = PmState {
+            logs: Logs {
+                ledger_bytes: 0,
+                lineage_bytes: text.len() as u64,
+            },
+            ..PmState::default()
+        };
+        attach(&p, &mut st).unwrap();
+        assert_eq!(st.lineage.len(), 2);
+    }
+}
