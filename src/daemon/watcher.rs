@@ -20,8 +20,8 @@ use crate::core::error::{Error, Result};
 use std::sync::{Arc, Mutex};
 
 use crate::core::model::WatchStats;
-use crate::store::handoffs::How;
 use crate::store::handoffs::watch_stats;
+use crate::store::handoffs::{How, memo};
 
 /// What the watcher saw, for the supervisor.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,9 +89,14 @@ impl Watcher {
                     if let Err(e) = watch_stats::save(&stats) {
                         tracing::warn!(error = %e, "cannot save the watcher's overflow count");
                     }
+                    memo::forget_all();
                     pass(&mut stats, Seen::Rescan)
                 }
                 Ok(ev) => {
+                    // Any event, before anyone hears of it: a scan must not skip the file.
+                    for p in &ev.paths {
+                        memo::touched(p);
+                    }
                     let Some(how) = final_kind(&ev.kind) else { return };
                     for p in ev.paths {
                         if let Some(seen) = final_handoff(&p, how) {
@@ -101,6 +106,7 @@ impl Watcher {
                 }
                 Err(e) => {
                     tracing::warn!(error = %cause(&e, None), "file watcher error; every task rescans its handoffs");
+                    memo::forget_all();
                     pass(&mut stats, Seen::Rescan);
                 }
             }
@@ -128,11 +134,14 @@ impl Watcher {
     pub(super) fn watch(&mut self, dir: &Path) -> Result<()> {
         self.inner
             .watch(dir, RecursiveMode::NonRecursive)
-            .map_err(|e| Error::Environment(format!("cannot watch {}: {}", dir.display(), cause(&e, Some(dir)))))
+            .map_err(|e| Error::Environment(format!("cannot watch {}: {}", dir.display(), cause(&e, Some(dir)))))?;
+        memo::watching(dir);
+        Ok(())
     }
 
     /// Stop watching `dir` (a folder not watched, or gone, is fine).
     pub(super) fn unwatch(&mut self, dir: &Path) {
+        memo::unwatched(dir);
         if let Err(e) = self.inner.unwatch(dir) {
             tracing::debug!(dir = %dir.display(), error = %e, "unwatch");
         }

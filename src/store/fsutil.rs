@@ -53,6 +53,19 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     sync_dir(dir)
 }
 
+/// Replace `path` with `bytes` by a rename, without the fsyncs: for files rebuilt from the
+/// state when lost (progress.md, usage.json's counts), rewritten at every check-in. A
+/// reader never sees half a file and a killed process leaves the old one or the new one;
+/// only a power cut may cost the last version, which the next check-in writes again.
+pub fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut tmp = temp_in(parent_of(path))?;
+    let p = tmp.path().to_path_buf();
+    tmp.write_all(bytes).map_err(|e| Error::io("write", &p, e))?;
+    tmp.persist(path)
+        .map_err(|e| Error::io("rename into place", path, e.error))?;
+    Ok(())
+}
+
 /// Create `path` atomically with `bytes`, never replacing an existing file.
 /// Returns `Ok(false)` when the name is already taken.
 pub fn atomic_create(path: &Path, bytes: &[u8]) -> Result<bool> {

@@ -1,14 +1,15 @@
 //! Files read and parsed again only when they changed: the daemon looks at every task's
-//! pm_state.json (which carries the handoff ledger, hundreds of KB after a long run) and
-//! task.md several times per tick and per check-in, and parsing them was most of an idle
-//! daemon's work.
+//! pm_state.json and task.md several times per tick and per check-in, and parsing them was
+//! most of an idle daemon's work.
 //!
 //! Why a file's identity is enough to know it is unchanged: our own writes replace the
 //! file (temp file, rename), so each version is a new inode; a writer that changes the file
 //! in place changes its ctime. The kernel stamps ctime with a coarse clock (a few ms), so a
 //! change in the same tick as the read could keep the same ctime: a version is only
 //! remembered when it was read [`SETTLED`] after its ctime, and a later change then always
-//! carries a later ctime.
+//! carries a later ctime. A version read sooner is kept with its bytes: the next read
+//! reads the file again and reuses the parse when the bytes are the same (a check-in reads
+//! the state it just saved several times within those milliseconds).
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -52,9 +53,19 @@ impl Version {
     }
 }
 
-/// Parsed files of one kind, by path, each with the version it was parsed from.
+/// Parsed files by path: each with the version and the bytes it was parsed from.
 pub struct Cache<T> {
-    files: Mutex<HashMap<PathBuf, (Version, T)>>,
+    files: Mutex<HashMap<PathBuf, Entry<T>>>,
+}
+
+/// One file as last parsed. `settled`: its version alone proves the file unchanged (see
+/// the module doc); otherwise the file is read again and the parse reused only when the
+/// bytes are the same.
+struct Entry<T> {
+    version: Option<Version>,
+    settled: bool,
+    bytes: Vec<u8>,
+    parsed: T,
 }
 
 impl<T: Clone> Default for Cache<T> {
@@ -66,48 +77,68 @@ impl<T: Clone> Default for Cache<T> {
 }
 
 impl<T: Clone> Cache<T> {
-    /// The file parsed by `parse`, or what it gave for this very version before. `Ok(None)`:
-    /// no such file. An error (from reading or parsing) is never remembered.
+    /// The parsed content of `path` (`None` when it does not exist): remembered while the
+    /// file's version is unchanged, parsed again (`parse`) when its bytes changed. A
+    /// parse error is returned and nothing is remembered.
     pub fn get<E>(
         &self,
         path: &Path,
         read_error: impl Fn(std::io::Error) -> E,
         parse: impl FnOnce(&[u8]) -> Result<T, E>,
     ) -> Result<Option<T>, E> {
-        // One stat for an unchanged file (the common case: the daemon's ticks).
         if let Ok(meta) = std::fs::metadata(path)
-            && let Some((v, t)) = self.lock().get(path)
-            && *v == Version::of(&meta)
+            && let Some(e) = self.lock().get(path)
+            && e.settled
+            && e.version == Some(Version::of(&meta))
         {
-            return Ok(Some(t.clone()));
+            return Ok(Some(e.parsed.clone()));
         }
         let mut file = match std::fs::File::open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(read_error(e)),
         };
-        // The version of the very file opened, so what is read belongs to it.
         let meta = file.metadata().map_err(&read_error)?;
         let version = Version::of(&meta);
-        if let Some((v, t)) = self.lock().get(path)
-            && *v == version
-        {
-            return Ok(Some(t.clone()));
-        }
         let read_at = SystemTime::now();
         let mut bytes = Vec::with_capacity(meta.len() as usize);
         file.read_to_end(&mut bytes).map_err(read_error)?;
-        let parsed = parse(&bytes)?;
-        let mut files = self.lock();
-        if version.settled_by(read_at) {
-            files.insert(path.to_path_buf(), (version, parsed.clone()));
-        } else {
-            files.remove(path);
+        let settled = version.settled_by(read_at);
+        if let Some(e) = self.lock().get_mut(path)
+            && e.bytes == bytes
+        {
+            e.version = Some(version);
+            e.settled = settled;
+            return Ok(Some(e.parsed.clone()));
         }
+        let parsed = parse(&bytes)?;
+        self.lock().insert(
+            path.to_path_buf(),
+            Entry {
+                version: Some(version),
+                settled,
+                bytes,
+                parsed: parsed.clone(),
+            },
+        );
         Ok(Some(parsed))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, (Version, T)>> {
+    /// What `path` now holds, written by this process: the next [`Cache::get`] reads the
+    /// file and, finding these bytes, takes `parsed` without parsing.
+    pub fn prime(&self, path: &Path, bytes: Vec<u8>, parsed: T) {
+        self.lock().insert(
+            path.to_path_buf(),
+            Entry {
+                version: None,
+                settled: false,
+                bytes,
+                parsed,
+            },
+        );
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Entry<T>>> {
         self.files.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -168,6 +199,28 @@ mod tests {
 
         std::fs::remove_file(&p).unwrap();
         assert_eq!(parse_count(&c, &p, &n), None);
+    }
+
+    #[test]
+    fn a_version_read_at_once_is_read_again_and_its_parse_reused_when_the_bytes_match() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.json");
+        let c = Cache::<String>::default();
+        let n = Cell::new(0);
+        std::fs::write(&p, "one").unwrap();
+        c.prime(&p, b"one".to_vec(), "primed".into());
+        assert_eq!(
+            parse_count(&c, &p, &n).as_deref(),
+            Some("primed"),
+            "our own write: no parse"
+        );
+        assert_eq!(n.get(), 0);
+        // Rewritten in place within the same tick, same size: the bytes tell.
+        std::fs::write(&p, "two").unwrap();
+        assert_eq!(parse_count(&c, &p, &n).as_deref(), Some("two"));
+        std::fs::write(&p, "two").unwrap();
+        assert_eq!(parse_count(&c, &p, &n).as_deref(), Some("two"));
+        assert_eq!(n.get(), 1, "same bytes, no second parse");
     }
 
     #[test]

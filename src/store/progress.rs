@@ -81,7 +81,8 @@ pub fn write_gathered(
         escalations,
         cost: cost.as_deref(),
     });
-    fsutil::atomic_write(&task.progress_path(), text.as_bytes())?;
+    // Rebuilt from the state at every check-in: a rename, no fsync.
+    fsutil::replace(&task.progress_path(), text.as_bytes())?;
     Ok(text)
 }
 

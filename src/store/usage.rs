@@ -53,9 +53,10 @@ pub fn load(task: &Task) -> UsageFile {
     }
 }
 
-/// Save atomically.
+/// Save by a rename (no fsync: an unreadable or lost file is counted again from the
+/// transcripts and events.jsonl, see [`load`]).
 pub fn save(task: &Task, u: &UsageFile) -> Result<()> {
-    fsutil::atomic_write(&path(task), &serde_json::to_vec(u).expect("usage serialises"))
+    fsutil::replace(&path(task), &serde_json::to_vec(u).expect("usage serialises"))
 }
 
 /// Read what was appended to the transcript at `file` since `t.offset` and count it.

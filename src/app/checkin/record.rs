@@ -57,10 +57,10 @@ pub fn apply_handoffs(state: &mut PmState, new: &[Loaded], now: DateTime<Utc>) {
 pub(super) fn record(state: &mut PmState, cands: &[Candidate], ev: &Evaluation, now: DateTime<Utc>) {
     let at = now.to_rfc3339();
     for c in cands {
-        state.ledger.record_candidate(c, &at);
+        std::sync::Arc::make_mut(&mut state.ledger).record_candidate(c, &at);
         let l = &c.loaded;
         if !state.lineage.iter().any(|e| e.file == l.file) {
-            state.lineage.push(LineageEntry {
+            std::sync::Arc::make_mut(&mut state.lineage).push(LineageEntry {
                 file: l.file.clone(),
                 from: l.agent().to_string(),
                 target: l.handoff.target.clone(),

@@ -42,7 +42,10 @@ impl HandoffName {
         if !is_digits(date, 8..=8) || !is_digits(time, 6..=6) || names::validate("agent", agent).is_err() {
             return None;
         }
-        let stamp = NaiveDateTime::parse_from_str(&format!("{date}{time}"), "%Y%m%d%H%M%S").ok()?;
+        // By hand, not with a format string: every scan parses every name in handoffs/.
+        let n = |s: &str, r: std::ops::Range<usize>| s[r].parse::<u32>().ok();
+        let day = chrono::NaiveDate::from_ymd_opt(n(date, 0..4)? as i32, n(date, 4..6)?, n(date, 6..8)?)?;
+        let stamp = day.and_hms_opt(n(time, 0..2)?, n(time, 2..4)?, n(time, 4..6)?)?;
         Some(HandoffName {
             agent: agent.to_string(),
             stamp,
@@ -52,7 +55,18 @@ impl HandoffName {
 
     /// The file name for this handoff.
     pub fn file_name(&self) -> String {
-        let base = format!("{}-{}", self.agent, self.stamp.format("%Y%m%d-%H%M%S"));
+        use chrono::{Datelike, Timelike};
+        let (d, t) = (self.stamp.date(), self.stamp.time());
+        let base = format!(
+            "{}-{:04}{:02}{:02}-{:02}{:02}{:02}",
+            self.agent,
+            d.year(),
+            d.month(),
+            d.day(),
+            t.hour(),
+            t.minute(),
+            t.second()
+        );
         if self.seq <= 1 {
             format!("{base}.md")
         } else {

@@ -3,6 +3,7 @@
 //! reading and writing the file is [`crate::store::task::persist`]'s.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -228,15 +229,17 @@ pub struct PmState {
     #[serde(default)]
     pub agents: BTreeMap<String, AgentState>,
     /// Processed handoffs. Stored in a log of its own beside the state file from
-    /// version 3 (`crate::store::task::logs`); read inline from version 2.
+    /// version 3 (`crate::store::task::logs`); read inline from version 2. Shared between
+    /// copies of the state (it grows with every handoff, and most changes of the state
+    /// leave it alone): `Arc::make_mut` to change it.
     #[serde(default, skip_serializing)]
-    pub ledger: Ledger,
+    pub ledger: Arc<Ledger>,
     /// Review rejections per piece of work (keyed by the rejected agent).
     #[serde(default)]
     pub review_rejections: BTreeMap<String, u32>,
     /// The handoff chain, in processing order. In a log of its own like `ledger`.
     #[serde(default, skip_serializing)]
-    pub lineage: Vec<LineageEntry>,
+    pub lineage: Arc<Vec<LineageEntry>>,
     /// How much of the ledger's and the lineage's logs this state has committed.
     #[serde(default, skip_serializing_if = "Logs::is_empty")]
     pub logs: Logs,
@@ -277,9 +280,9 @@ impl Default for PmState {
             last_checkin: None,
             next_checkin: None,
             agents: BTreeMap::new(),
-            ledger: Ledger::default(),
+            ledger: Arc::default(),
             review_rejections: BTreeMap::new(),
-            lineage: Vec::new(),
+            lineage: Arc::default(),
             logs: Logs::default(),
             escalations: Vec::new(),
             reminders: BTreeMap::new(),

@@ -3,6 +3,7 @@
 //! a file being written is final (quiet.rs), and writing a handoff atomically. What a
 //! handoff says, and the ledger itself, are the core's ([`crate::core::handoff`]).
 
+pub mod memo;
 mod quiet;
 pub mod watch_stats;
 mod write;
@@ -122,8 +123,12 @@ fn loaded_hashed(name: &HandoffName, contents: &fsutil::Contents, sha256: String
 pub fn scan(ledger: &Ledger, dir: &Path, names: &[HandoffName]) -> Result<(Vec<Candidate>, Vec<Skipped>)> {
     let mut out = Vec::new();
     let mut skipped = Vec::new();
+    let mut memo = memo::Scan::begin(dir);
     for name in names {
         let file = name.file_name();
+        if memo.skips(&file, ledger) {
+            continue;
+        }
         let path = dir.join(&file);
         let meta = match std::fs::symlink_metadata(&path) {
             Ok(m) => m,
@@ -137,6 +142,7 @@ pub fn scan(ledger: &Ledger, dir: &Path, names: &[HandoffName]) -> Result<(Vec<C
             continue;
         }
         if ledger.quick_check(&file, meta.len(), fsutil::mtime_ns(&meta)) == Some(Seen::Unchanged) {
+            memo.unchanged(file, meta.len(), fsutil::mtime_ns(&meta));
             continue;
         }
         let contents = match fsutil::read_regular(&path, SIZE_CAP)? {
@@ -161,5 +167,6 @@ pub fn scan(ledger: &Ledger, dir: &Path, names: &[HandoffName]) -> Result<(Vec<C
             sha256: sha,
         });
     }
+    memo.end();
     Ok((out, skipped))
 }

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -64,11 +64,12 @@ impl Record for Vec<LineageEntry> {
     }
 }
 
-/// A log as far as it was read: the file's identity, the bytes consumed, the records.
+/// A log as far as it was read: the file's identity, the bytes consumed, the records
+/// (shared with the states handed out; copied only when more records are read).
 struct Read_<T> {
     dev_ino: (u64, u64),
     read: u64,
-    records: T,
+    records: Arc<T>,
 }
 
 /// What has been read of each log, so the next read of a grown log parses only its tail.
@@ -88,9 +89,9 @@ impl<T: Record> Tails<T> {
     /// The records in the first `upto` bytes of the log at `path`. Lines that do not parse
     /// are skipped with a warning (one bad record must not cost the rest); a log shorter
     /// than `upto` (cut by hand) gives what it has, with a warning.
-    fn read(&self, path: &Path, upto: u64) -> Result<T> {
+    fn read(&self, path: &Path, upto: u64) -> Result<Arc<T>> {
         if upto == 0 {
-            return Ok(T::default());
+            return Ok(Arc::default());
         }
         let mut file = std::fs::File::open(path).map_err(|e| Error::io("read", path, e))?;
         let meta = file.metadata().map_err(|e| Error::io("read", path, e))?;
@@ -98,7 +99,7 @@ impl<T: Record> Tails<T> {
         let mut logs = self.logs.lock().unwrap_or_else(|e| e.into_inner());
         let (mut records, from) = match logs.remove(path) {
             Some(r) if r.dev_ino == id && r.read <= upto => (r.records, r.read),
-            _ => (T::default(), 0),
+            _ => (Arc::default(), 0),
         };
         let want = upto.min(meta.len());
         if want < upto {
@@ -112,7 +113,7 @@ impl<T: Record> Tails<T> {
             .read_to_end(&mut tail)
             .map_err(|e| Error::io("read", path, e))?;
         for line in tail.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-            if let Err(e) = records.apply(line) {
+            if let Err(e) = Arc::make_mut(&mut records).apply(line) {
                 tracing::warn!(path = %path.display(), error = %e, "a record of a log does not parse; it is skipped");
             }
         }
@@ -260,8 +261,8 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("pm_state.json");
         let mut a = PmState::default();
-        a.ledger.insert("dev-1.md".into(), entry("t1"));
-        a.lineage.push(lineage("dev-1.md"));
+        Arc::make_mut(&mut a.ledger).insert("dev-1.md".into(), entry("t1"));
+        Arc::make_mut(&mut a.lineage).push(lineage("dev-1.md"));
         let read_a = save(&p, &mut a, &PmState::default());
         assert_eq!(
             (read_a.ledger.clone(), read_a.lineage.clone()),
@@ -269,9 +270,9 @@ mod tests {
         );
 
         let mut b = a.clone();
-        b.ledger.insert("dev-2.md".into(), entry("t2"));
-        b.ledger.insert("dev-1.md".into(), entry("t3"));
-        b.lineage.push(lineage("dev-2.md"));
+        Arc::make_mut(&mut b.ledger).insert("dev-2.md".into(), entry("t2"));
+        Arc::make_mut(&mut b.ledger).insert("dev-1.md".into(), entry("t3"));
+        Arc::make_mut(&mut b.lineage).push(lineage("dev-2.md"));
         let before = std::fs::metadata(ledger_path(&p)).unwrap().len();
         let read_b = save(&p, &mut b, &a);
         assert_eq!(read_b.ledger, b.ledger, "a changed entry replaces the old one");
@@ -282,8 +283,8 @@ mod tests {
 
         // A save that crashed after its appends: the logs are longer than any state says.
         let mut c = b.clone();
-        c.ledger.insert("dev-3.md".into(), entry("t4"));
-        c.lineage.push(lineage("dev-3.md"));
+        Arc::make_mut(&mut c.ledger).insert("dev-3.md".into(), entry("t4"));
+        Arc::make_mut(&mut c.lineage).push(lineage("dev-3.md"));
         commit(&p, &c, Some(&b)).unwrap();
         let mut reader = PmState {
             logs: b.logs,
@@ -297,7 +298,7 @@ mod tests {
         assert_eq!(reader.lineage.len(), 2);
         // The next save from the committed state cuts them off before appending.
         let mut d2 = b.clone();
-        d2.lineage.push(lineage("dev-4.md"));
+        Arc::make_mut(&mut d2.lineage).push(lineage("dev-4.md"));
         let read_d = save(&p, &mut d2, &b);
         assert_eq!(read_d.lineage.last().unwrap().file, "dev-4.md");
         assert_eq!(read_d.lineage.len(), 3);
@@ -309,14 +310,14 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("pm_state.json");
         let mut a = PmState::default();
-        a.ledger.insert("dev-1.md".into(), entry("t1"));
-        a.ledger.insert("dev-2.md".into(), entry("t1"));
-        a.lineage.push(lineage("dev-1.md"));
-        a.lineage.push(lineage("dev-2.md"));
+        Arc::make_mut(&mut a.ledger).insert("dev-1.md".into(), entry("t1"));
+        Arc::make_mut(&mut a.ledger).insert("dev-2.md".into(), entry("t1"));
+        Arc::make_mut(&mut a.lineage).push(lineage("dev-1.md"));
+        Arc::make_mut(&mut a.lineage).push(lineage("dev-2.md"));
         save(&p, &mut a, &PmState::default());
         // A fresh state replacing a corrupt one (or any that does not extend the logs).
         let mut fresh = PmState::default();
-        fresh.ledger.insert("dev-2.md".into(), entry("t9"));
+        Arc::make_mut(&mut fresh.ledger).insert("dev-2.md".into(), entry("t9"));
         let read = save(&p, &mut fresh, &a);
         assert_eq!(read.ledger, fresh.ledger);
         assert!(read.lineage.is_empty());
@@ -328,7 +329,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("pm_state.json");
         let mut a = PmState::default();
-        a.lineage.push(lineage("dev-1.md"));
+        Arc::make_mut(&mut a.lineage).push(lineage("dev-1.md"));
         let text = format!(
             "{}\nnot json\n{}\n",
             serde_json::to_string(&lineage("dev-1.md")).unwrap(),

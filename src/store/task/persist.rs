@@ -11,11 +11,13 @@ use crate::core::error::{Error, Result};
 use crate::core::model::state::{DecodeError, PmState, STATE_VERSION, decode};
 use crate::store::{fsutil, parsed};
 
+/// Every state file this process read or wrote, parsed, with its logs attached.
+static STATES: LazyLock<parsed::Cache<Arc<PmState>>> = LazyLock::new(Default::default);
+
 /// Read the state for display. A missing file is a fresh state; a bad one is an error, untouched.
 /// Parsed again only when the file changed ([`crate::store::parsed`]), its logs only from
 /// where the last read of them ended ([`logs`]); shared, not copied, between readers.
 pub fn load(path: &Path, task: &str) -> Result<Arc<PmState>> {
-    static STATES: LazyLock<parsed::Cache<Arc<PmState>>> = LazyLock::new(Default::default);
     static FRESH: LazyLock<Arc<PmState>> = LazyLock::new(Default::default);
     STATES
         .get(
@@ -153,8 +155,8 @@ pub fn set_aside_files(dir: &Path) -> Vec<PathBuf> {
 /// keeps them in their logs): what scripts and tests that look at a task's state read.
 pub fn whole_json(st: &PmState) -> serde_json::Value {
     let mut v = serde_json::to_value(st).expect("state serialises");
-    v["ledger"] = serde_json::to_value(&st.ledger).expect("the ledger serialises");
-    v["lineage"] = serde_json::to_value(&st.lineage).expect("the lineage serialises");
+    v["ledger"] = serde_json::to_value(&*st.ledger).expect("the ledger serialises");
+    v["lineage"] = serde_json::to_value(&*st.lineage).expect("the lineage serialises");
     v
 }
 
@@ -168,7 +170,12 @@ pub fn save(path: &Path, state: &PmState) -> Result<()> {
     v["logs"] = serde_json::to_value(marks).expect("marks serialise");
     let mut bytes = serde_json::to_vec_pretty(&v).expect("state serialises");
     bytes.push(b'\n');
-    fsutil::atomic_write(path, &bytes)
+    fsutil::atomic_write(path, &bytes)?;
+    // The next read finds these bytes and takes this state: no decode, no log read.
+    let mut saved = state.clone();
+    saved.logs = marks;
+    STATES.prime(path, bytes, Arc::new(saved));
+    Ok(())
 }
 
 #[cfg(test)]
@@ -185,8 +192,7 @@ mod tests {
             ..Default::default()
         };
         s.last_checkin = Some("2025-11-27T09:00:00Z".parse().unwrap());
-        s.ledger
-            .record("dev-20251127-113000.md", 10, 5, "ab", "2025-11-27T11:31:00Z");
+        Arc::make_mut(&mut s.ledger).record("dev-20251127-113000.md", 10, 5, "ab", "2025-11-27T11:31:00Z");
         s.review_rejections.insert("dev".into(), 2);
         s.agents.insert(
             "dev".into(),

@@ -1,0 +1,202 @@
+//! Which handoff files a scan may pass over without a `stat`, in a process whose file
+//! watcher sees every change to them (the daemon).
+//!
+//! A scan compares every file of `handoffs/` with the ledger, and every file ever written
+//! stays there: after 30 minutes of the soak that was 600 `stat`s per task per scan, several
+//! scans per handoff — the part of the daemon's work that grew with the task's age
+//! (issue 13). A file found unchanged since the ledger recorded it is remembered here,
+//! and skipped by later scans until the watcher reports any event for it (a write, a
+//! touch, a rename, a removal) or [`FRESH_FOR`] passes. The memo is only consulted for a
+//! folder the watcher has said it covers ([`watching`]); events lost to an overflow or a
+//! watcher error forget everything ([`forget_all`]). A scan that overlapped an event in
+//! its folder remembers nothing, so an event can never be overtaken by a stale entry.
+
+use std::collections::HashMap;
+
+use crate::core::handoff::Ledger;
+use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How long a file is skipped without an event: the bound on how late a change the
+/// watcher cannot see (a network filesystem written from another host) is noticed.
+pub const FRESH_FOR: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Default)]
+struct Folder {
+    /// Bumped by every event in the folder.
+    events: u64,
+    /// Files found as the ledger recorded them: when, and the recorded size and mtime.
+    unchanged: HashMap<String, Unchanged>,
+}
+
+/// A file found as the ledger recorded it.
+#[derive(Debug, Clone, Copy)]
+struct Unchanged {
+    at: Instant,
+    size: u64,
+    mtime_ns: i64,
+}
+
+static FOLDERS: LazyLock<Mutex<HashMap<PathBuf, Folder>>> = LazyLock::new(Default::default);
+
+fn folders() -> MutexGuard<'static, HashMap<PathBuf, Folder>> {
+    FOLDERS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The watcher covers `dir` from now on: its events reach [`touched`].
+pub fn watching(dir: &Path) {
+    folders().entry(dir.to_path_buf()).or_default();
+}
+
+/// The watcher no longer covers `dir`: scans `stat` every file again.
+pub fn unwatched(dir: &Path) {
+    folders().remove(dir);
+}
+
+/// The watcher reported an event (any kind) for `path`.
+pub fn touched(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return;
+    };
+    if let Some(f) = folders().get_mut(dir) {
+        f.events += 1;
+        f.unchanged.remove(name);
+    }
+}
+
+/// Events were lost: nothing remembered can be trusted.
+pub fn forget_all() {
+    for f in folders().values_mut() {
+        f.events += 1;
+        f.unchanged.clear();
+    }
+}
+
+/// A scan of one folder: what it may skip, and what it found unchanged.
+#[derive(Debug)]
+pub(super) struct Scan {
+    dir: PathBuf,
+    /// The folder's event count when the scan began; `None`: not watched, skip nothing.
+    events: Option<u64>,
+    found: Vec<(String, Unchanged)>,
+}
+
+impl Scan {
+    pub(super) fn begin(dir: &Path) -> Scan {
+        let now = Instant::now();
+        let events = folders().get_mut(dir).map(|f| {
+            f.unchanged.retain(|_, u| now.duration_since(u.at) < FRESH_FOR);
+            f.events
+        });
+        Scan {
+            dir: dir.to_path_buf(),
+            events,
+            found: Vec::new(),
+        }
+    }
+
+    /// Whether `file` is known to be as `ledger` records it (no `stat` needed): found so,
+    /// and the ledger's record is still the one it was found against (a ledger replaced by
+    /// a fresh one has no record, so the file is looked at).
+    pub(super) fn skips(&self, file: &str, ledger: &Ledger) -> bool {
+        if self.events.is_none() {
+            return false;
+        }
+        let folders = folders();
+        let Some(f) = folders.get(&self.dir) else { return false };
+        f.unchanged.get(file).is_some_and(|u| {
+            ledger
+                .get(file)
+                .is_some_and(|e| e.size == u.size && e.mtime_ns == u.mtime_ns)
+        })
+    }
+
+    /// `file` was found as the ledger recorded it (`size`, `mtime_ns`).
+    pub(super) fn unchanged(&mut self, file: String, size: u64, mtime_ns: i64) {
+        if self.events.is_some() {
+            let at = Instant::now();
+            self.found.push((file, Unchanged { at, size, mtime_ns }));
+        }
+    }
+
+    /// Remember what was found, unless an event in the folder came during the scan.
+    pub(super) fn end(self) {
+        let Some(events) = self.events else { return };
+        let mut folders = folders();
+        let Some(f) = folders.get_mut(&self.dir) else { return };
+        if f.events != events {
+            return;
+        }
+        f.unchanged.extend(self.found);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ledger(files: &[&str]) -> Ledger {
+        let mut l = Ledger::default();
+        for f in files {
+            l.record(f, 1, 2, "ab", "t");
+        }
+        l
+    }
+
+    fn scan(dir: &Path, files: &[&str]) -> Vec<String> {
+        scan_against(dir, files, &ledger(files))
+    }
+
+    fn scan_against(dir: &Path, files: &[&str], ledger: &Ledger) -> Vec<String> {
+        let mut s = Scan::begin(dir);
+        let mut statted = Vec::new();
+        for f in files {
+            if !s.skips(f, ledger) {
+                statted.push(f.to_string());
+                s.unchanged(f.to_string(), 1, 2);
+            }
+        }
+        s.end();
+        statted
+    }
+
+    #[test]
+    fn a_file_is_skipped_until_an_event_names_it_and_only_in_a_watched_folder() {
+        let dir = PathBuf::from("/memo-test/a/handoffs");
+        assert_eq!(
+            scan(&dir, &["x.md", "y.md"]).len(),
+            2,
+            "not watched: every file is looked at"
+        );
+        assert_eq!(scan(&dir, &["x.md", "y.md"]).len(), 2);
+        watching(&dir);
+        assert_eq!(scan(&dir, &["x.md", "y.md"]).len(), 2);
+        assert!(scan(&dir, &["x.md", "y.md"]).is_empty(), "both remembered");
+        touched(&dir.join("y.md"));
+        assert_eq!(scan(&dir, &["x.md", "y.md"]), ["y.md"]);
+        assert_eq!(
+            scan_against(&dir, &["x.md", "y.md"], &ledger(&["y.md"])),
+            ["x.md"],
+            "a ledger without the record (a fresh state) is looked at again"
+        );
+        forget_all();
+        assert_eq!(scan(&dir, &["x.md", "y.md"]).len(), 2);
+        unwatched(&dir);
+        assert_eq!(scan(&dir, &["x.md", "y.md"]).len(), 2);
+        assert_eq!(scan(&dir, &["x.md", "y.md"]).len(), 2);
+    }
+
+    #[test]
+    fn a_scan_overlapping_an_event_remembers_nothing() {
+        let dir = PathBuf::from("/memo-test/b/handoffs");
+        watching(&dir);
+        let mut s = Scan::begin(&dir);
+        s.unchanged("x.md".into(), 1, 2);
+        // The file changes after its stat, before the scan ends.
+        touched(&dir.join("x.md"));
+        s.end();
+        assert_eq!(scan(&dir, &["x.md"]), ["x.md"]);
+        unwatched(&dir);
+    }
+}
