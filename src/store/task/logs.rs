@@ -156,8 +156,9 @@ pub fn commit(state_path: &Path, st: &PmState, base: Option<&PmState>) -> Result
     let ledger_bytes = {
         let path = ledger_path(state_path);
         // Incremental only over a log the base committed (a version-2 base has its records
-        // inline, none in the log) and that the new state extends.
-        let grows = base.logs.ledger_bytes > 0 && base.ledger.iter().all(|(f, _)| st.ledger.get(f).is_some());
+        // inline, none in the log), still whole on disk, and that the new state extends.
+        let grows =
+            intact(&path, base.logs.ledger_bytes) && base.ledger.iter().all(|(f, _)| st.ledger.get(f).is_some());
         let (keep, lines): (u64, Vec<(&String, &LedgerEntry)>) = if grows {
             let new = st
                 .ledger
@@ -182,8 +183,9 @@ pub fn commit(state_path: &Path, st: &PmState, base: Option<&PmState>) -> Result
     let lineage_bytes = {
         let path = lineage_path(state_path);
         let n = base.lineage.len();
-        let grows =
-            base.logs.lineage_bytes > 0 && st.lineage.len() >= n && st.lineage[..n].last() == base.lineage.last();
+        let grows = intact(&path, base.logs.lineage_bytes)
+            && st.lineage.len() >= n
+            && st.lineage[..n].last() == base.lineage.last();
         let (keep, from) = if grows { (base.logs.lineage_bytes, n) } else { (0, 0) };
         let text = st.lineage[from..].iter().fold(String::new(), |mut s, e| {
             s.push_str(&serde_json::to_string(e).expect("a lineage entry serialises"));
@@ -198,6 +200,13 @@ pub fn commit(state_path: &Path, st: &PmState, base: Option<&PmState>) -> Result
     })
 }
 
+/// Whether the log at `path` holds the `committed` bytes its state says (none committed:
+/// no). A log cut short (by hand, or by a power cut before its fsync reached the disk) is
+/// written again in full from the records in memory rather than padded to its mark.
+fn intact(path: &Path, committed: u64) -> bool {
+    committed > 0 && std::fs::metadata(path).is_ok_and(|m| m.len() >= committed)
+}
+
 /// Cut the log at `path` back to `keep` bytes (what is committed), append `text`, fsync.
 /// Returns the new length. Nothing is touched when there is nothing to add and nothing to
 /// cut.
@@ -205,6 +214,12 @@ fn append(path: &Path, keep: u64, text: &[u8]) -> Result<u64> {
     let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     if text.is_empty() && len == keep {
         return Ok(keep);
+    }
+    if keep == 0 && len > 0 {
+        // Written anew: a new file (a new inode), so no reader takes it for the old one
+        // grown (what was read of a log is remembered by its identity and length).
+        crate::store::fsutil::atomic_write(path, text)?;
+        return Ok(text.len() as u64);
     }
     let mut f = std::fs::OpenOptions::new()
         .create(true)
@@ -322,6 +337,32 @@ mod tests {
         assert_eq!(read.ledger, fresh.ledger);
         assert!(read.lineage.is_empty());
         assert_eq!(std::fs::read_to_string(ledger_path(&p)).unwrap().lines().count(), 1);
+    }
+
+    #[test]
+    fn a_log_cut_short_is_written_again_in_full() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("pm_state.json");
+        let mut a = PmState::default();
+        Arc::make_mut(&mut a.lineage).push(lineage("dev-1.md"));
+        Arc::make_mut(&mut a.lineage).push(lineage("dev-2.md"));
+        save(&p, &mut a, &PmState::default());
+        let f = std::fs::OpenOptions::new().write(true).open(lineage_path(&p)).unwrap();
+        f.set_len(a.logs.lineage_bytes / 2).unwrap();
+        let mut b = a.clone();
+        Arc::make_mut(&mut b.lineage).push(lineage("dev-3.md"));
+        let read = save(&p, &mut b, &a);
+        assert_eq!(read.lineage, b.lineage, "never padded with zeros to the old mark");
+        let text = std::fs::read_to_string(lineage_path(&p)).unwrap();
+        assert_eq!(text.lines().count(), 3, "{text}");
+        // Written anew with other records: a reader that had read the old log sees the new.
+        let mut c = PmState::default();
+        Arc::make_mut(&mut c.lineage).push(lineage("other-1.md"));
+        Arc::make_mut(&mut c.lineage).push(lineage("other-2.md"));
+        Arc::make_mut(&mut c.lineage).push(lineage("other-3.md"));
+        Arc::make_mut(&mut c.lineage).push(lineage("other-4.md"));
+        let read = save(&p, &mut c, &PmState::default());
+        assert_eq!(read.lineage, c.lineage);
     }
 
     #[test]
