@@ -18,6 +18,8 @@ pub struct HandoffName {
     pub stamp: NaiveDateTime,
     /// 1 for the plain name, 2.. for same-second collisions.
     pub seq: u32,
+    /// The file name, made once: every scan looks every name in handoffs/ up by it.
+    file: String,
 }
 
 impl HandoffName {
@@ -46,20 +48,15 @@ impl HandoffName {
         let n = |s: &str, r: std::ops::Range<usize>| s[r].parse::<u32>().ok();
         let day = chrono::NaiveDate::from_ymd_opt(n(date, 0..4)? as i32, n(date, 4..6)?, n(date, 6..8)?)?;
         let stamp = day.and_hms_opt(n(time, 0..2)?, n(time, 2..4)?, n(time, 4..6)?)?;
-        Some(HandoffName {
-            agent: agent.to_string(),
-            stamp,
-            seq: seq.parse().ok()?,
-        })
+        Some(HandoffName::new(agent.to_string(), stamp, seq.parse().ok()?))
     }
 
-    /// The file name for this handoff.
-    pub fn file_name(&self) -> String {
+    /// The name of `agent`'s handoff at `stamp` (`seq` 1 for the plain name).
+    pub fn new(agent: String, stamp: NaiveDateTime, seq: u32) -> HandoffName {
         use chrono::{Datelike, Timelike};
-        let (d, t) = (self.stamp.date(), self.stamp.time());
+        let (d, t) = (stamp.date(), stamp.time());
         let base = format!(
-            "{}-{:04}{:02}{:02}-{:02}{:02}{:02}",
-            self.agent,
+            "{agent}-{:04}{:02}{:02}-{:02}{:02}{:02}",
             d.year(),
             d.month(),
             d.day(),
@@ -67,11 +64,27 @@ impl HandoffName {
             t.minute(),
             t.second()
         );
-        if self.seq <= 1 {
+        let file = if seq <= 1 {
             format!("{base}.md")
         } else {
-            format!("{base}-{}.md", self.seq)
+            format!("{base}-{seq}.md")
+        };
+        HandoffName {
+            agent,
+            stamp,
+            seq,
+            file,
         }
+    }
+
+    /// The file name for this handoff.
+    pub fn file_name(&self) -> String {
+        self.file.clone()
+    }
+
+    /// The file name, borrowed.
+    pub fn file(&self) -> &str {
+        &self.file
     }
 
     /// Sort key: time, then collision suffix, then agent.

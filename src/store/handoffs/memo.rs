@@ -15,7 +15,7 @@ use std::collections::HashMap;
 
 use crate::core::handoff::Ledger;
 use std::path::{Path, PathBuf};
-use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// How long a file is skipped without an event: the bound on how late a change the
@@ -27,7 +27,9 @@ struct Folder {
     /// Bumped by every event in the folder.
     events: u64,
     /// Files found as the ledger recorded them: when, and the recorded size and mtime.
-    unchanged: HashMap<String, Unchanged>,
+    /// Shared with the scans under way (each takes it once, not a lock per file); an
+    /// event copies it only while one holds it.
+    unchanged: Arc<HashMap<String, Unchanged>>,
 }
 
 /// A file found as the ledger recorded it.
@@ -61,7 +63,9 @@ pub fn touched(path: &Path) {
     };
     if let Some(f) = folders().get_mut(dir) {
         f.events += 1;
-        f.unchanged.remove(name);
+        if f.unchanged.contains_key(name) {
+            Arc::make_mut(&mut f.unchanged).remove(name);
+        }
     }
 }
 
@@ -69,7 +73,7 @@ pub fn touched(path: &Path) {
 pub fn forget_all() {
     for f in folders().values_mut() {
         f.events += 1;
-        f.unchanged.clear();
+        f.unchanged = Arc::default();
     }
 }
 
@@ -79,19 +83,29 @@ pub(super) struct Scan {
     dir: PathBuf,
     /// The folder's event count when the scan began; `None`: not watched, skip nothing.
     events: Option<u64>,
+    /// What the folder knew unchanged when the scan began. A file an event names after
+    /// that is still skipped by this scan, but the event's own hint brings a scan that
+    /// looks at it (its entry is gone from the folder's map).
+    skip: Arc<HashMap<String, Unchanged>>,
     found: Vec<(String, Unchanged)>,
 }
 
 impl Scan {
     pub(super) fn begin(dir: &Path) -> Scan {
         let now = Instant::now();
-        let events = folders().get_mut(dir).map(|f| {
-            f.unchanged.retain(|_, u| now.duration_since(u.at) < FRESH_FOR);
-            f.events
-        });
+        let (events, skip) = match folders().get_mut(dir) {
+            Some(f) => {
+                if f.unchanged.values().any(|u| now.duration_since(u.at) >= FRESH_FOR) {
+                    Arc::make_mut(&mut f.unchanged).retain(|_, u| now.duration_since(u.at) < FRESH_FOR);
+                }
+                (Some(f.events), f.unchanged.clone())
+            }
+            None => (None, Arc::default()),
+        };
         Scan {
             dir: dir.to_path_buf(),
             events,
+            skip,
             found: Vec::new(),
         }
     }
@@ -100,12 +114,7 @@ impl Scan {
     /// and the ledger's record is still the one it was found against (a ledger replaced by
     /// a fresh one has no record, so the file is looked at).
     pub(super) fn skips(&self, file: &str, ledger: &Ledger) -> bool {
-        if self.events.is_none() {
-            return false;
-        }
-        let folders = folders();
-        let Some(f) = folders.get(&self.dir) else { return false };
-        f.unchanged.get(file).is_some_and(|u| {
+        self.skip.get(file).is_some_and(|u| {
             ledger
                 .get(file)
                 .is_some_and(|e| e.size == u.size && e.mtime_ns == u.mtime_ns)
@@ -125,10 +134,11 @@ impl Scan {
         let Some(events) = self.events else { return };
         let mut folders = folders();
         let Some(f) = folders.get_mut(&self.dir) else { return };
-        if f.events != events {
+        if f.events != events || self.found.is_empty() {
             return;
         }
-        f.unchanged.extend(self.found);
+        drop(self.skip);
+        Arc::make_mut(&mut f.unchanged).extend(self.found);
     }
 }
 

@@ -125,24 +125,24 @@ pub fn scan(ledger: &Ledger, dir: &Path, names: &[HandoffName]) -> Result<(Vec<C
     let mut skipped = Vec::new();
     let mut memo = memo::Scan::begin(dir);
     for name in names {
-        let file = name.file_name();
-        if memo.skips(&file, ledger) {
+        let file = name.file();
+        if memo.skips(file, ledger) {
             continue;
         }
-        let path = dir.join(&file);
+        let path = dir.join(file);
         let meta = match std::fs::symlink_metadata(&path) {
             Ok(m) => m,
             Err(_) => continue, // vanished since listing
         };
         if let Err(skip) = fsutil::check_regular(&meta) {
             skipped.push(Skipped {
-                file,
+                file: file.to_string(),
                 reason: skip.reason().into(),
             });
             continue;
         }
-        if ledger.quick_check(&file, meta.len(), fsutil::mtime_ns(&meta)) == Some(Seen::Unchanged) {
-            memo.unchanged(file, meta.len(), fsutil::mtime_ns(&meta));
+        if ledger.quick_check(file, meta.len(), fsutil::mtime_ns(&meta)) == Some(Seen::Unchanged) {
+            memo.unchanged(file.to_string(), meta.len(), fsutil::mtime_ns(&meta));
             continue;
         }
         let contents = match fsutil::read_regular(&path, SIZE_CAP)? {
@@ -150,14 +150,14 @@ pub fn scan(ledger: &Ledger, dir: &Path, names: &[HandoffName]) -> Result<(Vec<C
             Err(Skip::Raced) => continue,
             Err(skip) => {
                 skipped.push(Skipped {
-                    file,
+                    file: file.to_string(),
                     reason: skip.reason().into(),
                 });
                 continue;
             }
         };
         let sha = sha256_hex(&contents.bytes);
-        let seen = ledger.classify(&file, contents.size, contents.mtime_ns, &sha);
+        let seen = ledger.classify(file, contents.size, contents.mtime_ns, &sha);
         if !seen.is_new() {
             continue;
         }

@@ -19,11 +19,7 @@ pub fn write(dir: &Path, h: &NewHandoff<'_>) -> Result<PathBuf> {
     }
     let content = render(h);
     for seq in 1..=1000 {
-        let name = HandoffName {
-            agent: h.from.to_string(),
-            stamp: h.now.naive_local(),
-            seq,
-        };
+        let name = HandoffName::new(h.from.to_string(), h.now.naive_local(), seq);
         let path = dir.join(name.file_name());
         if fsutil::atomic_create(&path, content.as_bytes())? {
             return Ok(path);
