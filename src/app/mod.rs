@@ -22,6 +22,7 @@ pub(crate) mod gate;
 pub(crate) mod handoff;
 pub(crate) mod lanes;
 pub(crate) mod progress;
+pub(crate) mod recent;
 pub(crate) mod runtime_check;
 pub(crate) mod send;
 pub(crate) mod service;

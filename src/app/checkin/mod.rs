@@ -51,19 +51,33 @@ pub fn save_next_checkin(task: &Task, next: Option<DateTime<Utc>>, now: DateTime
     })
 }
 
+/// When each task's agents' screens were last all looked at (this process).
+static TENDED: crate::app::recent::Recent = crate::app::recent::Recent::new();
+
+/// A handoff's check-in skips its own look at the screens when this process looked this
+/// recently: the daemon's liveness tick looks every 5 s, and a second look costs the
+/// check-in a capture per pane (an ssh round trip for a remote one) for nothing new.
+const LOOKED_WITHIN: std::time::Duration = std::time::Duration::from_secs(6);
+
 /// Observe every agent's screen for dialogs and usage limits (see [`crate::core::attention`]).
 pub async fn tend_attention(task: &Task, tmux: &Tmux, now: DateTime<Utc>) -> crate::app::attend::Tended {
     let ctx = match crate::app::session::Ctx::on(tmux) {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(error = %e, "cannot look at the agents' screens");
+            TENDED.failed(task);
             return Default::default();
         }
     };
+    let started = std::time::Instant::now();
     match crate::app::attend::tend(&ctx, task, now).await {
-        Ok(t) => t,
+        Ok(t) => {
+            TENDED.done(task, started);
+            t
+        }
         Err(e) => {
             tracing::warn!(task = %task.name, error = %e, "looking for agents that need a human failed");
+            TENDED.failed(task);
             Default::default()
         }
     }
@@ -179,7 +193,12 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
     extra.extend(crate::app::worktree::settle(task, ready, now).await);
 
     // Dialogs and usage limits: escalate, pause, resume (cron mode has no other watcher).
-    tend_attention(task, tmux, now).await;
+    // A handoff's check-in is the one whose latency counts; a look moments ago will do.
+    if trigger == Trigger::Handoff && TENDED.within(task, LOOKED_WITHIN) {
+        tracing::debug!(task = %task.name, "screens looked at moments ago; not again");
+    } else {
+        tend_attention(task, tmux, now).await;
+    }
 
     // What the team has cost: read before the lock (transcripts can be large).
     let before = task.state()?;

@@ -35,22 +35,13 @@ fn hosts_of(
 }
 
 /// When each task's remote hosts were last all pulled without a problem (this process).
-fn last_pulled() -> &'static std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, std::time::Instant>> {
-    static LAST: std::sync::OnceLock<
-        std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, std::time::Instant>>,
-    > = std::sync::OnceLock::new();
-    LAST.get_or_init(Default::default)
-}
+static PULLED: crate::app::recent::Recent = crate::app::recent::Recent::new();
 
 /// [`pull_remotes`], unless this process finished a clean pull of the task less than
 /// `within` ago. The daemon pulls the moment a remote handoff is written and then checks
 /// in; pulling again before that check-in would only add a round trip to its latency.
 pub async fn pull_remotes_unless_fresh(task: &Task, within: Duration) -> Vec<String> {
-    let fresh = last_pulled()
-        .lock()
-        .map(|m| m.get(&task.dir()).is_some_and(|t| t.elapsed() < within))
-        .unwrap_or(false);
-    if fresh {
+    if PULLED.within(task, within) {
         tracing::debug!(task = %task.name, "remote hosts pulled moments ago; not again");
         return Vec::new();
     }
@@ -91,12 +82,10 @@ pub async fn pull_remotes(task: &Task) -> Vec<String> {
             tracing::warn!(error = %e, "cannot record the host's reachability");
         }
     }
-    if let Ok(mut m) = last_pulled().lock() {
-        if problems.is_empty() {
-            m.insert(task.dir(), started);
-        } else {
-            m.remove(&task.dir());
-        }
+    if problems.is_empty() {
+        PULLED.done(task, started);
+    } else {
+        PULLED.failed(task);
     }
     problems
 }
