@@ -52,10 +52,10 @@ pub fn fill_argv(argv: &[String], task: &Task, reason: &str) -> Vec<String> {
 /// Rewrite progress.md so "Needs a Human" lists exactly the open escalations.
 pub fn refresh_progress(task: &Task, now: DateTime<Utc>) -> Result<()> {
     let st = task.state()?;
-    let (names, _) = crate::store::handoffs::list(&task.handoffs())?;
-    let recent = crate::store::progress::unprocessed(task, &st, &names)?;
+    let listing = crate::store::handoffs::listing(&task.handoffs())?;
+    let recent = crate::store::progress::unprocessed(task, &st, &listing)?;
     let open: Vec<String> = st.escalations.iter().map(|e| e.reason.clone()).collect();
-    crate::store::progress::write_progress(task, &st, &names, &recent, &open, now).map(|_| ())
+    crate::store::progress::write_progress(task, &st, &listing.names, &recent, &open, now).map(|_| ())
 }
 
 /// Open an escalation in the state unless the same reason is already open (no I/O).

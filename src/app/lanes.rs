@@ -48,7 +48,7 @@ pub(crate) fn terminal_since(
 /// looks at several lanes (a settle), not once per lane.
 pub struct Surroundings {
     /// The handoff listing; `None` when it could not be read.
-    pub names: Option<Vec<HandoffName>>,
+    pub listing: Option<std::sync::Arc<handoffs::Listing>>,
     /// This server's panes; `Err` (logged by the lane that needs it) when tmux failed.
     pub panes: std::result::Result<Panes, String>,
 }
@@ -68,7 +68,7 @@ impl Surroundings {
             })
             .collect();
         Surroundings {
-            names: handoffs::list(&task.handoffs()).ok().map(|(n, _)| n),
+            listing: handoffs::listing(&task.handoffs()).ok(),
             panes: ctx.tmux.list_panes_expecting(&alive).await.map_err(|e| e.to_string()),
         }
     }
@@ -99,7 +99,13 @@ pub fn observe_in(
     now: DateTime<Utc>,
 ) -> (Seen, Option<Loaded>) {
     let a = st.agents.get(agent);
-    let terminal = terminal_since(task, around.names.as_deref(), agent, h.since, ready);
+    let terminal = terminal_since(
+        task,
+        around.listing.as_ref().map(|l| l.names.as_slice()),
+        agent,
+        h.since,
+        ready,
+    );
     let mut seen = Seen {
         terminal_handoff: terminal.is_some(),
         pane_dead: false,

@@ -10,12 +10,12 @@ use crate::store::task::Task;
 /// handoffs that cannot be read are skipped and reported to `warn`.
 pub(crate) fn refresh(t: &Task, warn: &mut dyn FnMut(String)) -> anyhow::Result<PathBuf> {
     let st = t.state()?;
-    let (names, skipped) = handoffs::list(&t.handoffs())?;
-    for s in &skipped {
+    let listing = handoffs::listing(&t.handoffs())?;
+    for s in &listing.skipped {
         warn(format!("skipped handoffs/{}: {}", s.file, s.reason));
     }
-    let recent = crate::store::progress::unprocessed(t, &st, &names)?;
+    let recent = crate::store::progress::unprocessed(t, &st, &listing)?;
     let open: Vec<String> = st.escalations.iter().map(|e| e.reason.clone()).collect();
-    crate::store::progress::write_progress(t, &st, &names, &recent, &open, clock::now())?;
+    crate::store::progress::write_progress(t, &st, &listing.names, &recent, &open, clock::now())?;
     Ok(t.progress_path())
 }

@@ -135,14 +135,15 @@ fn wakes_the_pm(l: &handoff::Loaded) -> bool {
 /// the PM. Every pending terminal handoff is looked at, so each one's quiet time runs.
 fn terminal_pending(task: &Task, quiet: &handoffs::Quiet) -> bool {
     let Ok(st) = task.state() else { return false };
-    let Ok((names, _)) = handoffs::list(&task.handoffs()) else {
+    let dir = task.handoffs();
+    let Ok(listing) = handoffs::listing(&dir) else {
         return false;
     };
-    match crate::store::handoffs::scan(&st.ledger, &task.handoffs(), &names) {
-        Ok((cands, _)) => {
-            let dir = task.handoffs();
+    match handoffs::scan_listing(&st.ledger, &dir, &listing) {
+        Ok(found) => {
             // Not `any`: each pending one must be looked at, so its quiet time runs.
-            let ready: Vec<bool> = cands
+            let ready: Vec<bool> = found
+                .cands
                 .iter()
                 .filter(|c| wakes_the_pm(&c.loaded))
                 .map(|c| quiet.ready(&dir, &c.loaded))

@@ -22,9 +22,9 @@ use std::time::{Duration, SystemTime};
 /// kernel's timestamp granularity).
 pub const SETTLED: Duration = Duration::from_millis(20);
 
-/// What tells one version of a file from another.
+/// What tells one version of a file (or a folder: its entries) from another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Version {
+pub(crate) struct Version {
     dev: u64,
     ino: u64,
     len: u64,
@@ -33,7 +33,7 @@ struct Version {
 }
 
 impl Version {
-    fn of(m: &std::fs::Metadata) -> Version {
+    pub(crate) fn of(m: &std::fs::Metadata) -> Version {
         Version {
             dev: m.dev(),
             ino: m.ino(),
@@ -44,7 +44,7 @@ impl Version {
     }
 
     /// Whether a read begun at `read_at` saw a version no later change can share a ctime with.
-    fn settled_by(&self, read_at: SystemTime) -> bool {
+    pub(crate) fn settled_by(&self, read_at: SystemTime) -> bool {
         let ctime = SystemTime::UNIX_EPOCH.checked_add(Duration::new(
             self.ctime.0.max(0) as u64,
             self.ctime.1.clamp(0, 999_999_999) as u32,

@@ -9,8 +9,9 @@ use crate::core::handoff::{HandoffName, Loaded};
 use crate::core::model::PmState;
 use crate::core::scribe::{Artifact, Input, render};
 use crate::store::fsutil;
-use crate::store::handoffs;
+use crate::store::handoffs::{self, Listing};
 use crate::store::task::{self, Task};
+use std::sync::Arc;
 
 /// The latest readable handoff of each agent, in timeline order. Reads one file per agent
 /// (falling back to an older one when the newest breaks the file rules).
@@ -40,9 +41,9 @@ pub fn latest_by_agent_reusing(dir: &std::path::Path, names: &[HandoffName], par
 }
 
 /// Handoffs not yet in the ledger (read-only: the ledger is not updated).
-pub fn unprocessed(task: &Task, state: &PmState, names: &[HandoffName]) -> Result<Vec<Loaded>> {
-    let (cands, _) = crate::store::handoffs::scan(&state.ledger, &task.handoffs(), names)?;
-    Ok(cands.into_iter().map(|c| c.loaded).collect())
+pub fn unprocessed(task: &Task, state: &PmState, listing: &Arc<Listing>) -> Result<Vec<Loaded>> {
+    let found = crate::store::handoffs::scan_listing(&state.ledger, &task.handoffs(), listing)?;
+    Ok(found.cands.iter().map(|c| c.loaded.clone()).collect())
 }
 
 /// Regenerate progress.md with `recent` as the activity since the last check-in; returns the text.

@@ -16,7 +16,7 @@ use crate::core::checkin::signals::{
 };
 use crate::core::cost::budget::{Level, Standing};
 use crate::core::error::Result;
-use crate::core::handoff::{self, Candidate, HandoffName, Loaded};
+use crate::core::handoff::{self, Candidate, Loaded};
 use crate::core::model::{PmState, TaskSpec};
 use crate::core::protocol::roster::Roster;
 use crate::core::scribe::Artifact;
@@ -30,7 +30,7 @@ pub(super) struct Snapshot {
     /// task.md, when readable.
     pub spec: Option<TaskSpec>,
     /// The handoff listing (timeline order).
-    pub names: Vec<HandoffName>,
+    pub listing: std::sync::Arc<handoffs::Listing>,
     /// Every handoff the ledger has not seen, parsed, ready or not.
     pub unseen: Vec<Loaded>,
     /// The new handoffs this check-in takes (those `ready` accepts).
@@ -43,12 +43,14 @@ impl Snapshot {
     /// Read the task folder around `state` (read by the caller, under the state lock).
     pub fn read(task: &Task, state: &PmState, ready: &(dyn Fn(&Loaded) -> bool + Sync)) -> Result<Snapshot> {
         let spec = task.spec().ok();
-        let (names, _) = handoffs::list(&task.handoffs())?;
-        let (mut cands, skipped) = crate::store::handoffs::scan(&state.ledger, &task.handoffs(), &names)?;
-        for s in &skipped {
+        let dir = task.handoffs();
+        let listing = handoffs::listing(&dir)?;
+        let found = handoffs::scan_listing(&state.ledger, &dir, &listing)?;
+        for s in &found.skipped {
             tracing::warn!(file = %s.file, reason = %s.reason, "handoff skipped");
         }
-        let unseen: Vec<Loaded> = cands.iter().map(|c| c.loaded.clone()).collect();
+        let unseen: Vec<Loaded> = found.cands.iter().map(|c| c.loaded.clone()).collect();
+        let mut cands = found.cands.clone();
         cands.retain(|c| {
             let r = ready(&c.loaded);
             if !r {
@@ -60,7 +62,7 @@ impl Snapshot {
         Ok(Snapshot {
             state: state.clone(),
             spec,
-            names,
+            listing,
             unseen,
             cands,
             artifacts,
@@ -214,7 +216,7 @@ pub(super) fn evaluate_locked(
     let mut preview = snap.state.clone();
     preview.phase = ev.phase;
     apply_handoffs(&mut preview, &new, now);
-    let latest = crate::store::progress::latest_by_agent_reusing(&task.handoffs(), &snap.names, &snap.unseen)?;
+    let latest = crate::store::progress::latest_by_agent_reusing(&task.handoffs(), &snap.listing.names, &snap.unseen)?;
     crate::store::progress::write_gathered(task, &preview, &latest, &snap.artifacts, &new, &open, now)?;
     // A handoff the ledger knows by name whose content changed is an amendment, not news.
     let amended = snap

@@ -21,13 +21,17 @@ pub async fn settle(task: &Task, ready: &(dyn Fn(&Loaded) -> bool + Sync), now: 
     if st.agents.values().all(|a| a.worktree.is_none()) {
         return Vec::new();
     }
-    let names = crate::store::handoffs::list(&task.handoffs()).ok().map(|(n, _)| n);
+    let listing = crate::store::handoffs::listing(&task.handoffs()).ok();
     for (agent, a) in &st.agents {
         let Some(w) = &a.worktree else { continue };
         let handoff = match &w.stage {
-            Stage::Working | Stage::Failed { .. } => {
-                crate::app::lanes::terminal_since(task, names.as_deref(), agent, w.created_at, ready)
-            }
+            Stage::Working | Stage::Failed { .. } => crate::app::lanes::terminal_since(
+                task,
+                listing.as_ref().map(|l| l.names.as_slice()),
+                agent,
+                w.created_at,
+                ready,
+            ),
             Stage::Finishing { .. } => None,
             Stage::Merged { .. } | Stage::Closed => {
                 // A removal a crash interrupted (looked for here only: a remote one is not

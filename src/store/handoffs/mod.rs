@@ -12,6 +12,7 @@ mod write;
 mod tests;
 
 use std::path::Path;
+use std::sync::Arc;
 
 pub use quiet::{How, QUIET, Quiet};
 pub use write::write;
@@ -32,9 +33,41 @@ pub struct Skipped {
     pub reason: String,
 }
 
+/// A folder's handoff names in timeline order, and the entries that are not handoffs.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// The handoff file names, in timeline order.
+    pub names: Vec<HandoffName>,
+    /// Names that do not match the pattern, or are not UTF-8.
+    pub skipped: Vec<Skipped>,
+}
+
+/// What a scan found: the new handoffs, and the files that break the regular-file rules.
+#[derive(Debug, Default)]
+pub struct Scanned {
+    /// The handoffs new to the ledger (or changed since it recorded them), parsed.
+    pub cands: Vec<Candidate>,
+    /// Files not read, with the reason.
+    pub skipped: Vec<Skipped>,
+}
+
+/// The folder's [`Listing`], shared: in the daemon, a watched folder's listing is read
+/// once per change rather than once per look ([`memo`]).
+pub fn listing(dir: &Path) -> Result<Arc<Listing>> {
+    memo::listing(dir, || {
+        let (names, skipped) = read_listing(dir)?;
+        Ok(Listing { names, skipped })
+    })
+}
+
 /// The handoff file names in a folder, in timeline order. Dot files, temp
 /// files and names that do not match the pattern are returned as skipped.
 pub fn list(dir: &Path) -> Result<(Vec<HandoffName>, Vec<Skipped>)> {
+    let l = listing(dir)?;
+    Ok((l.names.clone(), l.skipped.clone()))
+}
+
+fn read_listing(dir: &Path) -> Result<(Vec<HandoffName>, Vec<Skipped>)> {
     let mut names = Vec::new();
     let mut skipped = Vec::new();
     let rd = match std::fs::read_dir(dir) {
@@ -121,9 +154,33 @@ fn loaded_hashed(name: &HandoffName, contents: &fsutil::Contents, sha256: String
 /// the metadata differs from the record, parse only what is new. Files that break the
 /// regular-file rules are returned as skipped, never read.
 pub fn scan(ledger: &Ledger, dir: &Path, names: &[HandoffName]) -> Result<(Vec<Candidate>, Vec<Skipped>)> {
+    let mut memo = memo::Scan::begin(dir);
+    let r = scan_with(&mut memo, ledger, dir, names)?;
+    memo.end();
+    Ok(r)
+}
+
+/// [`scan`] of a shared listing against a shared ledger: in the daemon, a second scan of
+/// the same listing against the same ledger with no event in between is the first's result.
+pub fn scan_listing(ledger: &Arc<Ledger>, dir: &Path, listing: &Arc<Listing>) -> Result<Arc<Scanned>> {
+    if let Some(r) = memo::scanned(dir, listing, ledger) {
+        return Ok(r);
+    }
+    let mut memo = memo::Scan::begin(dir);
+    let (cands, skipped) = scan_with(&mut memo, ledger, dir, &listing.names)?;
+    let r = Arc::new(Scanned { cands, skipped });
+    memo.end_keeping(Some((listing, ledger, r.clone())));
+    Ok(r)
+}
+
+fn scan_with(
+    memo: &mut memo::Scan,
+    ledger: &Ledger,
+    dir: &Path,
+    names: &[HandoffName],
+) -> Result<(Vec<Candidate>, Vec<Skipped>)> {
     let mut out = Vec::new();
     let mut skipped = Vec::new();
-    let mut memo = memo::Scan::begin(dir);
     for name in names {
         let file = name.file();
         if memo.skips(file, ledger) {
@@ -167,6 +224,5 @@ pub fn scan(ledger: &Ledger, dir: &Path, names: &[HandoffName]) -> Result<(Vec<C
             sha256: sha,
         });
     }
-    memo.end();
     Ok((out, skipped))
 }

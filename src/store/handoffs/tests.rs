@@ -407,3 +407,74 @@ mod ledger_semantics {
         );
     }
 }
+
+mod kept_listing_and_scan {
+    use super::*;
+    use std::time::Duration;
+
+    /// Let the folder's last change settle, so a listing read next may be kept.
+    fn settle() {
+        std::thread::sleep(crate::store::parsed::SETTLED + Duration::from_millis(10));
+    }
+
+    fn handoff(dir: &Path, file: &str) {
+        std::fs::write(dir.join(file), "# Handoff: dev\n**Status:** COMPLETE\n").unwrap();
+    }
+
+    #[test]
+    fn a_watched_folders_listing_is_kept_until_an_entry_or_an_event_changes_it() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("handoffs");
+        std::fs::create_dir(&dir).unwrap();
+        handoff(&dir, "dev-20250101-000000.md");
+        settle();
+        let a = listing(&dir).unwrap();
+        assert!(!Arc::ptr_eq(&a, &listing(&dir).unwrap()), "not watched: read each time");
+        memo::watching(&dir);
+        let a = listing(&dir).unwrap();
+        assert!(Arc::ptr_eq(&a, &listing(&dir).unwrap()), "watched and unchanged: kept");
+        // A new file, its event not yet arrived: the folder's version tells.
+        handoff(&dir, "dev-20250101-000001.md");
+        let b = listing(&dir).unwrap();
+        assert_eq!(b.names.len(), 2, "a new entry is seen before its event");
+        settle();
+        let c = listing(&dir).unwrap();
+        assert!(Arc::ptr_eq(&c, &listing(&dir).unwrap()));
+        // An event (a file rewritten in place: the folder's version stays) forgets it.
+        memo::touched(&dir.join("dev-20250101-000000.md"));
+        assert!(!Arc::ptr_eq(&c, &listing(&dir).unwrap()));
+        memo::unwatched(&dir);
+    }
+
+    #[test]
+    fn a_scan_is_reused_only_for_the_same_listing_and_ledger_with_no_event_between() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("handoffs");
+        std::fs::create_dir(&dir).unwrap();
+        handoff(&dir, "dev-20250101-000000.md");
+        settle();
+        memo::watching(&dir);
+        let l = listing(&dir).unwrap();
+        let ledger = Arc::new(Ledger::default());
+        let first = scan_listing(&ledger, &dir, &l).unwrap();
+        assert_eq!(first.cands.len(), 1);
+        assert!(Arc::ptr_eq(&first, &scan_listing(&ledger, &dir, &l).unwrap()), "reused");
+        // The handoff recorded: a new ledger, scanned afresh.
+        let mut recorded = Ledger::default();
+        recorded.record_candidate(&first.cands[0], "2025-11-27T12:00:00Z");
+        let recorded = Arc::new(recorded);
+        assert!(scan_listing(&recorded, &dir, &l).unwrap().cands.is_empty());
+        // Amended in place (same name, same folder version): its event forgets the scan.
+        let again = scan_listing(&ledger, &dir, &l).unwrap();
+        std::fs::write(
+            dir.join("dev-20250101-000000.md"),
+            "# Handoff: dev\n**Status:** BLOCKED\n",
+        )
+        .unwrap();
+        memo::touched(&dir.join("dev-20250101-000000.md"));
+        let after = scan_listing(&ledger, &dir, &l).unwrap();
+        assert!(!Arc::ptr_eq(&again, &after));
+        assert_eq!(after.cands[0].loaded.handoff.status, Status::Blocked);
+        memo::unwatched(&dir);
+    }
+}
