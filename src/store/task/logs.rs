@@ -14,6 +14,7 @@
 //! reader takes a state and reads each log up to that state's length, so it never sees a
 //! record the state has not committed.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
@@ -37,11 +38,12 @@ pub fn lineage_path(state_path: &Path) -> PathBuf {
 }
 
 /// One line of the ledger log; a later line for the same file replaces an earlier one.
+/// Borrowed when written, owned when read.
 #[derive(Serialize, Deserialize)]
-struct LedgerLine {
-    file: String,
+struct LedgerLine<'a> {
+    file: Cow<'a, str>,
     #[serde(flatten)]
-    entry: LedgerEntry,
+    entry: Cow<'a, LedgerEntry>,
 }
 
 /// What a log holds once read: applied line by line.
@@ -52,7 +54,7 @@ trait Record: Default + Clone + Send + 'static {
 impl Record for Ledger {
     fn apply(&mut self, line: &[u8]) -> std::result::Result<(), serde_json::Error> {
         let l: LedgerLine = serde_json::from_slice(line)?;
-        self.insert(l.file, l.entry);
+        self.insert(l.file.into_owned(), l.entry.into_owned());
         Ok(())
     }
 }
@@ -66,7 +68,7 @@ impl Record for Vec<LineageEntry> {
 
 /// A log as far as it was read: the file's identity, the bytes consumed, the records
 /// (shared with the states handed out; copied only when more records are read).
-struct Read_<T> {
+struct Consumed<T> {
     dev_ino: (u64, u64),
     read: u64,
     records: Arc<T>,
@@ -74,7 +76,7 @@ struct Read_<T> {
 
 /// What has been read of each log, so the next read of a grown log parses only its tail.
 struct Tails<T> {
-    logs: Mutex<HashMap<PathBuf, Read_<T>>>,
+    logs: Mutex<HashMap<PathBuf, Consumed<T>>>,
 }
 
 impl<T> Default for Tails<T> {
@@ -120,7 +122,7 @@ impl<T: Record> Tails<T> {
         let read = from + tail.len() as u64;
         logs.insert(
             path.to_path_buf(),
-            Read_ {
+            Consumed {
                 dev_ino: id,
                 read,
                 records: records.clone(),
@@ -155,35 +157,42 @@ pub fn commit(state_path: &Path, st: &PmState, base: Option<&PmState>) -> Result
     let base = base.unwrap_or(&empty);
     let ledger_bytes = {
         let path = ledger_path(state_path);
+        let len = log_len(&path);
+        // Unchanged (the common save: the closure left the ledger alone): nothing to add.
+        let same = Arc::ptr_eq(&st.ledger, &base.ledger);
         // Incremental only over a log the base committed (a version-2 base has its records
         // inline, none in the log), still whole on disk, and that the new state extends.
-        let grows =
-            intact(&path, base.logs.ledger_bytes) && base.ledger.iter().all(|(f, _)| st.ledger.get(f).is_some());
+        let grows = intact(len, base.logs.ledger_bytes)
+            && (same || base.ledger.iter().all(|(f, _)| st.ledger.get(f).is_some()));
         let (keep, lines): (u64, Vec<(&String, &LedgerEntry)>) = if grows {
-            let new = st
-                .ledger
-                .iter()
-                .filter(|(f, e)| base.ledger.get(f) != Some(*e))
-                .collect();
+            let new = if same {
+                Vec::new()
+            } else {
+                st.ledger
+                    .iter()
+                    .filter(|(f, e)| base.ledger.get(f) != Some(*e))
+                    .collect()
+            };
             (base.logs.ledger_bytes, new)
         } else {
             (0, st.ledger.iter().collect())
         };
         let text = lines.iter().fold(String::new(), |mut s, (file, entry)| {
             let line = LedgerLine {
-                file: (*file).clone(),
-                entry: (*entry).clone(),
+                file: Cow::Borrowed(file.as_str()),
+                entry: Cow::Borrowed(*entry),
             };
             s.push_str(&serde_json::to_string(&line).expect("a ledger line serialises"));
             s.push('\n');
             s
         });
-        append(&path, keep, text.as_bytes())?
+        append(&path, len, keep, text.as_bytes())?
     };
     let lineage_bytes = {
         let path = lineage_path(state_path);
+        let len = log_len(&path);
         let n = base.lineage.len();
-        let grows = intact(&path, base.logs.lineage_bytes)
+        let grows = intact(len, base.logs.lineage_bytes)
             && st.lineage.len() >= n
             && st.lineage[..n].last() == base.lineage.last();
         let (keep, from) = if grows { (base.logs.lineage_bytes, n) } else { (0, 0) };
@@ -192,7 +201,7 @@ pub fn commit(state_path: &Path, st: &PmState, base: Option<&PmState>) -> Result
             s.push('\n');
             s
         });
-        append(&path, keep, text.as_bytes())?
+        append(&path, len, keep, text.as_bytes())?
     };
     Ok(Logs {
         ledger_bytes,
@@ -200,18 +209,22 @@ pub fn commit(state_path: &Path, st: &PmState, base: Option<&PmState>) -> Result
     })
 }
 
-/// Whether the log at `path` holds the `committed` bytes its state says (none committed:
-/// no). A log cut short (by hand, or by a power cut before its fsync reached the disk) is
-/// written again in full from the records in memory rather than padded to its mark.
-fn intact(path: &Path, committed: u64) -> bool {
-    committed > 0 && std::fs::metadata(path).is_ok_and(|m| m.len() >= committed)
+/// The length of the log at `path` (none: 0).
+fn log_len(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
 }
 
-/// Cut the log at `path` back to `keep` bytes (what is committed), append `text`, fsync.
-/// Returns the new length. Nothing is touched when there is nothing to add and nothing to
-/// cut.
-fn append(path: &Path, keep: u64, text: &[u8]) -> Result<u64> {
-    let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+/// Whether a log of `len` bytes holds the `committed` bytes its state says (none
+/// committed: no). A log cut short (by hand, or by a power cut before its fsync reached
+/// the disk) is written again in full from the records in memory rather than padded.
+fn intact(len: u64, committed: u64) -> bool {
+    committed > 0 && len >= committed
+}
+
+/// Cut the log at `path` (`len` bytes) back to `keep` bytes (what is committed), append
+/// `text`, fsync. Returns the new length. Nothing is touched when there is nothing to add
+/// and nothing to cut.
+fn append(path: &Path, len: u64, keep: u64, text: &[u8]) -> Result<u64> {
     if text.is_empty() && len == keep {
         return Ok(keep);
     }
