@@ -24,23 +24,29 @@ pub struct HandoffName {
 
 impl HandoffName {
     /// Parse a file name (not a path). `None` for anything that is not a handoff name.
+    /// Every scan parses every name in handoffs/, so this allocates only the two strings
+    /// it keeps: an accepted name is already in its one spelling (fixed-width digits, no
+    /// `-1` suffix, no leading zero), which is kept as the file name.
     pub fn parse(file_name: &str) -> Option<HandoffName> {
         let stem = file_name.strip_suffix(".md")?;
-        let parts: Vec<&str> = stem.rsplitn(4, '-').collect();
         // Try "agent-date-time-seq" first, then "agent-date-time".
-        if parts.len() == 4 && is_digits(parts[0], 1..=6) && parts[0] != "1" && !parts[0].starts_with('0') {
-            if let Some(n) = Self::from_parts(parts[3], parts[2], parts[1], parts[0]) {
-                return Some(n);
-            }
+        let mut four = stem.rsplitn(4, '-');
+        if let (Some(seq), Some(time), Some(date), Some(agent)) = (four.next(), four.next(), four.next(), four.next())
+            && is_digits(seq, 1..=6)
+            && seq != "1"
+            && !seq.starts_with('0')
+            && let Some(n) = Self::from_parts(agent, date, time, seq, file_name)
+        {
+            return Some(n);
         }
-        let parts: Vec<&str> = stem.rsplitn(3, '-').collect();
-        if parts.len() == 3 {
-            return Self::from_parts(parts[2], parts[1], parts[0], "1");
+        let mut three = stem.rsplitn(3, '-');
+        match (three.next(), three.next(), three.next()) {
+            (Some(time), Some(date), Some(agent)) => Self::from_parts(agent, date, time, "1", file_name),
+            _ => None,
         }
-        None
     }
 
-    fn from_parts(agent: &str, date: &str, time: &str, seq: &str) -> Option<HandoffName> {
+    fn from_parts(agent: &str, date: &str, time: &str, seq: &str, file: &str) -> Option<HandoffName> {
         if !is_digits(date, 8..=8) || !is_digits(time, 6..=6) || names::validate("agent", agent).is_err() {
             return None;
         }
@@ -48,7 +54,12 @@ impl HandoffName {
         let n = |s: &str, r: std::ops::Range<usize>| s[r].parse::<u32>().ok();
         let day = chrono::NaiveDate::from_ymd_opt(n(date, 0..4)? as i32, n(date, 4..6)?, n(date, 6..8)?)?;
         let stamp = day.and_hms_opt(n(time, 0..2)?, n(time, 2..4)?, n(time, 4..6)?)?;
-        Some(HandoffName::new(agent.to_string(), stamp, seq.parse().ok()?))
+        Some(HandoffName {
+            agent: agent.to_string(),
+            stamp,
+            seq: seq.parse().ok()?,
+            file: file.to_string(),
+        })
     }
 
     /// The name of `agent`'s handoff at `stamp` (`seq` 1 for the plain name).
@@ -138,6 +149,9 @@ mod tests {
             "-20251127-090000.md",
             "README.md",
             "pm-20251127-090000-0.md",
+            "pm-20251127-090000-1.md",
+            "pm-20251127-090000-02.md",
+            "pm-20251127-090000-1234567.md",
         ] {
             assert_eq!(p(s), None, "{s}");
         }
@@ -150,7 +164,10 @@ mod tests {
             "dev-20251127-154500-2.md",
             "x_y-20200101-000000-17.md",
         ] {
-            assert_eq!(HandoffName::parse(s).unwrap().file_name(), s);
+            let n = HandoffName::parse(s).unwrap();
+            assert_eq!(n.file_name(), s);
+            // The spelling kept from the folder is the one a writer would make.
+            assert_eq!(HandoffName::new(n.agent.clone(), n.stamp, n.seq).file(), s);
         }
     }
 }
