@@ -7,10 +7,12 @@ pub mod claude;
 pub mod driver;
 mod flow;
 pub mod git;
+mod leftovers;
 pub mod model;
 pub mod sshd;
 mod wait;
 
+use leftovers::kill_leftovers;
 pub use wait::{wait_for, wait_until};
 
 use std::collections::BTreeMap;
@@ -353,33 +355,5 @@ impl Drop for World {
             }
         }
         kill_leftovers(self.dir.path());
-    }
-}
-
-/// SIGKILL every process of this user that names `dir` in its command line or environment
-/// (a tmux server or client on the world's socket, a daemon or agent with the world's
-/// folders), but this one. What the orderly cleanup above can miss: a server started again
-/// by a command that was in flight while it ran (a daemon restarting a PM it saw die).
-pub fn kill_leftovers(dir: &Path) {
-    let me = std::process::id();
-    let mut needle = dir.as_os_str().as_encoded_bytes().to_vec();
-    needle.push(b'/');
-    let Ok(procs) = std::fs::read_dir("/proc") else { return };
-    for e in procs.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let names_dir = ["cmdline", "environ"].iter().any(|f| {
-            std::fs::read(e.path().join(f)).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_slice()))
-        });
-        if names_dir {
-            // SAFETY: a process this test's world started (it names the world's folder).
-            unsafe {
-                libc::kill(pid as i32, libc::SIGKILL);
-            }
-        }
     }
 }

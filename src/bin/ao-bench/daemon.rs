@@ -71,29 +71,9 @@ impl Drop for Env {
     }
 }
 
-/// SIGKILL every process naming `root/` in its command line or environment (but this one):
-/// a benchmark's tmux server, its daemon's orphaned control client after a `kill -9`, a
-/// demo agent — so no run leaves load behind for the next one to measure.
-fn kill_leftovers(root: &Path) {
-    let me = std::process::id();
-    let mut needle = root.as_os_str().as_encoded_bytes().to_vec();
-    needle.push(b'/');
-    let Ok(procs) = std::fs::read_dir("/proc") else { return };
-    for e in procs.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        let names_root = ["cmdline", "environ"].iter().any(|f| {
-            std::fs::read(e.path().join(f)).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_slice()))
-        });
-        if pid != me && names_root {
-            // SAFETY: a process this benchmark started (it names the benchmark's folder).
-            unsafe {
-                libc::kill(pid as i32, libc::SIGKILL);
-            }
-        }
-    }
-}
+#[path = "../../../tests/common/leftovers.rs"]
+mod leftovers;
+use leftovers::kill_leftovers;
 
 pub(crate) fn lines_in(p: &Path) -> usize {
     std::fs::read_to_string(p).map(|s| s.lines().count()).unwrap_or(0)
