@@ -12,12 +12,14 @@
 //! its folder remembers nothing, so an event can never be overtaken by a stale entry.
 //!
 //! The same events keep two more things per watched folder. Its listing (readdir, parse
-//! and sort of every name: 12 % of the soak daemon at minute 25) is reused while no event
-//! came and the folder's own version (its mtime and ctime, read [`crate::store::parsed::SETTLED`] after its last
-//! change, as in [`crate::store::parsed`]) is unchanged, so a rename into the folder is
-//! seen even before its event arrives. And the last scan's result is reused by the next
-//! scan of the same listing against the same ledger (a check-in scans two or three times,
-//! and the ledger only changes when one is recorded).
+//! and sort of every name: 12 % of the soak daemon at minute 25, 18 % when read once per
+//! new handoff) is reused while no event came and the folder's own version (its mtime and
+//! ctime, read [`crate::store::parsed::SETTLED`] after its last change) is unchanged; after
+//! events, only the names they carry are looked at again (a `stat` each), and the folder
+//! is read in full when its version changed with no event (a rename whose event is still
+//! on its way), after an overflow, and at least every [`FRESH_FOR`]. And the last scan's
+//! result is reused by the next scan of the same listing against the same ledger (a
+//! check-in scans two or three times, and the ledger only changes when one is recorded).
 
 use std::collections::HashMap;
 
@@ -42,11 +44,28 @@ struct Folder {
     /// Shared with the scans under way (each takes it once, not a lock per file); an
     /// event copies it only while one holds it.
     unchanged: Arc<HashMap<String, Unchanged>>,
-    /// The folder's listing, with the event count and folder version it was read at.
-    listing: Option<(u64, Version, Instant, Arc<Listing>)>,
+    /// The folder's listing, kept up to date by the names events carry.
+    listing: Option<Kept>,
+    /// The names events carried since the kept listing was last brought up to date.
+    dirty: Vec<String>,
     /// The last scan's result, with what it was computed from.
     scanned: Option<KeptScan>,
 }
+
+/// A listing and what it reflects.
+#[derive(Debug)]
+struct Kept {
+    /// The folder's event count it includes.
+    events: u64,
+    /// The folder's version when it was last brought up to date.
+    version: Version,
+    /// When the folder was last read in full.
+    full_at: Instant,
+    listing: Arc<Listing>,
+}
+
+/// Past this many names waiting to be looked at, the folder is read in full instead.
+const DIRTY_MAX: usize = 256;
 
 /// A scan's result and what it depends on: the event count, the listing and the ledger
 /// (held, so neither address can be reused by another value while it is kept).
@@ -93,6 +112,14 @@ pub fn touched(path: &Path) {
         if f.unchanged.contains_key(name) {
             Arc::make_mut(&mut f.unchanged).remove(name);
         }
+        if f.listing.is_some() {
+            if f.dirty.len() < DIRTY_MAX {
+                f.dirty.push(name.to_string());
+            } else {
+                f.listing = None;
+                f.dirty.clear();
+            }
+        }
     }
 }
 
@@ -102,28 +129,42 @@ pub fn forget_all() {
         f.events += 1;
         f.unchanged = Arc::default();
         f.listing = None;
+        f.dirty.clear();
         f.scanned = None;
     }
 }
 
-/// The listing of `dir`: the one kept for a watched folder while it is provably current,
-/// else `read` (kept for next time when the folder is watched and its version settled).
+/// The listing of `dir`: for a watched folder, the kept one, brought up to date by the
+/// names events carried since; else `read` (in full; kept for next time when the folder
+/// is watched and its version settled).
 pub(super) fn listing(dir: &Path, read: impl FnOnce() -> Result<Listing>) -> Result<Arc<Listing>> {
     let Ok(meta) = std::fs::metadata(dir) else {
         return read().map(Arc::new);
     };
     let version = Version::of(&meta);
     let events = {
-        let folders = folders();
-        let Some(f) = folders.get(dir) else {
+        let mut folders = folders();
+        let Some(f) = folders.get_mut(dir) else {
+            drop(folders);
             return read().map(Arc::new);
         };
-        if let Some((e, v, at, l)) = &f.listing
-            && *e == f.events
-            && *v == version
-            && at.elapsed() < FRESH_FOR
+        if let Some(k) = &mut f.listing
+            && k.full_at.elapsed() < FRESH_FOR
         {
-            return Ok(l.clone());
+            if k.events == f.events && k.version == version {
+                return Ok(k.listing.clone());
+            }
+            if k.events != f.events {
+                // The kept scan holds the listing too: it is stale now, and without it
+                // the listing is usually amended in place rather than copied.
+                f.scanned = None;
+                let names = std::mem::take(&mut f.dirty);
+                super::amend(Arc::make_mut(&mut k.listing), dir, &names);
+                k.events = f.events;
+                k.version = version;
+                return Ok(k.listing.clone());
+            }
+            // The folder changed with no event yet: an entry whose event is on its way.
         }
         f.events
     };
@@ -134,7 +175,13 @@ pub(super) fn listing(dir: &Path, read: impl FnOnce() -> Result<Listing>) -> Res
         && let Some(f) = folders().get_mut(dir)
         && f.events == events
     {
-        f.listing = Some((events, version, Instant::now(), listing.clone()));
+        f.listing = Some(Kept {
+            events,
+            version,
+            full_at: Instant::now(),
+            listing: listing.clone(),
+        });
+        f.dirty.clear();
     }
     Ok(listing)
 }

@@ -21,6 +21,9 @@ use crate::core::error::{Error, Result};
 use crate::core::handoff::{Candidate, HandoffName, Ledger, Loaded, Seen, sha256_hex};
 use crate::store::fsutil::{self, Skip};
 
+/// Why an entry of `handoffs/` whose name is not a handoff's is skipped.
+const NOT_A_NAME: &str = "its name is not {agent}-{YYYYMMDD}-{HHMMSS}.md";
+
 /// Handoffs larger than this are parsed from their head only.
 pub const SIZE_CAP: u64 = 1024 * 1024;
 
@@ -34,7 +37,7 @@ pub struct Skipped {
 }
 
 /// A folder's handoff names in timeline order, and the entries that are not handoffs.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Listing {
     /// The handoff file names, in timeline order.
     pub names: Vec<HandoffName>,
@@ -92,13 +95,37 @@ fn read_listing(dir: &Path) -> Result<(Vec<HandoffName>, Vec<Skipped>)> {
             Some(n) => names.push(n),
             None => skipped.push(Skipped {
                 file: file.to_string(),
-                reason: "its name is not {agent}-{YYYYMMDD}-{HHMMSS}.md".into(),
+                reason: NOT_A_NAME.into(),
             }),
         }
     }
     names.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     order_same_second(dir, &mut names);
     Ok((names, skipped))
+}
+
+/// Bring `listing` up to date for the entries `files` (names an event carried): each is
+/// looked at again (a `stat`), dropped when gone, placed in timeline order when present.
+fn amend(listing: &mut Listing, dir: &Path, files: &[String]) {
+    let mut seen = std::collections::HashSet::new();
+    for file in files.iter().filter(|f| !f.starts_with('.') && seen.insert(f.as_str())) {
+        listing.names.retain(|n| n.file() != file);
+        listing.skipped.retain(|s| s.file != *file);
+        if std::fs::symlink_metadata(dir.join(file)).is_err() {
+            continue;
+        }
+        match HandoffName::parse(file) {
+            Some(n) => {
+                let at = listing.names.partition_point(|m| m.sort_key() <= n.sort_key());
+                listing.names.insert(at, n);
+            }
+            None => listing.skipped.push(Skipped {
+                file: file.clone(),
+                reason: NOT_A_NAME.into(),
+            }),
+        }
+    }
+    order_same_second(dir, &mut listing.names);
 }
 
 /// Names only carry whole seconds; within one second, order by modification

@@ -477,4 +477,97 @@ mod kept_listing_and_scan {
         assert_eq!(after.cands[0].loaded.handoff.status, Status::Blocked);
         memo::unwatched(&dir);
     }
+
+    /// The kept listing as a full read of the folder would give it.
+    fn as_read(dir: &Path) -> (Vec<String>, Vec<String>) {
+        let kept = listing(dir).unwrap();
+        let (names, skipped) = read_listing(dir).unwrap();
+        let files = |n: &[HandoffName]| n.iter().map(|n| n.file().to_string()).collect::<Vec<_>>();
+        let mut ks: Vec<String> = kept.skipped.iter().map(|s| s.file.clone()).collect();
+        let mut rs: Vec<String> = skipped.iter().map(|s| s.file.clone()).collect();
+        ks.sort();
+        rs.sort();
+        assert_eq!(files(&kept.names), files(&names), "names in timeline order");
+        assert_eq!(ks, rs, "skipped entries");
+        (files(&kept.names), ks)
+    }
+
+    #[test]
+    fn after_events_only_their_names_are_looked_at_and_the_listing_is_what_a_read_gives() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("handoffs");
+        std::fs::create_dir(&dir).unwrap();
+        for f in ["dev-20250101-000005.md", "pm-20250101-000001.md"] {
+            handoff(&dir, f);
+        }
+        settle();
+        memo::watching(&dir);
+        let first = listing(&dir).unwrap();
+        assert_eq!(first.names.len(), 2);
+        drop(first);
+        // Each change with its event: amended, never read in full (a full read would
+        // also pick up the file written below without an event).
+        let step = |write: &dyn Fn(), event: &str| {
+            write();
+            settle();
+            memo::touched(&dir.join(event));
+        };
+        // Only the names events carry are looked at: a file whose event is still on its
+        // way, written beside one whose event came, waits for its own.
+        step(
+            &|| {
+                handoff(&dir, "ops-20250101-000007.md");
+                handoff(&dir, "test-20250101-000003.md");
+            },
+            "test-20250101-000003.md",
+        );
+        let kept = listing(&dir).unwrap();
+        assert!(kept.names.iter().any(|n| n.file() == "test-20250101-000003.md"));
+        assert!(
+            !kept.names.iter().any(|n| n.file() == "ops-20250101-000007.md"),
+            "amended, not read in full"
+        );
+        drop(kept);
+        step(
+            &|| std::fs::remove_file(dir.join("ops-20250101-000007.md")).unwrap(),
+            "ops-20250101-000007.md",
+        );
+        let (names, _) = as_read(&dir);
+        assert_eq!(
+            names,
+            [
+                "pm-20250101-000001.md",
+                "test-20250101-000003.md",
+                "dev-20250101-000005.md"
+            ]
+        );
+        step(
+            &|| std::fs::remove_file(dir.join("pm-20250101-000001.md")).unwrap(),
+            "pm-20250101-000001.md",
+        );
+        step(&|| std::fs::write(dir.join("notes.txt"), "x").unwrap(), "notes.txt");
+        step(
+            &|| handoff(&dir, "review-20250101-000003.md"),
+            "review-20250101-000003.md",
+        );
+        step(&|| std::fs::write(dir.join(".tmp-x"), "x").unwrap(), ".tmp-x");
+        let (names, skipped) = as_read(&dir);
+        assert_eq!(
+            names,
+            [
+                "test-20250101-000003.md",
+                "review-20250101-000003.md",
+                "dev-20250101-000005.md"
+            ],
+            "same second: in the order written"
+        );
+        assert_eq!(skipped, ["notes.txt"]);
+        // A rename whose event has not come yet: the folder's version tells, read in full.
+        let tmp = dir.join(".plan.tmp");
+        handoff(&dir, ".plan.tmp");
+        std::fs::rename(&tmp, dir.join("plan-20250101-000009.md")).unwrap();
+        let (names, _) = as_read(&dir);
+        assert_eq!(names.last().map(String::as_str), Some("plan-20250101-000009.md"));
+        memo::unwatched(&dir);
+    }
 }
