@@ -50,14 +50,18 @@ impl Snapshot {
             tracing::warn!(file = %s.file, reason = %s.reason, "handoff skipped");
         }
         let unseen: Vec<Loaded> = found.cands.iter().map(|c| c.loaded.clone()).collect();
-        let mut cands = found.cands.clone();
-        cands.retain(|c| {
-            let r = ready(&c.loaded);
-            if !r {
-                tracing::debug!(file = %c.loaded.file, "handoff still being written; left for later");
-            }
-            r
-        });
+        let cands: Vec<Candidate> = found
+            .cands
+            .iter()
+            .filter(|c| {
+                let r = ready(&c.loaded);
+                if !r {
+                    tracing::debug!(file = %c.loaded.file, "handoff still being written; left for later");
+                }
+                r
+            })
+            .cloned()
+            .collect();
         let artifacts = task::list_artifacts(task)?;
         Ok(Snapshot {
             state: state.clone(),

@@ -57,10 +57,7 @@ pub struct Scanned {
 /// The folder's [`Listing`], shared: in the daemon, a watched folder's listing is read
 /// once per change rather than once per look ([`memo`]).
 pub fn listing(dir: &Path) -> Result<Arc<Listing>> {
-    memo::listing(dir, || {
-        let (names, skipped) = read_listing(dir)?;
-        Ok(Listing { names, skipped })
-    })
+    memo::listing(dir, || read_listing(dir))
 }
 
 /// The handoff file names in a folder, in timeline order. Dot files, temp
@@ -70,12 +67,13 @@ pub fn list(dir: &Path) -> Result<(Vec<HandoffName>, Vec<Skipped>)> {
     Ok((l.names.clone(), l.skipped.clone()))
 }
 
-fn read_listing(dir: &Path) -> Result<(Vec<HandoffName>, Vec<Skipped>)> {
+/// [`Listing`] of `dir` read in full.
+fn read_listing(dir: &Path) -> Result<Listing> {
     let mut names = Vec::new();
     let mut skipped = Vec::new();
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((names, skipped)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Listing::default()),
         Err(e) => return Err(Error::io("list", dir, e)),
     };
     for entry in rd {
@@ -101,7 +99,7 @@ fn read_listing(dir: &Path) -> Result<(Vec<HandoffName>, Vec<Skipped>)> {
     }
     names.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     order_same_second(dir, &mut names);
-    Ok((names, skipped))
+    Ok(Listing { names, skipped })
 }
 
 /// Bring `listing` up to date for the entries `files` (names an event carried): each is

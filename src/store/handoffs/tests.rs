@@ -421,13 +421,21 @@ mod kept_listing_and_scan {
         std::fs::write(dir.join(file), "# Handoff: dev\n**Status:** COMPLETE\n").unwrap();
     }
 
-    #[test]
-    fn a_watched_folders_listing_is_kept_until_an_entry_or_an_event_changes_it() {
+    /// A `handoffs/` folder holding `files`, its last change settled (not yet watched).
+    fn folder(files: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
         let d = tempfile::tempdir().unwrap();
         let dir = d.path().join("handoffs");
         std::fs::create_dir(&dir).unwrap();
-        handoff(&dir, "dev-20250101-000000.md");
+        for f in files {
+            handoff(&dir, f);
+        }
         settle();
+        (d, dir)
+    }
+
+    #[test]
+    fn a_watched_folders_listing_is_kept_until_an_entry_or_an_event_changes_it() {
+        let (_d, dir) = folder(&["dev-20250101-000000.md"]);
         let a = listing(&dir).unwrap();
         assert!(!Arc::ptr_eq(&a, &listing(&dir).unwrap()), "not watched: read each time");
         memo::watching(&dir);
@@ -448,11 +456,7 @@ mod kept_listing_and_scan {
 
     #[test]
     fn a_scan_is_reused_only_for_the_same_listing_and_ledger_with_no_event_between() {
-        let d = tempfile::tempdir().unwrap();
-        let dir = d.path().join("handoffs");
-        std::fs::create_dir(&dir).unwrap();
-        handoff(&dir, "dev-20250101-000000.md");
-        settle();
+        let (_d, dir) = folder(&["dev-20250101-000000.md"]);
         memo::watching(&dir);
         let l = listing(&dir).unwrap();
         let ledger = Arc::new(Ledger::default());
@@ -481,7 +485,7 @@ mod kept_listing_and_scan {
     /// The kept listing as a full read of the folder would give it.
     fn as_read(dir: &Path) -> (Vec<String>, Vec<String>) {
         let kept = listing(dir).unwrap();
-        let (names, skipped) = read_listing(dir).unwrap();
+        let Listing { names, skipped } = read_listing(dir).unwrap();
         let files = |n: &[HandoffName]| n.iter().map(|n| n.file().to_string()).collect::<Vec<_>>();
         let mut ks: Vec<String> = kept.skipped.iter().map(|s| s.file.clone()).collect();
         let mut rs: Vec<String> = skipped.iter().map(|s| s.file.clone()).collect();
@@ -494,13 +498,7 @@ mod kept_listing_and_scan {
 
     #[test]
     fn after_events_only_their_names_are_looked_at_and_the_listing_is_what_a_read_gives() {
-        let d = tempfile::tempdir().unwrap();
-        let dir = d.path().join("handoffs");
-        std::fs::create_dir(&dir).unwrap();
-        for f in ["dev-20250101-000005.md", "pm-20250101-000001.md"] {
-            handoff(&dir, f);
-        }
-        settle();
+        let (_d, dir) = folder(&["dev-20250101-000005.md", "pm-20250101-000001.md"]);
         memo::watching(&dir);
         let first = listing(&dir).unwrap();
         assert_eq!(first.names.len(), 2);
