@@ -13,11 +13,62 @@ fn time_of(e: &Value) -> DateTime<Utc> {
     e["time"].as_str().unwrap().parse().unwrap()
 }
 
-/// Everything worth seeing when a wait fails: the events and the daemon's log.
+/// Everything worth seeing when a wait fails: the events, the daemon's log and the
+/// processes of this world (a tmux server still going away, its clients).
 fn dump(w: &World, task: &str) -> String {
     let events = std::fs::read_to_string(w.project.join("tasks").join(task).join("events.jsonl")).unwrap_or_default();
     let log = std::fs::read_to_string(w.dir.path().join("state/agent-orchestrator/daemon.log")).unwrap_or_default();
-    format!("events:\n{events}\ndaemon log:\n{log}")
+    let ps = std::process::Command::new("ps")
+        .args(["-eo", "pid,ppid,stat,etime,args"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let dir = w.dir.path().to_string_lossy();
+    let mine: Vec<&str> = ps.lines().filter(|l| l.contains(dir.as_ref())).collect();
+    let pids: Vec<&str> = mine.iter().filter_map(|l| l.split_whitespace().next()).collect();
+    let children: Vec<&str> = ps
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1).is_some_and(|pp| pids.contains(&pp)))
+        .collect();
+    let masks: Vec<String> = pids
+        .iter()
+        .map(|p| {
+            let st = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap_or_default();
+            let sig: Vec<&str> = st
+                .lines()
+                .filter(|l| l.starts_with("Sig") || l.starts_with("State"))
+                .collect();
+            let fds: Vec<String> = std::fs::read_dir(format!("/proc/{p}/fd"))
+                .map(|d| {
+                    d.flatten()
+                        .map(|e| {
+                            format!(
+                                "{}->{}",
+                                e.file_name().to_string_lossy(),
+                                std::fs::read_link(e.path())
+                                    .map(|l| l.display().to_string())
+                                    .unwrap_or_default()
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!("{p}: {} fds: {}", sig.join(" "), fds.join(" "))
+        })
+        .collect();
+    let ss = std::process::Command::new("ss")
+        .args(["-xp"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let ss: Vec<&str> = ss.lines().filter(|l| l.contains("tmux")).collect();
+    format!(
+        "events:\n{events}\ndaemon log:\n{log}\nprocesses:\n{}\nchildren:\n{}\nsignals:\n{}\nsockets:\n{}",
+        mine.join("\n"),
+        children.join("\n"),
+        masks.join("\n"),
+        ss.join("\n")
+    )
 }
 
 #[test]
@@ -27,6 +78,7 @@ fn a_death_after_each_tmux_server_restart_is_reported_and_the_pm_restarted() {
     let mut servers = vec![w.state("t1")["agents"]["pm"]["tmux_server"].clone()];
     for round in 1..=2usize {
         let before = w.state("t1")["agents"]["pm"].clone();
+        wait_control_attached(&w);
         // The whole server goes (a reboot, `tmux kill-server`): the PM with it.
         w.tmux(&["kill-server"]);
         wait_until(
@@ -57,6 +109,56 @@ fn a_death_after_each_tmux_server_restart_is_reported_and_the_pm_restarted() {
     let died = w.events_of("t1", "agent_died");
     assert!(died.iter().all(|e| e["agent"] == "pm"), "{died:?}");
     assert_ne!(died[0]["data"]["server"], died[1]["data"]["server"], "{died:?}");
+}
+
+/// Wait until the daemon's tmux control client is attached: a client still identifying
+/// when a session closes crashes tmux < 3.7 (its issue 4980), which is not what these
+/// tests are about.
+fn wait_control_attached(w: &World) {
+    wait_for("the daemon's control client attached", 20, || {
+        let o = w.tmux(&["list-clients", "-F", "#{client_session}"]);
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .any(|l| l == "_ao-control")
+            .then_some(())
+    });
+}
+
+#[test]
+fn a_server_that_never_finishes_going_away_is_asked_to_and_the_pm_restarted() {
+    let w = World::new();
+    w.start_idle_pm("t1").new_task("").env("RUST_LOG", "info").run();
+    wait_control_attached(&w);
+    let old = w.state("t1")["agents"]["pm"]["tmux_server"].clone();
+    // What a `new-session` whose client connected just before a `kill-server` does: a
+    // session made after the server began to exit. tmux then never exits, keeps the
+    // socket and refuses every new client.
+    w.tmux(&[
+        "set-hook",
+        "-g",
+        "session-closed",
+        "set-hook -gu session-closed ; new-session -d -s late sleep 1000",
+    ]);
+    w.tmux(&["kill-server"]);
+    wait_until(
+        "the PM restarted on a new server",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || {
+            (w.events_of("t1", "pm_restart").len() == 1 && w.state("t1")["agents"]["pm"]["status"] == "running")
+                .then_some(())
+        },
+        || dump(&w, "t1"),
+    );
+    assert!(
+        w.events_of("t1", "pm_restart_failed").is_empty(),
+        "the stuck server was asked to finish, not counted as a failed restart\n{}",
+        dump(&w, "t1")
+    );
+    assert!(w.daemon_log().contains("asked it to finish"), "{}", dump(&w, "t1"));
+    assert_ne!(w.state("t1")["agents"]["pm"]["tmux_server"], old, "another server");
+    assert!(!w.sessions().iter().any(|s| s == "late"), "{:?}", w.sessions());
+    w.wait_demo_prompt(&w.pane("t1", "pm"));
 }
 
 #[test]

@@ -186,6 +186,11 @@ pub struct Control {
     program: PathBuf,
     base_args: Vec<std::ffi::OsString>,
     state: tokio::sync::Mutex<State>,
+    /// Held shared while this process starts or ends a session on the server, and alone
+    /// from a new client's start until its first answer: tmux before 3.7 crashes (every
+    /// agent with it) when a session starts or ends while a control client is still
+    /// identifying itself (its issue 4980; a null `control_state` in `control_write`).
+    changes: tokio::sync::RwLock<()>,
     answered: AtomicU64,
     connects: AtomicU64,
 }
@@ -220,6 +225,7 @@ impl Control {
             program: base.get_program().into(),
             base_args: base.get_args().map(Into::into).collect(),
             state: Default::default(),
+            changes: Default::default(),
             answered: AtomicU64::new(0),
             connects: AtomicU64::new(0),
         }
@@ -243,10 +249,13 @@ impl Control {
             return Outcome::NotRun;
         };
         let mut state = self.state.lock().await;
+        // Kept until this function returns: past the new client's first answer.
+        let mut _connecting = None;
         if state.conn.is_none() {
             if state.quiet_until.is_some_and(|t| Instant::now() < t) {
                 return Outcome::NotRun;
             }
+            _connecting = Some(self.changes.write().await);
             state.conn = if self.ensure_session().await {
                 self.connect()
             } else {
@@ -275,6 +284,18 @@ impl Control {
         }
         tracing::debug!(attached, begun, "tmux control client gone; one-shot for this command");
         if begun { Outcome::Lost } else { Outcome::NotRun }
+    }
+
+    /// Hold off a new control client while this process starts or ends a session (see
+    /// `changes`); never taken by a caller that then uses this client.
+    pub async fn changing(&self) -> tokio::sync::RwLockReadGuard<'_, ()> {
+        self.changes.read().await
+    }
+
+    /// Let go of the server: its client ends now (a killed server waits for every client
+    /// before it goes, and refuses new ones meanwhile); the next command connects again.
+    pub async fn disconnect(&self) {
+        self.state.lock().await.conn = None;
     }
 
     /// A one-shot client of the same server (no stdin, output kept).

@@ -54,6 +54,7 @@ impl Tmux {
         if panes.iter().any(|p| p.session == control::SESSION) {
             if self.control.is_some() && panes.iter().all(|p| p.session == control::SESSION) {
                 // Nothing left to watch: the server should end as it would without us.
+                let _changing = self.changing().await;
                 let _ = self
                     .run(
                         "end the control session",

@@ -23,9 +23,14 @@
 //!   child of the server ends → [`Tmux::list_panes`] runs `run-shell true`
 //!   once when it sees such a pane, which makes the server reap;
 //! - a tmux server keeps the signal mask of the client that started it, and a
-//!   blocked SIGCHLD means no pane is ever reaped → [`crate::io::signals`].
+//!   blocked SIGCHLD means no pane is ever reaped → [`crate::io::signals`];
+//! - a server going away (`kill-server`) refuses new clients until its last client
+//!   has gone, and one handed a session after it began never goes → starting a
+//!   session waits, lets go of the control client, and asks such a server to
+//!   finish ([`exiting`]).
 
 mod control;
+mod exiting;
 mod groups;
 mod listing;
 mod panes;
@@ -167,6 +172,15 @@ impl Tmux {
     /// How many control clients were started for this server (0 without one).
     pub fn control_connects(&self) -> u64 {
         self.control.as_ref().map_or(0, |c| c.connects())
+    }
+
+    /// Held around this process's session starts and ends so that no control client of
+    /// it is identifying meanwhile ([`control::Control::changing`]); nothing without one.
+    async fn changing(&self) -> Option<tokio::sync::RwLockReadGuard<'_, ()>> {
+        match &self.control {
+            Some(c) => Some(c.changing().await),
+            None => None,
+        }
     }
 
     /// A command of the hot path: through the control client when there is one and it
@@ -358,14 +372,31 @@ impl Tmux {
             args.push(extra.into());
         }
         let argv: Vec<&str> = args.iter().map(|a| a.as_ref()).collect();
-        let mut c = self.command(&argv);
-        if self.via.is_none() {
-            // tmux gives a new pane the PATH of the client that asked for it, over `-e PATH=…`.
-            if let Some((_, path)) = spec.env.iter().find(|(k, _)| k == "PATH") {
-                c.env("PATH", path);
+        let mut patience = exiting::Patience::default();
+        let out = loop {
+            let mut c = self.command(&argv);
+            if self.via.is_none() {
+                // tmux gives a new pane the PATH of the client that asked for it, over `-e PATH=…`.
+                if let Some((_, path)) = spec.env.iter().find(|(k, _)| k == "PATH") {
+                    c.env("PATH", path);
+                }
             }
-        }
-        let out = self.run_command("start session", c).await?;
+            let changing = self.changing().await;
+            let started = self.run_command("start session", c).await;
+            drop(changing);
+            match started {
+                Err(Error::Tmux { detail, .. }) if exiting::refused(&detail) && patience.left() => {
+                    // A killed server refuses new clients until its last client has gone;
+                    // this process's control client may be that one, so it lets go first.
+                    if let Some(control) = &self.control {
+                        control.disconnect().await;
+                    }
+                    let local = self.via.is_none().then(|| self.socket.path());
+                    patience.wait(local, &self.socket.flags()).await;
+                }
+                done => break done?,
+            }
+        };
         let pane = out.lines().next().unwrap_or("").trim().to_string();
         if !pane.starts_with('%') {
             return Err(Error::Tmux {
@@ -388,6 +419,7 @@ impl Tmux {
                         .lines()
                         .all(|n| n.trim().is_empty() || n == control::SESSION) =>
             {
+                let _changing = self.changing().await;
                 self.run("end the empty server", &["kill-server"]).await?;
                 Ok(true)
             }
@@ -428,7 +460,10 @@ impl Tmux {
         } else {
             Vec::new()
         };
-        self.run("stop session", &["kill-session", "-t", &target]).await?;
+        {
+            let _changing = self.changing().await;
+            self.run("stop session", &["kill-session", "-t", &target]).await?;
+        }
         end_groups(&groups).await;
         Ok(true)
     }
