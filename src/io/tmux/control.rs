@@ -392,6 +392,53 @@ impl Conn {
 mod tests {
     use super::*;
 
+    /// A stand-in for tmux that is slow to identify its control client and logs when it
+    /// answered: what the connect lock is about, without a real server's race.
+    const SLOW_TMUX: &str = r#"#!/bin/sh
+log="$(dirname "$0")/log"
+case " $* " in
+  *" list-sessions "*) echo agent ;;
+  *" new-session "*) ;;
+  *" -C "*)
+    echo identifying >> "$log"
+    sleep 0.4
+    echo "%begin 1 1 0"; echo "%end 1 1 0"
+    while IFS= read -r line; do
+      echo answered >> "$log"
+      echo "%begin 2 2 1"; echo "%end 2 2 1"
+    done ;;
+esac
+"#;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_session_change_of_this_process_runs_while_a_new_client_identifies() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("tmux");
+        std::fs::write(&fake, SLOW_TMUX).unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let log = dir.path().join("log");
+        let control = Arc::new(Control::new(&std::process::Command::new(&fake)));
+        let asking = tokio::spawn({
+            let control = control.clone();
+            async move { control.run(&["list-panes"]).await }
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("identifying")) {
+            assert!(Instant::now() < deadline, "the control client never started");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let changing = control.changing().await;
+        let seen = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            seen.contains("answered"),
+            "a session change went ahead while the control client was identifying: {seen:?}"
+        );
+        drop(changing);
+        assert!(matches!(asking.await.unwrap(), Outcome::Answered(r) if r.ok));
+        assert_eq!(control.connects(), 1);
+    }
+
     fn feed(f: &mut Framer, text: &[u8]) -> Vec<Event> {
         text.split(|b| *b == b'\n').filter_map(|l| f.push(l)).collect()
     }
