@@ -91,13 +91,14 @@ pub enum Error {
     #[error("{0}")]
     Refused(crate::core::protocol::reason::Refusal),
 
-    /// An I/O operation on a specific path failed.
-    #[error("{action} {path}: {source}")]
+    /// An I/O operation on a specific path failed. The cause is in the message (logs show
+    /// it through `Display`) and not also a `source`, which the CLI's error chain would
+    /// print a second time.
+    #[error("{action} {path}: {cause}")]
     Io {
         action: &'static str,
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
@@ -107,7 +108,7 @@ impl Error {
         Error::Io {
             action,
             path: path.into(),
-            source,
+            cause: source,
         }
     }
 
@@ -167,5 +168,16 @@ mod tests {
             "x",
         );
         assert_eq!(Error::Refused(refused).exit_code(), EXIT_REFUSED);
+    }
+
+    #[test]
+    fn an_io_error_says_its_cause_once_even_through_the_clis_chain() {
+        let e = Error::io(
+            "write",
+            "/p/.tmp-x",
+            std::io::Error::new(std::io::ErrorKind::StorageFull, "No space left on device"),
+        );
+        let shown = format!("{:#}", anyhow::Error::from(e));
+        assert_eq!(shown, "write /p/.tmp-x: No space left on device");
     }
 }
