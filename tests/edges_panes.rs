@@ -13,11 +13,11 @@ fn time_of(e: &Value) -> DateTime<Utc> {
     e["time"].as_str().unwrap().parse().unwrap()
 }
 
-/// Everything worth seeing when a wait fails: the events, the daemon's log and the
-/// processes of this world (a tmux server still going away, its clients).
+/// Everything worth seeing when a wait fails: the events, the daemon's log, and the
+/// processes of this world with their children and open files (a tmux server still going
+/// away, the clients it waits for).
 fn dump(w: &World, task: &str) -> String {
     let events = std::fs::read_to_string(w.project.join("tasks").join(task).join("events.jsonl")).unwrap_or_default();
-    let log = std::fs::read_to_string(w.dir.path().join("state/agent-orchestrator/daemon.log")).unwrap_or_default();
     let ps = std::process::Command::new("ps")
         .args(["-eo", "pid,ppid,stat,etime,args"])
         .output()
@@ -30,45 +30,41 @@ fn dump(w: &World, task: &str) -> String {
         .lines()
         .filter(|l| l.split_whitespace().nth(1).is_some_and(|pp| pids.contains(&pp)))
         .collect();
-    let masks: Vec<String> = pids
+    let files: Vec<String> = pids
         .iter()
         .map(|p| {
-            let st = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap_or_default();
-            let sig: Vec<&str> = st
-                .lines()
-                .filter(|l| l.starts_with("Sig") || l.starts_with("State"))
-                .collect();
             let fds: Vec<String> = std::fs::read_dir(format!("/proc/{p}/fd"))
                 .map(|d| {
                     d.flatten()
-                        .map(|e| {
-                            format!(
-                                "{}->{}",
-                                e.file_name().to_string_lossy(),
-                                std::fs::read_link(e.path())
-                                    .map(|l| l.display().to_string())
-                                    .unwrap_or_default()
-                            )
-                        })
+                        .filter_map(|e| std::fs::read_link(e.path()).ok())
+                        .map(|l| l.display().to_string())
                         .collect()
                 })
                 .unwrap_or_default();
-            format!("{p}: {} fds: {}", sig.join(" "), fds.join(" "))
+            format!("{p}: {}", fds.join(" "))
         })
         .collect();
-    let ss = std::process::Command::new("ss")
-        .args(["-xp"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
-    let ss: Vec<&str> = ss.lines().filter(|l| l.contains("tmux")).collect();
     format!(
-        "events:\n{events}\ndaemon log:\n{log}\nprocesses:\n{}\nchildren:\n{}\nsignals:\n{}\nsockets:\n{}",
+        "events:\n{events}\ndaemon log:\n{}\nprocesses:\n{}\nchildren:\n{}\nopen files:\n{}",
+        w.daemon_log(),
         mine.join("\n"),
         children.join("\n"),
-        masks.join("\n"),
-        ss.join("\n")
+        files.join("\n")
     )
+}
+
+/// Wait until the PM was restarted `n` times in all and runs again.
+fn wait_pm_restarted(w: &World, n: usize, what: &str) {
+    wait_until(
+        what,
+        Duration::from_secs(40),
+        Duration::from_millis(100),
+        || {
+            (w.events_of("t1", "pm_restart").len() == n && w.state("t1")["agents"]["pm"]["status"] == "running")
+                .then_some(())
+        },
+        || dump(w, "t1"),
+    );
 }
 
 #[test]
@@ -81,19 +77,12 @@ fn a_death_after_each_tmux_server_restart_is_reported_and_the_pm_restarted() {
         wait_control_attached(&w);
         // The whole server goes (a reboot, `tmux kill-server`): the PM with it.
         w.tmux(&["kill-server"]);
-        wait_until(
+        wait_pm_restarted(
+            &w,
+            round,
             &format!("round {round}: the death reported and the PM restarted"),
-            Duration::from_secs(40),
-            Duration::from_millis(100),
-            || {
-                let st = w.state("t1");
-                (w.events_of("t1", "agent_died").len() == round
-                    && w.events_of("t1", "pm_restart").len() == round
-                    && st["agents"]["pm"]["status"] == "running")
-                    .then_some(())
-            },
-            || dump(&w, "t1"),
         );
+        assert_eq!(w.events_of("t1", "agent_died").len(), round, "{}", dump(&w, "t1"));
         let after = w.state("t1")["agents"]["pm"].clone();
         // The case that was missed: the new server hands out the same pane id again.
         assert_eq!(after["pane"], before["pane"], "the new server reuses the pane id");
@@ -140,16 +129,7 @@ fn a_server_that_never_finishes_going_away_is_asked_to_and_the_pm_restarted() {
         "set-hook -gu session-closed ; new-session -d -s late sleep 1000",
     ]);
     w.tmux(&["kill-server"]);
-    wait_until(
-        "the PM restarted on a new server",
-        Duration::from_secs(30),
-        Duration::from_millis(100),
-        || {
-            (w.events_of("t1", "pm_restart").len() == 1 && w.state("t1")["agents"]["pm"]["status"] == "running")
-                .then_some(())
-        },
-        || dump(&w, "t1"),
-    );
+    wait_pm_restarted(&w, 1, "the PM restarted on a new server");
     assert!(
         w.events_of("t1", "pm_restart_failed").is_empty(),
         "the stuck server was asked to finish, not counted as a failed restart\n{}",
@@ -233,16 +213,7 @@ fn pm_restarts_wait_1_2_4_s_from_each_death_and_the_fourth_death_is_counted() {
     w.start_idle_pm("t1").new_task("").env("RUST_LOG", "info").run();
     for n in 1..=3usize {
         kill_pm(&w, "t1");
-        wait_until(
-            &format!("restart {n}"),
-            Duration::from_secs(40),
-            Duration::from_millis(100),
-            || {
-                (w.events_of("t1", "pm_restart").len() == n && w.state("t1")["agents"]["pm"]["status"] == "running")
-                    .then_some(())
-            },
-            || dump(&w, "t1"),
-        );
+        wait_pm_restarted(&w, n, &format!("restart {n}"));
     }
     let died = w.events_of("t1", "agent_died");
     let restarted = w.events_of("t1", "pm_restart");
