@@ -117,7 +117,9 @@ pub async fn tend(ctx: &crate::app::session::Ctx, task: &Task, now: DateTime<Utc
                     out.escalated.push(agent.clone());
                 }
                 (Action::Resume, _, Some(n)) if resume(ctx, task, &agent, n, now).await? => {
+                    closed_any |= n.escalated_at.is_some();
                     out.resumed.push(agent.clone());
+                    out.cleared.push(agent.clone());
                 }
                 _ => {}
             }
@@ -130,6 +132,13 @@ pub async fn tend(ctx: &crate::app::session::Ctx, task: &Task, now: DateTime<Utc
 }
 
 /// Send the resume message; record it when confirmed. Returns whether it was delivered.
+///
+/// A confirmed resume ends the episode there and then (`attention_cleared`, resumed): the
+/// agent has its turn back, which is what the next look would conclude anyway (the resume
+/// line below the limit's, see [`observe`]), and a task may finish before that look comes
+/// (a PM told "paused" about an agent that has long handed off). A limit that comes back
+/// prints a new line below the resume and begins a new episode, nudged no sooner than
+/// [`PAUSE_ESCALATE_AFTER`] after this one (`last_resume`).
 async fn resume(
     ctx: &crate::app::session::Ctx,
     task: &Task,
@@ -148,13 +157,18 @@ async fn resume(
         },
     };
     let delivered = report.outcome == crate::core::report::Outcome::Delivered;
+    let mut ended = false;
     if delivered {
         task.update_state(now, |fresh| {
             if let Some(a) = fresh.agents.get_mut(agent) {
-                if let Some(at) = a.attention.as_mut().filter(|x| x.since == ep.since) {
-                    at.resumed_at = Some(now);
-                }
                 a.last_resume = Some(now);
+                ended = a.attention.as_ref().is_some_and(|x| x.since == ep.since);
+                if ended {
+                    a.attention = None;
+                }
+            }
+            if ended {
+                fresh.close_attention_escalation(agent, ep);
             }
             Ok(())
         })?;
@@ -166,6 +180,15 @@ async fn resume(
         serde_json::json!({"resets_at": ep.resets_at, "outcome": report.outcome, "reason": report.reason, "bytes": text.len()}),
         now,
     )?;
+    if ended {
+        crate::store::events::append(
+            task,
+            "attention_cleared",
+            Some(agent),
+            serde_json::json!({"kind": ep.kind, "reason": ep.reason, "since": ep.since, "resumed": true}),
+            now,
+        )?;
+    }
     if delivered {
         tracing::info!(task = %task.name, agent, "usage limit reset; agent resumed");
     } else {

@@ -43,6 +43,12 @@ pub const DEFAULT_PAUSE: Duration = Duration::from_secs(3600);
 /// seen and still count (minute rounding, a look a few seconds late); older means the
 /// text is stale and the default pause applies.
 pub const RESET_TOLERANCE: Duration = Duration::from_secs(5 * 60);
+/// A limit seen this soon after a confirmed resume, with no episode open, is not believed
+/// yet: a look may show a screen from before the resume (a shared pane listing up to a
+/// second old and the capture kept with it), and the resume's time is taken when its look
+/// began, up to the delivery's ready timeout earlier. A limit really back is still on
+/// screen at the next look after this.
+pub const RESUME_SETTLE: Duration = Duration::from_secs(15);
 /// A usage-limit line counts only with fewer than this many non-empty lines below it: the
 /// hint, the options menu (about 8 lines) and the input box with its footer.
 pub const LIMIT_WINDOW: usize = 16;
@@ -80,7 +86,8 @@ pub struct Attention {
     /// Paused: whether `resets_at` was read from the screen (false: the default pause).
     #[serde(default)]
     pub reset_parsed: bool,
-    /// Paused: when the resume message was confirmed delivered.
+    /// Paused: when the resume message was confirmed delivered. Only in state written by
+    /// earlier versions: a confirmed resume now ends the episode (see `app::attend`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumed_at: Option<DateTime<Utc>>,
     /// Whether a delivered check-in has told the PM.
@@ -273,6 +280,12 @@ pub fn decide(
         }
         Seen::Clear | Seen::Gone => None,
         Seen::Dialog(line) => Some((Kind::NeedsHuman, line)),
+        Seen::UsageLimit(_) if prev.is_none() && last_resume.is_some_and(|r| now < r + chrono_dur(RESUME_SETTLE)) => {
+            return Decision {
+                next: None,
+                actions: Vec::new(),
+            };
+        }
         Seen::UsageLimit(line) => Some((Kind::Paused, line)),
     };
     let mut actions = Vec::new();

@@ -253,8 +253,23 @@ fn an_unreadable_reset_is_the_default_pause_and_a_limit_back_at_once_is_not_nudg
     let stale = Seen::UsageLimit("You've hit your weekly limit · resets Nov 20, 3pm (UTC)".into());
     let ep = decide(None, &stale, None, m(0), &tm).next.unwrap();
     assert_eq!((ep.resets_at, ep.reset_parsed), (Some(m(60)), false));
-    // The limit came straight back after a resume at m(0): the next nudge waits 15 minutes.
+    // A limit on screen right after a resume (the look may be older than the resume) is
+    // not a new episode yet; the same look after the settle time is.
     let seen = Seen::UsageLimit("You've hit your session limit · resets 2:20pm (UTC)".into());
+    let settle = chrono::Duration::from_std(RESUME_SETTLE).unwrap();
+    let early = decide(
+        None,
+        &seen,
+        Some(m(0)),
+        m(0) + settle - chrono::Duration::seconds(1),
+        &tm,
+    );
+    assert_eq!((early.next, early.actions), (None, vec![]));
+    assert_eq!(
+        decide(None, &seen, Some(m(0)), m(0) + settle, &tm).actions,
+        vec![Action::Began]
+    );
+    // The limit came straight back after a resume at m(0): the next nudge waits 15 minutes.
     let ep = decide(None, &seen, Some(m(0)), m(1), &tm).next.unwrap();
     assert_eq!(ep.resets_at, Some(m(0)));
     assert!(decide(Some(&ep), &seen, Some(m(0)), m(5), &tm).actions.is_empty());
