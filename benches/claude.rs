@@ -39,11 +39,7 @@ fn probe(cc: &Cc, probe: &str, act: impl FnOnce()) -> Duration {
     let t0 = Instant::now();
     act();
     wait_for("the probe at the model", 60, || {
-        cc.model
-            .turns("pm")
-            .iter()
-            .any(|t| t.last_user.contains(probe))
-            .then_some(())
+        (!cc.model.turns_saying("pm", probe).is_empty()).then_some(())
     });
     t0.elapsed()
 }
@@ -68,9 +64,9 @@ fn main() {
                 .unwrap();
             let told = cc
                 .model
-                .turns("pm")
+                .turns_saying("pm", &f)
                 .into_iter()
-                .find(|t| t.last_user.contains(f.as_str()))
+                .next()
                 .expect("each handoff reached the PM");
             checkin.push(told.at.duration_since(written).unwrap_or_default());
         }

@@ -63,7 +63,7 @@ fn the_example_task_completes_with_real_claude_code_and_every_handoff_reaches_th
     // The PM's own COMPLETE was recorded, and no check-in spent a PM turn on it.
     assert!(
         !cc.model.turns("pm").iter().any(|t| t
-            .last_user
+            .said
             .lines()
             .any(|l| l.starts_with("- pm-") && l.contains(": COMPLETE"))),
         "{}",
@@ -75,20 +75,9 @@ fn the_example_task_completes_with_real_claude_code_and_every_handoff_reaches_th
     let out = cc.ok(&["send", TASK, "pm", "--message", msg]);
     assert!(out.starts_with("delivered"), "{out}");
     wait_for("the message at the model", 30, || {
-        cc.model
-            .turns("pm")
-            .iter()
-            .any(|t| t.last_user.contains(msg))
-            .then_some(())
+        cc.model.reached("pm", msg).then_some(())
     });
-    assert_eq!(
-        cc.model
-            .turns("pm")
-            .iter()
-            .filter(|t| t.last_user.contains(msg))
-            .count(),
-        1
-    );
+    assert_eq!(cc.model.turns_saying("pm", msg).len(), 1);
     // Every agent ran as Claude Code, in the permission mode the profile sets.
     let st = cc.state();
     for a in ROUTE.iter().chain(["pm"].iter()) {
@@ -147,8 +136,10 @@ fn a_killed_pm_is_resumed_with_its_conversation_and_the_task_completes() {
     );
     cc.assert_each_handoff_told_once();
     // Explore's report, written while the PM was dead, reached the resumed PM.
-    let told = cc.model.turns("pm");
-    let explore = told.iter().find(|t| t.last_user.contains("explore-")).unwrap();
+    let told = cc.model.turns_saying("pm", "explore-");
+    let explore = told
+        .first()
+        .unwrap_or_else(|| panic!("explore's check-in never reached the PM\n{}", cc.dump()));
     assert!(explore.at > killed, "explore's check-in went to the resumed PM");
 }
 

@@ -56,9 +56,9 @@ fn a_permission_prompt_in_real_claude_code_calls_a_human_and_the_task_goes_on_on
     // The PM is told, by name and dialog, in a check-in that reached its model.
     wait_for("the PM's check-in naming explore", 60, || {
         cc.model
-            .turns("pm")
+            .turns_saying("pm", "needs a human: explore — permission prompt")
             .into_iter()
-            .find(|t| t.last_user.contains("needs a human: explore — permission prompt"))
+            .next()
     });
     // A human answers "Yes": the episode ends and the task carries on to COMPLETE.
     cc.w.tmux(&["send-keys", "-t", &session(&cc, "explore"), "1"]);
@@ -100,11 +100,9 @@ fn a_usage_limit_in_real_claude_code_is_paused_and_resumed_after_its_reset_with_
     let at: chrono::DateTime<chrono::Utc> = serde_json::from_value(resumed["time"].clone()).unwrap();
     assert!(at.timestamp() as u64 > reset_secs, "not before the reset: {at}");
     // The continue message reached explore's model as a new turn, and the task completes.
-    assert!(
-        cc.model
-            .turns("explore")
-            .iter()
-            .any(|t| t.last_user.contains("The usage limit has reset")),
+    assert_eq!(
+        cc.model.turns_saying("explore", "The usage limit has reset").len(),
+        1,
         "{}",
         cc.dump()
     );

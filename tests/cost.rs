@@ -75,13 +75,14 @@ fn usage_is_summed_exactly_priced_and_a_low_budget_warns_then_refuses_the_next_s
     assert_eq!(refused["agent"], "plan", "{refused}\n{}", cc.dump());
 
     // The PM heard the warning first, in the check-in that told it of explore's handoff.
-    let turns = cc.model.turns("pm");
-    let warned = turns
-        .iter()
-        .find(|t| t.last_user.contains("budget warning"))
+    let warned = cc
+        .model
+        .turns_saying("pm", "budget warning")
+        .into_iter()
+        .next()
         .unwrap_or_else(|| panic!("no check-in carried the budget warning\n{}", cc.dump()));
-    assert!(warned.last_user.contains("explore-"), "{}", warned.last_user);
-    assert!(warned.last_user.contains("Cost so far: "), "{}", warned.last_user);
+    assert!(warned.said.contains("explore-"), "{}", warned.said);
+    assert!(warned.said.contains("Cost so far: "), "{}", warned.said);
     let t: chrono::DateTime<chrono::Utc> = refused["time"].as_str().unwrap().parse().unwrap();
     assert!(warned.at < std::time::SystemTime::from(t));
 

@@ -218,7 +218,12 @@ impl Cc {
                 s.agent,
                 s.new_turn,
                 s.answer,
-                s.last_user.chars().take(200).collect::<String>().replace('\n', " | ")
+                if s.new_turn { &s.said } else { &s.last_user }
+                    .trim()
+                    .chars()
+                    .take(200)
+                    .collect::<String>()
+                    .replace('\n', " | ")
             ));
         }
         out.push_str(&format!(
@@ -248,9 +253,8 @@ impl Cc {
             "one handoff per spoke: {files:?}\n{}",
             self.dump()
         );
-        let turns = self.model.turns("pm");
         for f in &files {
-            let n = turns.iter().filter(|t| t.last_user.contains(f.as_str())).count();
+            let n = self.model.turns_saying("pm", f).len();
             assert_eq!(n, 1, "{f} reached the PM {n} times\n{}", self.dump());
         }
     }
@@ -296,7 +300,7 @@ impl Cc {
             self.model
                 .seen()
                 .iter()
-                .any(|s| s.main && s.last_user.contains("the probe message")),
+                .any(|s| s.main && s.said.contains("the probe message")),
             "{}",
             self.dump()
         );

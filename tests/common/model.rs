@@ -38,9 +38,17 @@ pub struct Seen {
     pub main: bool,
     /// The agent, from the `# Agent: <name>` line of the first prompt.
     pub agent: Option<String>,
-    /// The text of the last user message (tool results included), as Claude Code sent it.
+    /// The text of the turn this request carries (every message after the conversation's
+    /// last assistant message, tool results included), system reminders taken out.
     pub last_user: String,
-    /// The last user message is text typed or pasted into the agent, not a tool result.
+    /// What the user said in that turn: the typed, pasted or queued text only, without
+    /// tool results and without the `<system-reminder>` blocks Claude Code adds. Read it
+    /// through [`ModelServer::turns_saying`] / [`ModelServer::reached`].
+    pub said: String,
+    /// Where that turn starts in the conversation (its first message's index): a request
+    /// retried after an API error carries the same turn at the same place.
+    pub turn_at: usize,
+    /// The turn was opened by text typed or pasted into the agent, not by a tool result.
     pub new_turn: bool,
     /// What the server answered, in a few words (`tool: task spawn …`, `text: …`, `429`).
     pub answer: String,
@@ -50,6 +58,8 @@ pub struct Seen {
     /// prompts typed or pasted, and messages queued while busy that Claude Code put into
     /// the running turn (see [`INJECTED`]).
     pub prompts: Vec<String>,
+    /// The conversation as sent (the Messages shape), for the helpers that read it.
+    pub messages: Vec<Value>,
 }
 
 /// How Claude Code 2.1 hands the model a message that was queued while a turn ran and is
@@ -130,12 +140,39 @@ impl ModelServer {
         self.inner.lock().unwrap().seen.clone()
     }
 
-    /// The main requests that opened a new turn for `agent` (its prompt, check-ins, messages).
+    /// The new turns `agent`'s model was given (its prompt, check-ins, messages), in order,
+    /// each once: a turn retried after an API error is the same turn at the same place in
+    /// the conversation, and counts at its first arrival.
     pub fn turns(&self, agent: &str) -> Vec<Seen> {
-        self.seen()
+        let mut out: Vec<Seen> = Vec::new();
+        for s in self.seen() {
+            if !(s.main && s.new_turn && s.agent.as_deref() == Some(agent)) {
+                continue;
+            }
+            if !out.iter().any(|o| o.turn_at == s.turn_at && o.said == s.said) {
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    /// The new turns of `agent` in which the user said `text` (see [`Seen::said`]): the
+    /// one way tests ask "did this text reach the model as a turn of its own", robust to
+    /// system reminders before or after it, a turn split over several messages or text
+    /// blocks, and retries.
+    pub fn turns_saying(&self, agent: &str, text: &str) -> Vec<Seen> {
+        self.turns(agent)
             .into_iter()
-            .filter(|s| s.main && s.new_turn && s.agent.as_deref() == Some(agent))
+            .filter(|t| t.said.contains(text))
             .collect()
+    }
+
+    /// Whether `text` reached `agent`'s model as something the user said: a turn of its
+    /// own, or a message Claude Code put into a running turn.
+    pub fn reached(&self, agent: &str, text: &str) -> bool {
+        self.seen()
+            .iter()
+            .any(|s| s.main && s.agent.as_deref() == Some(agent) && s.said.contains(text))
     }
 
     /// How many messages of `agent`'s conversation, as its latest main request carried it,
@@ -259,7 +296,7 @@ fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
     let main = v["tools"].as_array().is_some_and(|t| !t.is_empty());
     let msgs = v["messages"].as_array().cloned().unwrap_or_default();
     let agent = agent_of(&msgs);
-    let (last_user, new_turn) = last_user(&msgs);
+    let turn = turn_of(&msgs);
     let prompts = prompts(&msgs);
     let arrived = SystemTime::now();
     let mut held = None;
@@ -314,11 +351,14 @@ fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
         at: arrived,
         main,
         agent: agent.clone(),
-        last_user,
-        new_turn,
+        last_user: turn.text,
+        said: turn.said,
+        turn_at: turn.at,
+        new_turn: !turn.tool,
         answer,
         held,
         prompts,
+        messages: msgs.clone(),
     });
     if let Some(reset) = limited {
         let _ = req.respond(usage_limit(reset));
@@ -409,8 +449,72 @@ fn agent_of(msgs: &[Value]) -> Option<String> {
     users(msgs).find_map(|(t, _)| field(&t, "# Agent: "))
 }
 
-fn last_user(msgs: &[Value]) -> (String, bool) {
-    users(msgs).last().map(|(t, tool)| (t, !tool)).unwrap_or_default()
+/// The turn a request carries, as [`Seen`] records it.
+#[derive(Debug, Default, PartialEq)]
+struct Turn {
+    text: String,
+    said: String,
+    at: usize,
+    tool: bool,
+}
+
+/// Read the turn a request carries: every message after the conversation's last assistant
+/// message. Claude Code does not always send a turn as one user message with one text
+/// block: it adds `<system-reminder>` blocks (the date, context) before or after what was
+/// typed, in the same message or in one of their own, and a message typed after a failed
+/// request joins the user message that failed.
+fn turn_of(msgs: &[Value]) -> Turn {
+    let at = msgs.iter().rposition(|m| m["role"] == "assistant").map_or(0, |i| i + 1);
+    let mut turn = Turn { at, ..Turn::default() };
+    for m in &msgs[at..] {
+        let (text, tool) = text_of(m);
+        turn.tool |= tool;
+        turn.text.push_str(&without_reminders(&text));
+        match m["role"].as_str() {
+            Some("user") => {
+                for b in user_texts(m) {
+                    turn.said.push_str(&without_reminders(&b));
+                    turn.said.push('\n');
+                }
+            }
+            Some("system") if text.trim_start().starts_with(INJECTED) => turn.said.push_str(&text),
+            _ => {}
+        }
+    }
+    turn
+}
+
+/// The text a user message carries as text (a string, or its text blocks), tool results left out.
+fn user_texts(m: &Value) -> Vec<String> {
+    match &m["content"] {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter(|b| b["type"] == "text")
+            .filter_map(|b| b["text"].as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `text` with every `<system-reminder>…</system-reminder>` block taken out, except one
+/// that hands over a message queued while a turn ran (see [`INJECTED`]): that is the user's.
+fn without_reminders(text: &str) -> String {
+    const OPEN: &str = "<system-reminder>";
+    const CLOSE: &str = "</system-reminder>";
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find(OPEN) {
+        out.push_str(&rest[..i]);
+        let block = &rest[i..];
+        let end = block.find(CLOSE).map_or(block.len(), |j| j + CLOSE.len());
+        if block[..end].contains(INJECTED) {
+            out.push_str(&block[..end]);
+        }
+        rest = &block[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The rest of the first line starting with `prefix` (anywhere in `text`).
@@ -764,5 +868,44 @@ mod tests {
         assert_eq!(handoff_agent("my-agent-20251127-091000"), Some("my-agent"));
         let msgs = [pre, assistant(), result("/x.md"), assistant(), user("continue")];
         assert!(matches!(script(&msgs, None).unwrap(), Reply::Text(_)));
+    }
+
+    const DATE: &str = "<system-reminder>\n# currentDate\nToday's date is 2026-11-26.\n</system-reminder>\n";
+
+    #[test]
+    fn what_the_user_said_survives_reminders_split_turns_and_tool_results() {
+        let pre = "# Agent: explore\n**Task:** t1\n";
+        let cont = "The usage limit has reset: continue where you left off.";
+        // As Claude Code 2.1.197 sent the resume after a 429: one user message, a reminder
+        // block first, the failed prompt, then the typed text.
+        let merged = json!({"role": "user", "content": [
+            {"type": "text", "text": DATE}, {"type": "text", "text": pre}, {"type": "text", "text": cont}]});
+        let t = turn_of(std::slice::from_ref(&merged));
+        assert!(t.said.contains(cont) && t.said.contains("# Agent: explore"), "{t:?}");
+        assert!(!t.said.contains("currentDate") && !t.tool && t.at == 0, "{t:?}");
+        // The reminder after the text, in a message of its own, and a plain string content.
+        let msgs = [
+            user(pre),
+            assistant(),
+            json!({"role": "user", "content": cont}),
+            user(DATE),
+        ];
+        let t = turn_of(&msgs);
+        assert_eq!((t.said.trim(), t.at, t.tool), (cont, 2, false));
+        // A reminder inside the text block, before and after.
+        let t = turn_of(&[user(&format!("{DATE}{cont}\n{DATE}"))]);
+        assert_eq!(t.said.trim(), cont);
+        // A tool result is not something the user said, but it is the turn's text.
+        let t = turn_of(&[user(pre), assistant(), result("SPAWN_OK"), user(DATE)]);
+        assert!(
+            t.tool && t.said.trim().is_empty() && t.text.contains("SPAWN_OK"),
+            "{t:?}"
+        );
+        // A message queued while busy comes as a reminder of its own: kept.
+        let queued = format!("<system-reminder>{INJECTED} hello</system-reminder>");
+        let t = turn_of(&[user(pre), assistant(), result("ok"), user(&queued)]);
+        assert!(t.said.contains("hello"), "{t:?}");
+        // An unclosed reminder hides the rest rather than leaking it.
+        assert_eq!(without_reminders("a<system-reminder>b"), "a");
     }
 }
