@@ -606,3 +606,73 @@ ready = ['^mode=']
     });
     assert!(screen.contains("mode=acceptEdits"), "{screen}");
 }
+
+/// task.md's `sandbox:`: a bad value names its line, a sandbox that is required and cannot
+/// be had starts nothing, and an agent that has one gets it in its `--settings`.
+#[test]
+fn a_required_sandbox_that_cannot_be_had_starts_nothing_and_one_that_can_reaches_the_agent() {
+    let w = World::new();
+    let cfg = w.dir.path().join("config/agent-orchestrator");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(
+        cfg.join("config.toml"),
+        r#"[runtimes.echo]
+argv = ["/bin/sh", "-c", "printf 'settings=%s\n' \"$0\"; exec cat", "{settings}"]
+[runtimes.echo.patterns]
+ready = ['^settings=']
+"#,
+    )
+    .unwrap();
+    ok(&run(w.task().args(["new", "t1"])));
+    let md = w.project.join("tasks/t1/task.md");
+    let original = std::fs::read_to_string(&md).unwrap();
+    let start = |runtime: &str| {
+        run(w
+            .task()
+            .args(["start", "t1", "--runtime", runtime, "--no-daemon", "--no-cron"]))
+    };
+    std::fs::write(&md, format!("{original}\n## Agent Config\nsandbox: maybe\n")).unwrap();
+    let o = start("echo");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("\"maybe\" is not one of on, off, required"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(w.sessions().is_empty(), "{:?}", w.sessions());
+
+    std::fs::write(&md, format!("{original}\n## Agent Config\nsandbox-pm: required\n")).unwrap();
+    let o = start("demo");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("sandbox: required, but runtime 'demo' has no sandbox"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(w.sessions().is_empty(), "nothing started: {:?}", w.sessions());
+
+    std::fs::write(
+        &md,
+        format!("{original}\n## Agent Config\nsandbox-pm: on\nnetwork: docs.rs\n"),
+    )
+    .unwrap();
+    let o = start("echo");
+    ok(&o);
+    assert!(
+        stdout(&o).contains("Sandbox: on for architect, dev, pm, review, test (commands run without asking"),
+        "{}",
+        stdout(&o)
+    );
+    let pane = w.pane("t1", "pm");
+    let screen = wait_for("the command line on screen", 10, || {
+        let s = w.capture(&pane);
+        s.contains("settings=").then_some(s)
+    })
+    .replace('\n', "");
+    assert!(
+        screen.contains(r#""sandbox":{"allowUnsandboxedCommands":false,"autoAllowBashIfSandboxed":true"#),
+        "{screen}"
+    );
+    assert!(screen.contains(r#""allowedDomains":["docs.rs"]"#), "{screen}");
+    assert!(screen.contains("/.ssh"), "{screen}");
+}

@@ -1,6 +1,6 @@
 //! `task doctor`: look at everything a supervised task depends on — tmux and the
 //! dedicated server, each runtime's program, Claude Code's permissions for the protocol's
-//! commands, the daemon, the systemd unit and lingering, cron, the remote hosts named in
+//! commands, Claude Code's sandbox, the daemon, the systemd unit and lingering, cron, the remote hosts named in
 //! task.md, the notify command — and say, one line each, what is wrong and what fixes it.
 //! Nothing here changes anything; every check is bounded in time.
 
@@ -29,6 +29,7 @@ pub async fn run(project: Option<&Path>, ctx: &crate::app::context::Ctx) -> Vec<
         .ok()
         .filter(|r| r.join("tasks").is_dir());
     out.push(claude_permissions(root.as_deref()));
+    out.push(sandbox());
     out.push(daemon());
     out.push(service());
     out.push(lingering());
@@ -193,6 +194,23 @@ fn claude_permissions(root: Option<&Path>) -> Check {
     let missing =
         permissions::merge_settings(existing.as_deref(), &permissions::claude_rules(false)).map(|(_, added)| added);
     doctor::claude_permissions(&shown, missing)
+}
+
+/// Claude Code's sandbox, which dev, test, review and architect agents get by default: a
+/// warning when missing (they then ask before each command), since the demo and the
+/// protocol's own commands work without it.
+fn sandbox() -> Check {
+    match crate::io::sandbox::check() {
+        Ok(()) => Check::ok("sandbox", "bubblewrap and socat found; a trial sandbox ran"),
+        Err(why) => Check::warning(
+            "sandbox",
+            format!("agents that build and test will ask before each command: {why}"),
+            format!(
+                "{} (or set sandbox: off in task.md to mean it)",
+                crate::io::sandbox::INSTALL
+            ),
+        ),
+    }
 }
 
 fn daemon() -> Check {

@@ -39,6 +39,8 @@ pub(crate) struct Started {
     pub cron_note: Option<String>,
     /// The tmux flags (`-L name` or `-S path`) that reach the agents' server.
     pub tmux_flags: String,
+    /// Each roster agent's sandbox, as a spawn now would give it.
+    pub sandboxes: Vec<(String, crate::core::sandbox::State)>,
 }
 
 /// Start the PM of task `name` (creating the task if needed) and schedule its check-ins.
@@ -58,6 +60,8 @@ pub(crate) async fn start(
     }
     let t = Task::new(&project, name.clone())?;
     let ctx = Ctx::from_env()?;
+    // A sandbox that is required and cannot be had stops the start before anything runs.
+    let sandboxes = session::sandboxes(&t, runtime)?;
     let started = session::start(&ctx, &t, runtime, clock::now()).await?;
     if let Some(w) = session::permission_warning(&t, &started.runtime) {
         warn(w);
@@ -111,6 +115,7 @@ pub(crate) async fn start(
         cron_line,
         cron_note,
         tmux_flags: ctx.tmux.socket().flags(),
+        sandboxes,
     })
 }
 

@@ -71,6 +71,13 @@ pub struct Started {
     pub argv: Vec<String>,
     /// `local`, or the remote host it runs on.
     pub host: String,
+    /// Its sandbox: `on`, `off`, `unavailable` (asked for, not to be had here; see the
+    /// spawn event's `sandbox_why`) or `unsupported` (a runtime without one).
+    #[serde(default)]
+    pub sandbox: String,
+    /// Why a sandbox asked for is not on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_why: Option<String>,
 }
 
 /// What a spawn did, with its reason code, so the PM (and the gate's log) can tell a start

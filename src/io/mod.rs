@@ -13,6 +13,7 @@ pub(crate) mod prices;
 pub mod program;
 pub mod remote;
 pub(crate) mod runtime;
+pub(crate) mod sandbox;
 pub(crate) mod schedule;
 pub(crate) mod signals;
 pub mod tmux;

@@ -38,9 +38,14 @@ pub fn claude_rules(may_spawn: bool) -> Vec<String> {
     verbs(may_spawn).map(|v| format!("Bash(task {v}:*)")).collect()
 }
 
-/// The `--settings` value for one agent: its allow rules as Claude Code settings JSON.
-pub fn claude_session_settings(may_spawn: bool) -> String {
-    serde_json::json!({"permissions": {"allow": claude_rules(may_spawn)}}).to_string()
+/// The `--settings` value for one agent: its allow rules, and its sandbox when it has one
+/// (see [`crate::core::sandbox::claude_settings`]), as Claude Code settings JSON.
+pub fn claude_session_settings(may_spawn: bool, sandbox: Option<Value>) -> String {
+    let mut v = serde_json::json!({"permissions": {"allow": claude_rules(may_spawn)}});
+    if let Some(s) = sandbox {
+        v["sandbox"] = s;
+    }
+    v.to_string()
 }
 
 /// Kiro's `toolsSettings.shell.allowedCommands` (regular expressions) for an agent.
@@ -129,7 +134,7 @@ mod tests {
         );
         let hub = claude_rules(true);
         assert!(hub.contains(&"Bash(task spawn:*)".to_string()) && hub.contains(&"Bash(task send:*)".to_string()));
-        let v: Value = serde_json::from_str(&claude_session_settings(true)).unwrap();
+        let v: Value = serde_json::from_str(&claude_session_settings(true, None)).unwrap();
         assert_eq!(v["permissions"]["allow"].as_array().unwrap().len(), 6);
         assert_eq!(kiro_commands(false)[0], "^task handoff( .*)?$");
     }

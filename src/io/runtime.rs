@@ -308,6 +308,12 @@ impl Runtime {
         Ok(mode)
     }
 
+    /// Whether the argv carries `{settings}` (Claude Code's `--settings`): only such a
+    /// runtime can be given allow rules and a sandbox per agent.
+    pub fn uses_settings(&self) -> bool {
+        self.profile.argv.iter().any(|a| a.contains("{settings}"))
+    }
+
     /// Whether this runtime's command line carries a permission mode at all.
     pub fn uses_permission_mode(&self) -> bool {
         let all = self

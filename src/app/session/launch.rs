@@ -76,6 +76,7 @@ pub(crate) async fn start_agent(
         session: &session,
         session_id: &session_id,
         task_dir: &task_dir,
+        remote: false,
     };
     // Check everything that can fail before anything is created.
     launch.argv(ctx, rt, preamble_text, Path::new("/dev/null"))?;
@@ -92,7 +93,8 @@ pub(crate) async fn start_agent(
         ctx.tmux.kill_session(&session).await?;
     }
     let prompt_file = save_preamble(task, agent, preamble_text, now)?;
-    let argv = launch.argv(ctx, rt, preamble_text, &prompt_file)?;
+    let built = launch.argv(ctx, rt, preamble_text, &prompt_file)?;
+    let argv = built.argv;
     let pane = ctx
         .tmux
         .new_session(&SessionSpec {
@@ -111,6 +113,8 @@ pub(crate) async fn start_agent(
         preamble: prompt_file,
         argv,
         host: "local".into(),
+        sandbox: built.sandbox.as_str().into(),
+        sandbox_why: built.sandbox.why(),
     };
     // The pane id alone is reused by the next server; the record names the server too.
     let server = match ctx.tmux.server_id(&started.pane).await {

@@ -53,18 +53,28 @@ struct Launch<'a> {
     session_id: &'a str,
     /// The task folder as the agent sees it (a remote path on a remote host).
     task_dir: &'a str,
+    /// The agent runs on another host (whose sandbox support is not checked from here).
+    remote: bool,
+}
+
+/// An agent's command line, and the sandbox it gets.
+struct Built {
+    argv: Vec<String>,
+    sandbox: crate::core::sandbox::State,
 }
 
 impl Launch<'_> {
     /// The argv that starts the agent with `prompt` (saved at `prompt_file`). It carries
-    /// what the agent may do unasked: the permission mode, and its own allow rules as
-    /// Claude Code settings (hubs, and spokes the roster lets spawn, may also run `task
-    /// spawn` and `task send`; the gate still decides).
-    fn argv(&self, ctx: &Ctx, rt: &Runtime, prompt: &str, prompt_file: &Path) -> Result<Vec<String>> {
-        let mode = rt.permission_mode(&self.task.spec()?)?;
+    /// what the agent may do unasked: the permission mode, its own allow rules as Claude
+    /// Code settings (hubs, and spokes the roster lets spawn, may also run `task spawn`
+    /// and `task send`; the gate still decides), and its sandbox ([`Launch::sandbox`]).
+    fn argv(&self, ctx: &Ctx, rt: &Runtime, prompt: &str, prompt_file: &Path) -> Result<Built> {
+        let spec = self.task.spec()?;
+        let mode = rt.permission_mode(&spec)?;
         let may_spawn = crate::store::roster::for_task(self.task)?.may_spawn(self.agent);
-        let settings = crate::io::permissions::claude_session_settings(may_spawn);
-        rt.argv(&runtime::Vars {
+        let (sandbox, sandbox_settings) = self.sandbox(&spec, rt)?;
+        let settings = crate::io::permissions::claude_session_settings(may_spawn, sandbox_settings);
+        let argv = rt.argv(&runtime::Vars {
             agent: self.agent,
             task: self.task.name.as_str(),
             session: self.session,
@@ -75,8 +85,84 @@ impl Launch<'_> {
             task_dir: self.task_dir,
             permission_mode: &mode,
             settings: &settings,
-        })
+        })?;
+        Ok(Built { argv, sandbox })
     }
+
+    fn sandbox(
+        &self,
+        spec: &crate::core::model::TaskSpec,
+        rt: &Runtime,
+    ) -> Result<(crate::core::sandbox::State, Option<serde_json::Value>)> {
+        sandbox_of(self.task, spec, self.agent, rt, self.remote)
+    }
+}
+
+/// An agent's sandbox (see [`crate::core::sandbox`]): its policy from task.md, whether the
+/// runtime takes one (its argv carries `{settings}`: Claude Code) and whether this machine
+/// can give it; with the settings that turn it on. Writable beyond the agent's working
+/// folder and the task folder (`--add-dir`): the build caches task.md lists. Other tasks'
+/// folders are not writable, even when they sit in the working folder. `Err` when the
+/// agent requires a sandbox it cannot have: it must not start.
+fn sandbox_of(
+    task: &Task,
+    spec: &crate::core::model::TaskSpec,
+    agent: &str,
+    rt: &Runtime,
+    remote: bool,
+) -> Result<(crate::core::sandbox::State, Option<serde_json::Value>)> {
+    use crate::core::sandbox;
+    let policy = sandbox::policy(agent, |k| spec.setting(k).map(str::to_string))
+        .map_err(|e| Error::BadInput(format!("task '{}': {e} (task.md, Agent Config)", task.name)))?;
+    let machine = if remote {
+        Err("sandboxes on remote hosts are not set up yet".to_string())
+    } else if policy.mode == sandbox::Mode::Off {
+        Ok(())
+    } else {
+        crate::io::sandbox::check()
+    };
+    let state = sandbox::decide(&policy, &rt.name, rt.uses_settings(), machine)
+        .map_err(|e| Error::BadInput(format!("cannot start {agent} of task '{}': {e}", task.name)))?;
+    if state != sandbox::State::On {
+        return Ok((state, None));
+    }
+    let home = dirs::home_dir().unwrap_or_else(|| PathBuf::from("/nonexistent"));
+    Ok((
+        state,
+        Some(sandbox::claude_settings(&policy, &other_tasks(task), &home)),
+    ))
+}
+
+/// The sandbox every agent of the task's roster would get if started now, for `task start`
+/// to say. `Err` when one requires a sandbox it cannot have: then nothing should start.
+pub fn sandboxes(task: &Task, pm_runtime: Option<&str>) -> Result<Vec<(String, crate::core::sandbox::State)>> {
+    let spec = task.spec()?;
+    let roster = crate::store::roster::for_task(task)?;
+    let mut out = Vec::new();
+    for agent in roster.agents.keys() {
+        let flag = pm_runtime.filter(|_| agent == &roster.primary_hub);
+        let rt = choose_runtime(task, agent, flag)?;
+        let remote = agent
+            .parse::<AgentName>()
+            .ok()
+            .is_some_and(|a| remote_for(&spec, &a).is_some());
+        out.push((agent.clone(), sandbox_of(task, &spec, agent, &rt, remote)?.0));
+    }
+    Ok(out)
+}
+
+/// The folders of the project's other tasks: a sandboxed agent may not write there.
+fn other_tasks(task: &Task) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(task.project.join("tasks")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()) && e.file_name() != task.name.as_str())
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
 }
 
 /// The warning `task start` prints when agents will run every command unasked: the
@@ -133,7 +219,7 @@ fn spawn_event(task: &Task, agent: &str, reason: &str, s: &Started, now: DateTim
         task,
         "spawn",
         Some(agent),
-        serde_json::json!({"reason": reason, "session": s.session, "pane": s.pane, "runtime": s.runtime, "host": s.host}),
+        serde_json::json!({"reason": reason, "session": s.session, "pane": s.pane, "runtime": s.runtime, "host": s.host, "sandbox": s.sandbox, "sandbox_why": s.sandbox_why}),
         now,
     )
 }

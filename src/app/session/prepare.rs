@@ -88,8 +88,10 @@ pub async fn prepare(
         session: &session,
         session_id: "<new uuid>",
         task_dir: &task_dir,
+        remote: remote.is_some(),
     }
-    .argv(ctx, &rt, &text, &prompt_file)?;
+    .argv(ctx, &rt, &text, &prompt_file)?
+    .argv;
     let plan = BundlePlan::new(task, agent.as_str(), &roster, &path, &handoff_text);
     let assembled = crate::store::bundle::assemble(&plan.input(task, agent.as_str(), role, now));
     Ok(Prepared {

@@ -69,14 +69,16 @@ pub(super) async fn spawn_remote(
             .unwrap_or_default()
     );
     let session_id = uuid::Uuid::new_v4().to_string();
-    let mut argv = Launch {
+    let built = Launch {
         task,
         agent: agent.as_str(),
         session: &session,
         session_id: &session_id,
         task_dir: &rdir,
+        remote: true,
     }
     .argv(ctx, rt, &text, Path::new(&prompt_file))?;
+    let mut argv = built.argv;
     // The program must exist on the host; the built-in demo agent needs `task` there.
     if argv[0] == ctx.task_bin.display().to_string() && !host.has_program(&argv[0]).await {
         argv[0] = "task".into();
@@ -169,6 +171,8 @@ pub(super) async fn spawn_remote(
         preamble: local_copy,
         argv,
         host: spec.destination(),
+        sandbox: built.sandbox.as_str().into(),
+        sandbox_why: built.sandbox.why(),
     };
     // As for a local agent: the host's next tmux server numbers its panes from %0 again.
     let server = match tmux.server_id(&started.pane).await {

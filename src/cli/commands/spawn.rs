@@ -75,6 +75,11 @@ pub(crate) async fn run(project: Option<&Path>, name: &TaskName, args: Args<'_>,
             st.pane,
             st.preamble.display()
         );
+        match (st.sandbox.as_str(), &st.sandbox_why) {
+            ("on", _) => println!("Sandbox: on; {agent}'s commands run without asking, confined to its folders."),
+            (_, Some(why)) => println!("Sandbox: not on for {agent}: {why}."),
+            _ => {}
+        }
     }
     for n in &report.notes {
         println!("note: {n}");

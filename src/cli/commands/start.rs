@@ -26,7 +26,8 @@ pub(crate) async fn run(
     let no_daemon = mode.no_daemon;
     if json {
         return print_json(
-            &serde_json::json!({ "started": s.started, "state_set_aside": set_aside, "cron_line": s.cron_line, "cron": s.cron_note, "daemon": !no_daemon, "next_checkin": s.next_checkin }),
+            &serde_json::json!({ "started": s.started, "state_set_aside": set_aside, "cron_line": s.cron_line, "cron": s.cron_note, "daemon": !no_daemon, "next_checkin": s.next_checkin,
+                "sandbox": s.sandboxes.iter().map(|(a, st)| (a.clone(), serde_json::json!({"state": st.as_str(), "why": st.why()}))).collect::<serde_json::Map<_, _>>() }),
         );
     }
     println!(
@@ -34,6 +35,9 @@ pub(crate) async fn run(
         s.started.runtime, s.started.session, s.started.pane
     );
     println!("Preamble saved to {}", s.started.preamble.display());
+    if let Some(line) = sandbox_line(&s.sandboxes) {
+        println!("{line}");
+    }
     if let Some(n) = &s.daemon_note {
         println!("Supervisor: {n}.");
     }
@@ -70,4 +74,34 @@ fn repair_first(name: &TaskName, project: Option<&Path>) -> anyhow::Result<Optio
     }
     let t = crate::store::task::Task::new(&project, name.clone())?;
     Ok(crate::store::task::create_or_repair(&t, crate::core::clock::now())?.state_set_aside)
+}
+
+/// One line on which agents run their commands in the sandbox (without asking, confined to
+/// their folders) and which do not; `None` when none has one or wanted one (a runtime
+/// without a sandbox, such as the demo, is not worth a line).
+fn sandbox_line(all: &[(String, crate::core::sandbox::State)]) -> Option<String> {
+    use crate::core::sandbox::State;
+    let of = |want: fn(&State) -> bool| -> String {
+        let v: Vec<&str> = all.iter().filter(|(_, s)| want(s)).map(|(a, _)| a.as_str()).collect();
+        v.join(", ")
+    };
+    let mut parts = Vec::new();
+    let on = of(|s| *s == State::On);
+    if !on.is_empty() {
+        parts.push(format!(
+            "on for {on} (commands run without asking, confined to their folders)"
+        ));
+    }
+    let unavailable = of(|s| matches!(s, State::Unavailable(_)));
+    if let Some(why) = all.iter().find_map(|(_, s)| s.why()) {
+        parts.push(format!("wanted but not available for {unavailable}: {why}"));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    let off = of(|s| *s == State::Off);
+    if !off.is_empty() {
+        parts.push(format!("off for {off} (they ask as usual)"));
+    }
+    Some(format!("Sandbox: {}.", parts.join("; ")))
 }

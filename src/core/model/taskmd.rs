@@ -292,6 +292,9 @@ pub fn parse(text: &str, path: &Path) -> Result<TaskSpec> {
                     if key == "budget" || key.starts_with("budget-") || key.starts_with("budget_") {
                         crate::core::cost::budget::parse_limit(&value).map_err(|m| err(*lineno, m))?;
                     }
+                    if key == "sandbox" || key.starts_with("sandbox-") {
+                        crate::core::sandbox::Mode::parse(&value).map_err(|m| err(*lineno, m))?;
+                    }
                     if key == "cwd" {
                         spec.cwd = Some(parse_cwd(&value).map_err(|m| err(*lineno, m))?);
                     }

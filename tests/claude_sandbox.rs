@@ -1,0 +1,98 @@
+//! Issue 25 item 1 with real Claude Code (the pinned binary, offline, against the scripted
+//! model server): agents that build and test run their commands inside Claude Code's
+//! sandbox (bubblewrap and socat, installed by scripts/test) without a prompt, and what
+//! those commands can touch is confined: not the user's home, not their keys, not another
+//! task. Everything but the model is real.
+
+mod common;
+
+use common::claude::*;
+use common::*;
+
+/// `make test` builds and tests, then tries what a sandboxed command must not manage.
+const MAKEFILE: &str = "test:\n\
+\techo built and tested > test-ran.txt\n\
+\t-touch $(HOME)/escaped\n\
+\t-cat $(HOME)/.ssh/id_test > ssh-read.txt\n\
+\t-touch tasks/other/escaped\n";
+
+const SECRET: &str = "PRIVATE-KEY-THAT-MUST-NOT-BE-READ";
+
+/// A project with a Makefile, a key in the (throwaway) home, and another task's folder.
+fn project_with_a_makefile(cc: &Cc) {
+    std::fs::write(cc.w.project.join("Makefile"), MAKEFILE).unwrap();
+    std::fs::create_dir_all(cc.home.join(".ssh")).unwrap();
+    std::fs::write(cc.home.join(".ssh/id_test"), SECRET).unwrap();
+    std::fs::create_dir_all(cc.w.project.join("tasks/other")).unwrap();
+}
+
+fn spawn_of(cc: &Cc, agent: &str) -> serde_json::Value {
+    events(&cc.task_dir(), "spawn")
+        .into_iter()
+        .find(|e| e["agent"] == agent)
+        .unwrap_or_else(|| panic!("no spawn of {agent}\n{}", cc.dump()))
+}
+
+#[test]
+fn a_dev_agent_runs_make_test_in_the_sandbox_with_no_prompt_and_touches_nothing_outside_it() {
+    let cc = Cc::new();
+    project_with_a_makefile(&cc);
+    // A command no allow rule covers: without the sandbox, Claude Code would ask.
+    cc.model.ask_first("dev", "make test");
+    cc.start_example_with("attention_after: 2s\n");
+    cc.wait_phase("COMPLETE", 300);
+    let ran = std::fs::read_to_string(cc.w.project.join("test-ran.txt")).unwrap_or_default();
+    assert_eq!(ran.trim(), "built and tested", "{}", cc.dump());
+    // Nobody was asked, and nothing waited at a dialog.
+    assert!(events(&cc.task_dir(), "needs_human").is_empty(), "{}", cc.dump());
+    assert!(events(&cc.task_dir(), "escalation").is_empty(), "{}", cc.dump());
+    // Confined: the home, the keys and the other task are out of reach.
+    assert!(
+        !cc.home.join("escaped").exists(),
+        "a sandboxed command wrote in the home"
+    );
+    let read = std::fs::read_to_string(cc.w.project.join("ssh-read.txt")).unwrap_or_default();
+    assert!(!read.contains(SECRET), "a sandboxed command read ~/.ssh: {read:?}");
+    assert!(
+        !cc.w.project.join("tasks/other/escaped").exists(),
+        "a sandboxed command wrote in another task"
+    );
+    // Dev and review ran sandboxed; the PM and explore (no commands of their own) did not.
+    assert_eq!(spawn_of(&cc, "dev")["data"]["sandbox"], "on");
+    assert_eq!(spawn_of(&cc, "review")["data"]["sandbox"], "on");
+    assert_eq!(spawn_of(&cc, "explore")["data"]["sandbox"], "off");
+    assert_eq!(spawn_of(&cc, "pm")["data"]["sandbox"], "off");
+    // The refusals came from the sandbox, and the model was shown them.
+    let out = cc
+        .model
+        .seen()
+        .into_iter()
+        .find(|s| s.agent.as_deref() == Some("dev") && !s.new_turn && s.last_user.contains("built and tested"))
+        .map(|s| s.last_user)
+        .unwrap_or_else(|| panic!("make test's output never reached dev's model\n{}", cc.dump()));
+    assert!(out.contains("escaped': Read-only file system"), "{out}");
+    assert!(out.contains("tasks/other/escaped': Read-only file system"), "{out}");
+    cc.assert_each_handoff_told_once();
+}
+
+#[test]
+fn with_the_sandbox_off_the_same_command_waits_for_a_human() {
+    let cc = Cc::new();
+    project_with_a_makefile(&cc);
+    cc.model.ask_first("dev", "make test");
+    cc.start_example_with("attention_after: 1s\nsandbox: off\n");
+    let esc = wait_for("the escalation", 240, || {
+        events(&cc.task_dir(), "escalation").into_iter().next()
+    });
+    let reason = esc["data"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("dev needs a human: permission prompt"),
+        "{reason}\n{}",
+        cc.dump()
+    );
+    assert!(
+        !cc.w.project.join("test-ran.txt").exists(),
+        "make ran before anyone said yes"
+    );
+    assert_eq!(spawn_of(&cc, "dev")["data"]["sandbox"], "off");
+}
