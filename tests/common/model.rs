@@ -79,6 +79,9 @@ struct Steer {
     limit: BTreeMap<String, SystemTime>,
     /// Agent → a command to run before its handoff (once).
     ask_first: BTreeMap<String, String>,
+    /// Agent → the lines of the handoff bodies it writes long, as taught: first to a file
+    /// with the Write tool, then `task handoff … --body-file <file>`.
+    long_body: BTreeMap<String, usize>,
     /// Agent → the usage its main answers report (default [`DEFAULT_USAGE`]).
     usage: BTreeMap<String, Usage>,
     /// The model every answer names (default: the model asked for).
@@ -221,6 +224,13 @@ impl ModelServer {
         self.inner.lock().unwrap().steer.preface = Some(text.into());
     }
 
+    /// Have `agent` write its handoff bodies `lines` long, the way the preambles teach for
+    /// a long body: with Claude Code's Write tool into its scratchpad, then a short
+    /// `task handoff … --body-file <file>`.
+    pub fn long_bodies(&self, agent: &str, lines: usize) {
+        self.inner.lock().unwrap().steer.long_body.insert(agent.into(), lines);
+    }
+
     /// Have `agent` run `command` (one Bash call) before it hands off.
     pub fn ask_first(&self, agent: &str, command: &str) {
         self.inner
@@ -314,7 +324,8 @@ fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
             limited = g.steer.limit.remove(a);
         }
         let ask = agent.as_ref().and_then(|a| g.steer.ask_first.get(a).cloned());
-        script(&msgs, ask.as_deref()).unwrap_or_else(|| Reply::Text("Understood.".into()))
+        let long = agent.as_ref().and_then(|a| g.steer.long_body.get(a).copied());
+        script(&msgs, ask.as_deref(), long).unwrap_or_else(|| Reply::Text("Understood.".into()))
     } else {
         Reply::Text(match wire {
             // Gemini CLI's side calls (next speaker, routing) ask for JSON with these fields.
@@ -329,6 +340,8 @@ fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
         (Some(_), _) => "429 usage limit".to_string(),
         (None, Reply::Tool(c)) => format!("tool: {}", c.lines().next().unwrap_or("")),
         (None, Reply::Text(t)) => format!("text: {t}"),
+        (None, Reply::Write { path, .. }) => format!("write: {path}"),
+        (None, Reply::Read { path }) => format!("read: {path}"),
     };
     if let Some(a) = agent.as_ref().filter(|_| main && limited.is_none()) {
         let mut g = inner.lock().unwrap();
@@ -394,6 +407,27 @@ enum Reply {
     Text(String),
     /// One Bash tool call with this command.
     Tool(String),
+    /// One call of Claude Code's Write tool (a file written with the client's own file tool).
+    Write {
+        path: String,
+        content: String,
+    },
+    /// One call of Claude Code's Read tool (a first prompt saved to a file).
+    Read {
+        path: String,
+    },
+}
+
+impl Reply {
+    /// The reply for a client whose only tool is a shell (Codex, Gemini): a Write becomes
+    /// the shell command that writes the same file.
+    fn shell(&self) -> Reply {
+        match self {
+            Reply::Write { path, content } => Reply::Tool(format!("cat > {path} <<'EOF'\n{content}EOF")),
+            Reply::Read { path } => Reply::Tool(format!("cat {path}")),
+            r => r.clone(),
+        }
+    }
 }
 
 /// The text of a message's content (string, or the text and tool_result blocks).
@@ -517,11 +551,56 @@ fn without_reminders(text: &str) -> String {
     out
 }
 
-/// The rest of the first line starting with `prefix` (anywhere in `text`).
+/// The rest of the first line starting with `prefix` (anywhere in `text`, a file as
+/// Claude Code's Read tool shows it included).
 fn field(text: &str, prefix: &str) -> Option<String> {
     text.lines()
-        .find_map(|l| l.trim_start().strip_prefix(prefix))
+        .find_map(|l| unnumbered(l).trim_start().strip_prefix(prefix))
         .map(|v| v.trim().to_string())
+}
+
+/// A line of a file as Claude Code's Read tool shows it (`     7\t…` or `     7→…`),
+/// without its number.
+fn unnumbered(line: &str) -> &str {
+    let t = line.trim_start();
+    let rest = t.trim_start_matches(|c: char| c.is_ascii_digit());
+    if rest.len() == t.len() {
+        return line;
+    }
+    rest.strip_prefix('\t')
+        .or_else(|| rest.strip_prefix('→'))
+        .unwrap_or(line)
+}
+
+/// The file a long first prompt was saved to, when the agent was told to read it
+/// (the runtime's `file_prompt`: "Read the file <path> now and follow…").
+fn file_prompt(text: &str) -> Option<String> {
+    let text = without_reminders(text);
+    let path = text.trim().strip_prefix("Read the file ")?.split_whitespace().next()?;
+    Some(path.to_string())
+}
+
+/// The user messages with a file prompt taken as the file it names: a prompt followed by
+/// the Read tool's result becomes that file's text (the result is consumed), so a preamble
+/// read from a file is an instruction like one given inline. `Err(path)`: the file was not
+/// read yet.
+fn with_files_read(us: Vec<(String, bool)>) -> Result<Vec<(String, bool)>, String> {
+    let mut out: Vec<(String, bool)> = Vec::new();
+    let mut it = us.into_iter().peekable();
+    while let Some((t, tool)) = it.next() {
+        match file_prompt(&t).filter(|_| !tool) {
+            Some(path) => match it.next_if(|(_, tool)| *tool) {
+                Some((file, _)) => {
+                    let text: Vec<&str> = file.lines().map(unnumbered).collect();
+                    out.push((text.join("\n"), false));
+                }
+                None if it.peek().is_none() => return Err(path),
+                None => out.push((t, tool)),
+            },
+            None => out.push((t, tool)),
+        }
+    }
+    Ok(out)
 }
 
 /// What the agent has been asked to do: the last preamble or check-in it was given.
@@ -571,6 +650,17 @@ fn intent_of(text: &str, task_hint: &str) -> Option<Intent> {
     })
 }
 
+/// The task folder, from the first path in the conversation that names it (the preambles
+/// give it: `<dir>/tasks/<task>/task.md`).
+fn task_dir_of(us: &[(String, bool)], task: &str) -> Option<String> {
+    let needle = format!("/tasks/{task}/");
+    us.iter().find_map(|(t, _)| {
+        t.split(|c: char| c.is_whitespace() || c == '`')
+            .find_map(|w| w.find(&needle).map(|i| w[..i + needle.len() - 1].to_string()))
+            .filter(|d| d.starts_with('/'))
+    })
+}
+
 /// The agent of a handoff file stem (`<agent>-<YYYYMMDD>-<HHMMSS>[-N]`).
 fn handoff_agent(stem: &str) -> Option<&str> {
     let at = stem.match_indices('-').map(|(i, _)| i).find(|&i| {
@@ -583,8 +673,11 @@ fn handoff_agent(stem: &str) -> Option<&str> {
 }
 
 /// Decide the next answer from the conversation alone.
-fn script(msgs: &[Value], ask_first: Option<&str>) -> Option<Reply> {
-    let us: Vec<(String, bool)> = users(msgs).collect();
+fn script(msgs: &[Value], ask_first: Option<&str>, long_body: Option<usize>) -> Option<Reply> {
+    let us = match with_files_read(users(msgs).collect()) {
+        Ok(us) => us,
+        Err(path) => return Some(Reply::Read { path }),
+    };
     let task_hint = us.iter().find_map(|(t, _)| field(t, "**Task:** ")).unwrap_or_default();
     // The last instruction, and the tool results that came after it.
     let at = us
@@ -609,9 +702,28 @@ fn script(msgs: &[Value], ask_first: Option<&str>) -> Option<Reply> {
             steps.push(Step::Say(format!("Handed off ({status}).")));
         }
         Intent::Delegate { task, to: Some(to) } => {
-            steps.push(Step::Run(format!(
-                "task handoff {task} --from pm --target {to} --status IN_PROGRESS --body-file - <<'EOF'\n## Instructions\nDo the {to} step of the task.\n## Success Criteria\nA handoff that says what was done.\nEOF"
-            )));
+            let body = format!(
+                "## Instructions\nDo the {to} step of the task.\n## Success Criteria\nA handoff that says what was done.\n"
+            );
+            let head = format!("task handoff {task} --from pm --target {to} --status IN_PROGRESS --body-file");
+            match (long_body, task_dir_of(&us, task)) {
+                (Some(lines), Some(dir)) => {
+                    let path = format!("{dir}/scratchpad/pm/{to}-instructions.md");
+                    let detail: String = (1..=lines)
+                        .map(|i| {
+                            format!(
+                                "- detail {i}: check `src/{to}.rs` line {i}, keep \"quotes\" and $VARS as they are\n"
+                            )
+                        })
+                        .collect();
+                    steps.push(Step::Write {
+                        path: path.clone(),
+                        content: format!("{body}## Context\n{detail}"),
+                    });
+                    steps.push(Step::Run(format!("{head} {path}")));
+                }
+                _ => steps.push(Step::Run(format!("{head} - <<'EOF'\n{body}EOF"))),
+            }
             steps.push(Step::Spawn {
                 task: task.clone(),
                 to: to.clone(),
@@ -628,6 +740,10 @@ fn script(msgs: &[Value], ask_first: Option<&str>) -> Option<Reply> {
     let step = steps.get(results.len()).or(steps.last())?;
     Some(match step {
         Step::Run(c) => Reply::Tool(c.clone()),
+        Step::Write { path, content } => Reply::Write {
+            path: path.clone(),
+            content: content.clone(),
+        },
         Step::Say(t) => Reply::Text(t.clone()),
         Step::Spawn { task, to } => {
             let printed = results.last()?;
@@ -641,6 +757,7 @@ fn script(msgs: &[Value], ask_first: Option<&str>) -> Option<Reply> {
 
 enum Step {
     Run(String),
+    Write { path: String, content: String },
     Spawn { task: String, to: String },
     Say(String),
 }
@@ -703,13 +820,25 @@ fn content(reply: &Reply) -> Value {
             "name": "Bash",
             "input": {"command": c, "description": "Run the protocol command"},
         }]),
+        Reply::Write { path, content } => json!([{
+            "type": "tool_use",
+            "id": format!("toolu_{}", uuid_ish()),
+            "name": "Write",
+            "input": {"file_path": path, "content": content},
+        }]),
+        Reply::Read { path } => json!([{
+            "type": "tool_use",
+            "id": format!("toolu_{}", uuid_ish()),
+            "name": "Read",
+            "input": {"file_path": path},
+        }]),
     }
 }
 
 fn stop_reason(reply: &Reply) -> &'static str {
     match reply {
         Reply::Text(_) => "end_turn",
-        Reply::Tool(_) => "tool_use",
+        Reply::Tool(_) | Reply::Write { .. } | Reply::Read { .. } => "tool_use",
     }
 }
 
@@ -770,7 +899,7 @@ fn sse_response(
                 json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}}),
             );
         }
-        Reply::Tool(_) => {
+        Reply::Tool(_) | Reply::Write { .. } | Reply::Read { .. } => {
             let mut index = 0;
             if let Some(t) = preface {
                 ev(
@@ -788,7 +917,7 @@ fn sse_response(
             ev(
                 "content_block_start",
                 json!({"type": "content_block_start", "index": index, "content_block": {
-                    "type": "tool_use", "id": block["id"], "name": "Bash", "input": {}}}),
+                    "type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}}),
             );
             ev(
                 "content_block_delta",
@@ -831,7 +960,7 @@ mod tests {
     #[test]
     fn the_pm_delegates_along_the_route_then_completes() {
         let pre = user("# Agent: pm\n**Task:** t1\n...");
-        let r = script(std::slice::from_ref(&pre), None).unwrap();
+        let r = script(std::slice::from_ref(&pre), None, None).unwrap();
         assert!(matches!(&r, Reply::Tool(c) if c.starts_with("task handoff t1 --from pm --target explore")));
         let msgs = [
             pre.clone(),
@@ -839,35 +968,35 @@ mod tests {
             result("/p/tasks/t1/handoffs/pm-20251127-090000.md\n"),
         ];
         assert_eq!(
-            script(&msgs, None).unwrap(),
+            script(&msgs, None, None).unwrap(),
             Reply::Tool("task spawn t1 explore --handoff /p/tasks/t1/handoffs/pm-20251127-090000.md".into())
         );
         let ci = user(
             "Check-in for task t1 (09:10) — phase EXPLORING.\nNew handoffs (1):\n- explore-20251127-091000.md: COMPLETE — done (recommends plan)\n",
         );
         let msgs = [pre.clone(), assistant(), ci];
-        assert!(matches!(script(&msgs, None).unwrap(), Reply::Tool(c) if c.contains("--target plan")));
+        assert!(matches!(script(&msgs, None, None).unwrap(), Reply::Tool(c) if c.contains("--target plan")));
         let ci = user(
             "Check-in for task t1 (09:10) — phase REVIEW.\nNew handoffs (1):\n- review-20251127-091000-2.md: COMPLETE — ok\n",
         );
         assert!(
-            matches!(script(&[pre, assistant(), ci], None).unwrap(), Reply::Tool(c) if c.contains("--status COMPLETE"))
+            matches!(script(&[pre, assistant(), ci], None, None).unwrap(), Reply::Tool(c) if c.contains("--status COMPLETE"))
         );
     }
 
     #[test]
     fn a_spoke_hands_off_once_and_a_late_message_changes_nothing() {
         let pre = user("# Agent: dev\n**Task:** t1\n");
-        let r = script(std::slice::from_ref(&pre), Some("sh -c true")).unwrap();
+        let r = script(std::slice::from_ref(&pre), Some("sh -c true"), None).unwrap();
         assert_eq!(r, Reply::Tool("sh -c true".into()));
         let msgs = [pre.clone(), assistant(), result("")];
         assert!(
-            matches!(script(&msgs, Some("sh -c true")).unwrap(), Reply::Tool(c) if c.contains("--status NEEDS_REVIEW --next review"))
+            matches!(script(&msgs, Some("sh -c true"), None).unwrap(), Reply::Tool(c) if c.contains("--status NEEDS_REVIEW --next review"))
         );
         assert_eq!(handoff_agent("review-20251127-091000-2"), Some("review"));
         assert_eq!(handoff_agent("my-agent-20251127-091000"), Some("my-agent"));
         let msgs = [pre, assistant(), result("/x.md"), assistant(), user("continue")];
-        assert!(matches!(script(&msgs, None).unwrap(), Reply::Text(_)));
+        assert!(matches!(script(&msgs, None, None).unwrap(), Reply::Text(_)));
     }
 
     const DATE: &str = "<system-reminder>\n# currentDate\nToday's date is 2026-11-26.\n</system-reminder>\n";
@@ -907,5 +1036,28 @@ mod tests {
         assert!(t.said.contains("hello"), "{t:?}");
         // An unclosed reminder hides the rest rather than leaking it.
         assert_eq!(without_reminders("a<system-reminder>b"), "a");
+    }
+
+    #[test]
+    fn a_first_prompt_saved_to_a_file_is_read_then_followed() {
+        let prompt = user(&format!(
+            "{DATE}Read the file /t/tasks/t1/scratchpad/dev/preamble.md now and follow the instructions in it exactly."
+        ));
+        let r = script(std::slice::from_ref(&prompt), None, None).unwrap();
+        assert_eq!(
+            r,
+            Reply::Read {
+                path: "/t/tasks/t1/scratchpad/dev/preamble.md".into()
+            }
+        );
+        // As Claude Code's Read tool shows the file: numbered lines.
+        let file = result("     1\t# Agent: dev\n     2\t**Task:** t1\n     3\t\n");
+        let msgs = [prompt, assistant(), file];
+        assert_eq!(agent_of(&msgs).as_deref(), Some("dev"));
+        assert!(
+            matches!(script(&msgs, None, None).unwrap(), Reply::Tool(c) if c.starts_with("task handoff t1 --from dev"))
+        );
+        assert_eq!(unnumbered("    12→text"), "text");
+        assert_eq!(unnumbered("2026 is a year"), "2026 is a year");
     }
 }

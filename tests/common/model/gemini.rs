@@ -54,12 +54,13 @@ pub fn to_messages(v: &Value) -> Value {
 
 /// One `GenerateContentResponse`.
 pub fn response_json(reply: &Reply) -> Value {
-    let part = match reply {
+    let part = match &reply.shell() {
         Reply::Text(t) => json!({"text": t}),
         Reply::Tool(c) => json!({"functionCall": {
             "name": "run_shell_command",
             "args": {"command": c, "description": "Run the protocol command"},
         }}),
+        Reply::Write { .. } | Reply::Read { .. } => unreachable!("shell() made it a command"),
     };
     let (i, o) = usage_tokens();
     json!({

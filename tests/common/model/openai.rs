@@ -53,7 +53,7 @@ pub fn to_messages(v: &Value) -> Value {
 
 fn item(reply: &Reply) -> Value {
     let id = uuid_ish();
-    match reply {
+    match &reply.shell() {
         Reply::Text(t) => json!({
             "type": "message", "id": format!("msg_{id}"), "role": "assistant", "status": "completed",
             "content": [{"type": "output_text", "text": t, "annotations": []}],
@@ -65,6 +65,7 @@ fn item(reply: &Reply) -> Value {
             "name": "exec_command", "status": "completed",
             "arguments": json!({"cmd": c, "login": false, "yield_time_ms": 30000}).to_string(),
         }),
+        Reply::Write { .. } | Reply::Read { .. } => unreachable!("shell() made it a command"),
     }
 }
 
@@ -97,7 +98,7 @@ pub fn sse_response(model: &str, reply: &Reply) -> tiny_http::Response<std::io::
             "type": "response.output_text.delta", "output_index": 0, "content_index": 0,
             "item_id": item["id"], "delta": t,
         })),
-        Reply::Tool(_) => ev(json!({
+        Reply::Tool(_) | Reply::Write { .. } | Reply::Read { .. } => ev(json!({
             "type": "response.function_call_arguments.delta", "output_index": 0,
             "item_id": item["id"], "delta": item["arguments"],
         })),

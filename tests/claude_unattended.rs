@@ -1,8 +1,9 @@
-//! Issue 25 item 1 with real Claude Code (the pinned binary, offline, against the scripted
-//! model server): agents that build and test run their commands inside Claude Code's
-//! sandbox (bubblewrap and socat, installed by scripts/test) without a prompt, and what
-//! those commands can touch is confined: not the user's home, not their keys, not another
-//! task. Everything but the model is real.
+//! Issue 25 with real Claude Code (the pinned binary, offline, against the scripted model
+//! server): agents that build and test run their commands inside Claude Code's sandbox
+//! (bubblewrap and socat, installed by scripts/test) without a prompt, and what those
+//! commands can touch is confined: not the user's home, not their keys, not another task;
+//! and a long handoff body, written as the preambles teach, asks nobody. Everything but
+//! the model is real.
 
 mod common;
 
@@ -95,4 +96,52 @@ fn with_the_sandbox_off_the_same_command_waits_for_a_human() {
         "make ran before anyone said yes"
     );
     assert_eq!(spawn_of(&cc, "dev")["data"]["sandbox"], "off");
+}
+
+/// A 200-line handoff body written the way the preambles teach (the client's Write tool
+/// into the scratchpad, then a short `task handoff … --body-file <file>`) goes through
+/// with nobody asked; the same body inline, as one long heredoc command, is where Claude
+/// Code 2.1.197 gives up analysing the command and asks (measured: a command of 7.9 KB
+/// passes, 9.9 KB asks; the preambles inline only bodies up to about 40 lines).
+#[test]
+fn a_long_handoff_body_goes_through_a_file_with_no_prompt_and_inline_it_would_ask() {
+    let cc = Cc::new();
+    cc.model.long_bodies("pm", 200);
+    cc.start_example_with("attention_after: 2s\n");
+    cc.wait_phase("COMPLETE", 300);
+    assert!(events(&cc.task_dir(), "needs_human").is_empty(), "{}", cc.dump());
+    let wrote = cc
+        .model
+        .seen()
+        .iter()
+        .filter(|s| s.answer.starts_with("write: "))
+        .count();
+    assert_eq!(wrote, 4, "one Write per delegation\n{}", cc.dump());
+    let first = std::fs::read_dir(cc.task_dir().join("handoffs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("pm-"))
+        .min()
+        .unwrap();
+    let text = std::fs::read_to_string(&first).unwrap();
+    assert!(
+        text.contains("- detail 200: check `src/explore.rs` line 200, keep \"quotes\" and $VARS"),
+        "{text}"
+    );
+    cc.assert_each_handoff_told_once();
+    drop(cc);
+
+    let cc = Cc::new();
+    let body: String = (1..=200)
+        .map(|i| format!("- detail {i}: check `src/explore.rs` line {i}, keep \"quotes\" and $VARS as they are\n"))
+        .collect();
+    cc.model.ask_first(
+        "pm",
+        &format!("task handoff {TASK} --from pm --target explore --status IN_PROGRESS --body-file - <<'EOF'\n## Instructions\n{body}EOF"),
+    );
+    cc.start_example_with("attention_after: 1s\n");
+    let asked = wait_for("the prompt", 120, || {
+        events(&cc.task_dir(), "needs_human").into_iter().next()
+    });
+    assert_eq!(asked["agent"], "pm", "{asked}");
 }
