@@ -607,8 +607,9 @@ ready = ['^mode=']
     assert!(screen.contains("mode=acceptEdits"), "{screen}");
 }
 
-/// task.md's `sandbox:`: a bad value names its line, a sandbox that is required and cannot
-/// be had starts nothing, and an agent that has one gets it in its `--settings`.
+/// task.md's `sandbox:` and rules: a bad value names its line, a sandbox that is required
+/// and cannot be had starts nothing, and an agent gets its sandbox and rules in its
+/// `--settings`.
 #[test]
 fn a_required_sandbox_that_cannot_be_had_starts_nothing_and_one_that_can_reaches_the_agent() {
     let w = World::new();
@@ -653,7 +654,21 @@ ready = ['^settings=']
 
     std::fs::write(
         &md,
-        format!("{original}\n## Agent Config\nsandbox-pm: on\nnetwork: docs.rs\n"),
+        format!("{original}\n## Agent Config\ndeny: Bash(git push:*), cargo test\n"),
+    )
+    .unwrap();
+    let o = start("echo");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("deny: \"cargo test\" is not a permission rule"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(w.sessions().is_empty(), "{:?}", w.sessions());
+
+    std::fs::write(
+        &md,
+        format!("{original}\n## Agent Config\nsandbox-pm: on\nnetwork: docs.rs\nallow-pm: Bash(make:*)\ndeny: Bash(git push:*)\n"),
     )
     .unwrap();
     let o = start("echo");
@@ -675,4 +690,6 @@ ready = ['^settings=']
     );
     assert!(screen.contains(r#""allowedDomains":["docs.rs"]"#), "{screen}");
     assert!(screen.contains("/.ssh"), "{screen}");
+    assert!(screen.contains(r#""deny":["Bash(git push:*)"]"#), "{screen}");
+    assert!(screen.contains(r#""Bash(task send:*)","Bash(make:*)"]"#), "{screen}");
 }

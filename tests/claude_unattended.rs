@@ -145,3 +145,33 @@ fn a_long_handoff_body_goes_through_a_file_with_no_prompt_and_inline_it_would_as
     });
     assert_eq!(asked["agent"], "pm", "{asked}");
 }
+
+/// task.md's rules, in Claude Code's syntax, are the agent's own: a command they allow runs
+/// without a prompt, one they deny is refused without anyone asked (the agent is told, and
+/// goes on), deny winning over allow.
+#[test]
+fn task_md_rules_allow_and_deny_commands_without_asking_anyone() {
+    let cc = Cc::new();
+    // explore is not sandboxed by default: without a rule, this would be a prompt.
+    cc.model.ask_first("explore", "touch allowed-by-rule.txt");
+    cc.model.ask_first("plan", "touch denied-by-rule.txt");
+    cc.start_example_with(
+        "attention_after: 2s\nallow: Bash(touch allowed-by-rule.txt), Bash(touch denied-by-rule.txt)\ndeny-plan: Bash(touch denied-by-rule.txt)\n",
+    );
+    cc.wait_phase("COMPLETE", 300);
+    assert!(events(&cc.task_dir(), "needs_human").is_empty(), "{}", cc.dump());
+    assert!(cc.w.project.join("allowed-by-rule.txt").exists(), "{}", cc.dump());
+    assert!(!cc.w.project.join("denied-by-rule.txt").exists(), "{}", cc.dump());
+    let refused = cc
+        .model
+        .seen()
+        .into_iter()
+        .find(|s| s.agent.as_deref() == Some("plan") && !s.new_turn)
+        .map(|s| s.last_user)
+        .unwrap_or_default();
+    assert!(
+        refused.contains("has been denied"),
+        "plan was told of the refusal: {refused}"
+    );
+    cc.assert_each_handoff_told_once();
+}

@@ -38,10 +38,13 @@ pub fn claude_rules(may_spawn: bool) -> Vec<String> {
     verbs(may_spawn).map(|v| format!("Bash(task {v}:*)")).collect()
 }
 
-/// The `--settings` value for one agent: its allow rules, and its sandbox when it has one
-/// (see [`crate::core::sandbox::claude_settings`]), as Claude Code settings JSON.
-pub fn claude_session_settings(may_spawn: bool, sandbox: Option<Value>) -> String {
-    let mut v = serde_json::json!({"permissions": {"allow": claude_rules(may_spawn)}});
+/// The `--settings` value for one agent: the protocol's allow rules, task.md's rules for
+/// it (see [`crate::core::rules`]), and its sandbox when it has one (see
+/// [`crate::core::sandbox::claude_settings`]), as Claude Code settings JSON.
+pub fn claude_session_settings(may_spawn: bool, rules: &crate::core::rules::Rules, sandbox: Option<Value>) -> String {
+    let mut allow = claude_rules(may_spawn);
+    allow.extend(rules.allow.iter().cloned());
+    let mut v = serde_json::json!({"permissions": {"allow": allow, "deny": rules.deny}});
     if let Some(s) = sandbox {
         v["sandbox"] = s;
     }
@@ -134,7 +137,7 @@ mod tests {
         );
         let hub = claude_rules(true);
         assert!(hub.contains(&"Bash(task spawn:*)".to_string()) && hub.contains(&"Bash(task send:*)".to_string()));
-        let v: Value = serde_json::from_str(&claude_session_settings(true, None)).unwrap();
+        let v: Value = serde_json::from_str(&claude_session_settings(true, &Default::default(), None)).unwrap();
         assert_eq!(v["permissions"]["allow"].as_array().unwrap().len(), 6);
         assert_eq!(kiro_commands(false)[0], "^task handoff( .*)?$");
     }

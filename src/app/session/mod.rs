@@ -67,13 +67,16 @@ impl Launch<'_> {
     /// The argv that starts the agent with `prompt` (saved at `prompt_file`). It carries
     /// what the agent may do unasked: the permission mode, its own allow rules as Claude
     /// Code settings (hubs, and spokes the roster lets spawn, may also run `task spawn`
-    /// and `task send`; the gate still decides), and its sandbox ([`Launch::sandbox`]).
+    /// and `task send`; the gate still decides) with task.md's `allow:`/`deny:` rules for
+    /// it, and its sandbox ([`Launch::sandbox`]).
     fn argv(&self, ctx: &Ctx, rt: &Runtime, prompt: &str, prompt_file: &Path) -> Result<Built> {
         let spec = self.task.spec()?;
         let mode = rt.permission_mode(&spec)?;
         let may_spawn = crate::store::roster::for_task(self.task)?.may_spawn(self.agent);
         let (sandbox, sandbox_settings) = self.sandbox(&spec, rt)?;
-        let settings = crate::io::permissions::claude_session_settings(may_spawn, sandbox_settings);
+        let rules = crate::core::rules::for_agent(self.agent, |k| spec.setting(k).map(str::to_string))
+            .map_err(|e| Error::BadInput(format!("task '{}': {e} (task.md, Agent Config)", self.task.name)))?;
+        let settings = crate::io::permissions::claude_session_settings(may_spawn, &rules, sandbox_settings);
         let argv = rt.argv(&runtime::Vars {
             agent: self.agent,
             task: self.task.name.as_str(),

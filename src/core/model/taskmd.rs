@@ -292,6 +292,12 @@ pub fn parse(text: &str, path: &Path) -> Result<TaskSpec> {
                     if key == "budget" || key.starts_with("budget-") || key.starts_with("budget_") {
                         crate::core::cost::budget::parse_limit(&value).map_err(|m| err(*lineno, m))?;
                     }
+                    if ["allow", "deny"].contains(&key.as_str())
+                        || key.starts_with("allow-")
+                        || key.starts_with("deny-")
+                    {
+                        crate::core::rules::parse_list(&value).map_err(|m| err(*lineno, format!("{key}: {m}")))?;
+                    }
                     if key == "sandbox" || key.starts_with("sandbox-") {
                         crate::core::sandbox::Mode::parse(&value).map_err(|m| err(*lineno, m))?;
                     }
