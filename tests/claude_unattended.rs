@@ -175,3 +175,48 @@ fn task_md_rules_allow_and_deny_commands_without_asking_anyone() {
     );
     cc.assert_each_handoff_told_once();
 }
+
+/// The broker's first rung (Claude Code's PermissionRequest hook → `task hook
+/// permission-request`): a PM that delegates in one compound command Claude Code cannot
+/// analyse (`h=$(task handoff …) && task spawn … --handoff "$h"`) is allowed at once,
+/// because a shell parser finds only commands the PM's rules allow; `task status … &&
+/// curl …` is not, and waits at the dialog; both are on record.
+#[test]
+fn compound_protocol_commands_are_allowed_by_the_broker_and_anything_else_is_left_to_a_human() {
+    let cc = Cc::new();
+    cc.model.compound_delegation("pm");
+    cc.start_example_with("attention_after: 2s\n");
+    cc.wait_phase("COMPLETE", 300);
+    assert!(events(&cc.task_dir(), "needs_human").is_empty(), "{}", cc.dump());
+    let allowed: Vec<_> = events(&cc.task_dir(), "permission_decision")
+        .into_iter()
+        .filter(|e| e["agent"] == "pm" && e["data"]["decision"] == "allow")
+        .collect();
+    assert_eq!(allowed.len(), 4, "one per delegation\n{}", cc.dump());
+    assert!(
+        allowed[0]["data"]["command"]
+            .as_str()
+            .unwrap()
+            .starts_with("h=$(task handoff"),
+        "{}",
+        allowed[0]
+    );
+    cc.assert_each_handoff_told_once();
+    drop(cc);
+
+    let cc = Cc::new();
+    cc.model
+        .ask_first("pm", &format!("task status {TASK} && curl -s http://127.0.0.1:9/"));
+    cc.start_example_with("attention_after: 1s\n");
+    let asked = wait_for("the dialog", 120, || {
+        events(&cc.task_dir(), "needs_human").into_iter().next()
+    });
+    assert_eq!(asked["agent"], "pm", "{asked}");
+    let req = events(&cc.task_dir(), "permission_request");
+    assert_eq!(req.len(), 1, "{req:?}");
+    assert_eq!(
+        req[0]["data"]["why"], "no rule allows `curl -s http://127.0.0.1:9/`",
+        "{}",
+        req[0]
+    );
+}

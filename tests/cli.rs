@@ -624,3 +624,80 @@ fn runtime_check_passes_for_demo_and_shows_the_screen_when_a_pattern_does_not_ma
     assert_eq!(v["steps"][0]["name"], "profile");
     assert!(v["steps"][0]["detail"].as_str().unwrap().contains("demo"), "{v}");
 }
+
+/// `task hook permission-request`, as Claude Code runs it: the request's text is only ever
+/// parsed, never run, and kept escaped (cut) in the event log; what the rules allow is
+/// answered with Claude Code's hook JSON, what they deny with the reason, the rest is left
+/// to the dialog with nothing printed; bad input never fails the hook.
+#[test]
+fn the_permission_hook_decides_by_rules_and_never_runs_what_it_reads() {
+    let w = World::new();
+    ok(&run(w.task().args(["new", "t1"])));
+    let md = w.project.join("tasks/t1/task.md");
+    let original = std::fs::read_to_string(&md).unwrap();
+    std::fs::write(
+        &md,
+        format!("{original}\n## Agent Config\nallow-dev: Bash(cargo test:*)\ndeny: Bash(git push:*)\n"),
+    )
+    .unwrap();
+    let hook = |agent: &str, input: &[u8]| {
+        let mut c = w.task();
+        c.args(["hook", "permission-request"])
+            .env("TASK_NAME", "t1")
+            .env("TASK_DIR", w.project.join("tasks/t1"))
+            .env("TASK_AGENT", agent);
+        let o = run_with_stdin(&mut c, input);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let req = |cmd: &str| {
+        serde_json::to_vec(&serde_json::json!({"tool_name": "Bash", "tool_input": {"command": cmd}})).unwrap()
+    };
+    let marker = w.dir.path().join("RAN");
+    let m = marker.display();
+
+    let out = hook("dev", &req("cargo test -q && task status t1 2>&1 | task log t1"));
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["decision"]["behavior"], "allow", "{v}");
+    let out = hook("dev", &req("cargo test && git push origin main"));
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["decision"]["behavior"], "deny", "{v}");
+    assert!(
+        v["hookSpecificOutput"]["decision"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`git push origin main`")
+    );
+    // Not the dev's rule for review; hostile text is parsed, never run, and kept cut.
+    assert_eq!(hook("review", &req("cargo test")), "");
+    let hostile = format!(
+        "task status t1 \"$(touch {m})\" `touch {m}`; echo '\n' > {m}\n{}",
+        "x".repeat(100_000)
+    );
+    assert_eq!(hook("dev", &req(&hostile)), "");
+    assert!(!marker.exists(), "the hook ran the request");
+    // Bad input: not JSON, too large, not an agent's session, another tool: nothing printed.
+    assert_eq!(hook("dev", b"not json {"), "");
+    assert_eq!(hook("dev", &vec![b' '; (1 << 20) + 10]), "");
+    assert_eq!(
+        hook(
+            "dev",
+            br#"{"tool_name": "WebFetch", "tool_input": {"url": "http://x"}}"#
+        ),
+        ""
+    );
+    let o = run_with_stdin(
+        w.task().args(["hook", "permission-request"]).env_remove("TASK_NAME"),
+        &req("cargo test"),
+    );
+    assert_eq!((o.status.code(), stdout(&o).as_str()), (Some(0), ""), "{}", stderr(&o));
+
+    let decided = w.events_of("t1", "permission_decision");
+    assert_eq!(decided.len(), 2, "{decided:?}");
+    assert_eq!(decided[0]["data"]["by"], "rules");
+    let left = w.events_of("t1", "permission_request");
+    assert_eq!(left.len(), 3, "{left:?}");
+    let kept = left[1]["data"]["command"].as_str().unwrap();
+    assert!(kept.len() < 1000 && left[1]["data"]["truncated"] == true, "{kept}");
+    assert!(kept.contains("$(touch"), "{kept}");
+}

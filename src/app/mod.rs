@@ -11,6 +11,7 @@
 pub(crate) mod agents;
 pub(crate) mod attach;
 pub(crate) mod attend;
+pub(crate) mod broker;
 pub(crate) mod checkin;
 pub(crate) mod context;
 pub mod cost;

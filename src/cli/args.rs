@@ -301,6 +301,13 @@ pub enum Command {
         #[arg(long, conflicts_with = "follow")]
         lineage: bool,
     },
+    /// A Claude Code hook of an agent the supervisor started (set in its `--settings`): reads
+    /// the hook's JSON on stdin and answers on stdout. `permission-request`: the broker.
+    #[command(hide = true)]
+    Hook {
+        /// The hook event: permission-request.
+        event: String,
+    },
     /// The built-in scripted agent of the demo runtime (started by `task start --runtime demo`).
     #[command(hide = true)]
     DemoAgent {

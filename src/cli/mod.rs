@@ -203,6 +203,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             read_only,
         } => commands::ui::run(project.project.as_deref(), all, read_only),
         Command::DemoAgent { prompt_file } => Ok(crate::runtimes::demo::main(&prompt_file)?),
+        Command::Hook { event } => commands::hook::run(&event),
     }
 }
 

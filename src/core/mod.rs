@@ -7,6 +7,7 @@ pub(crate) mod agent_file;
 pub(crate) mod attention;
 pub(crate) mod checkin;
 pub(crate) mod clock;
+pub(crate) mod compound;
 pub mod cost;
 pub(crate) mod doctor;
 pub mod error;

@@ -82,6 +82,9 @@ struct Steer {
     /// Agent → the lines of the handoff bodies it writes long, as taught: first to a file
     /// with the Write tool, then `task handoff … --body-file <file>`.
     long_body: BTreeMap<String, usize>,
+    /// Agents that delegate in one compound command, as models do whatever the preamble
+    /// says: `h=$(task handoff …) && task spawn … --handoff "$h"`.
+    compound: std::collections::BTreeSet<String>,
     /// Agent → the usage its main answers report (default [`DEFAULT_USAGE`]).
     usage: BTreeMap<String, Usage>,
     /// The model every answer names (default: the model asked for).
@@ -231,6 +234,12 @@ impl ModelServer {
         self.inner.lock().unwrap().steer.long_body.insert(agent.into(), lines);
     }
 
+    /// Have `agent` delegate in one compound command (`h=$(task handoff …) && task spawn …
+    /// --handoff "$h"`), which Claude Code cannot analyse.
+    pub fn compound_delegation(&self, agent: &str) {
+        self.inner.lock().unwrap().steer.compound.insert(agent.into());
+    }
+
     /// Have `agent` run `command` (one Bash call) before it hands off.
     pub fn ask_first(&self, agent: &str, command: &str) {
         self.inner
@@ -325,7 +334,8 @@ fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
         }
         let ask = agent.as_ref().and_then(|a| g.steer.ask_first.get(a).cloned());
         let long = agent.as_ref().and_then(|a| g.steer.long_body.get(a).copied());
-        script(&msgs, ask.as_deref(), long).unwrap_or_else(|| Reply::Text("Understood.".into()))
+        let compound = agent.as_ref().is_some_and(|a| g.steer.compound.contains(a));
+        script(&msgs, ask.as_deref(), long, compound).unwrap_or_else(|| Reply::Text("Understood.".into()))
     } else {
         Reply::Text(match wire {
             // Gemini CLI's side calls (next speaker, routing) ask for JSON with these fields.
@@ -673,7 +683,7 @@ fn handoff_agent(stem: &str) -> Option<&str> {
 }
 
 /// Decide the next answer from the conversation alone.
-fn script(msgs: &[Value], ask_first: Option<&str>, long_body: Option<usize>) -> Option<Reply> {
+fn script(msgs: &[Value], ask_first: Option<&str>, long_body: Option<usize>, compound: bool) -> Option<Reply> {
     let us = match with_files_read(users(msgs).collect()) {
         Ok(us) => us,
         Err(path) => return Some(Reply::Read { path }),
@@ -707,6 +717,12 @@ fn script(msgs: &[Value], ask_first: Option<&str>, long_body: Option<usize>) -> 
             );
             let head = format!("task handoff {task} --from pm --target {to} --status IN_PROGRESS --body-file");
             match (long_body, task_dir_of(&us, task)) {
+                _ if compound => {
+                    steps.push(Step::Run(format!(
+                        "h=$({head} - <<'EOF'\n{body}EOF\n) && task spawn {task} {to} --handoff \"$h\""
+                    )));
+                    steps.push(Step::Say(format!("Started {to}; waiting for its handoff.")));
+                }
                 (Some(lines), Some(dir)) => {
                     let path = format!("{dir}/scratchpad/pm/{to}-instructions.md");
                     let detail: String = (1..=lines)
@@ -724,11 +740,13 @@ fn script(msgs: &[Value], ask_first: Option<&str>, long_body: Option<usize>) -> 
                 }
                 _ => steps.push(Step::Run(format!("{head} - <<'EOF'\n{body}EOF"))),
             }
-            steps.push(Step::Spawn {
-                task: task.clone(),
-                to: to.clone(),
-            });
-            steps.push(Step::Say(format!("Started {to}; waiting for its handoff.")));
+            if !compound {
+                steps.push(Step::Spawn {
+                    task: task.clone(),
+                    to: to.clone(),
+                });
+                steps.push(Step::Say(format!("Started {to}; waiting for its handoff.")));
+            }
         }
         Intent::Delegate { task, to: None } => {
             steps.push(Step::Run(format!(
@@ -960,7 +978,7 @@ mod tests {
     #[test]
     fn the_pm_delegates_along_the_route_then_completes() {
         let pre = user("# Agent: pm\n**Task:** t1\n...");
-        let r = script(std::slice::from_ref(&pre), None, None).unwrap();
+        let r = script(std::slice::from_ref(&pre), None, None, false).unwrap();
         assert!(matches!(&r, Reply::Tool(c) if c.starts_with("task handoff t1 --from pm --target explore")));
         let msgs = [
             pre.clone(),
@@ -968,35 +986,35 @@ mod tests {
             result("/p/tasks/t1/handoffs/pm-20251127-090000.md\n"),
         ];
         assert_eq!(
-            script(&msgs, None, None).unwrap(),
+            script(&msgs, None, None, false).unwrap(),
             Reply::Tool("task spawn t1 explore --handoff /p/tasks/t1/handoffs/pm-20251127-090000.md".into())
         );
         let ci = user(
             "Check-in for task t1 (09:10) — phase EXPLORING.\nNew handoffs (1):\n- explore-20251127-091000.md: COMPLETE — done (recommends plan)\n",
         );
         let msgs = [pre.clone(), assistant(), ci];
-        assert!(matches!(script(&msgs, None, None).unwrap(), Reply::Tool(c) if c.contains("--target plan")));
+        assert!(matches!(script(&msgs, None, None, false).unwrap(), Reply::Tool(c) if c.contains("--target plan")));
         let ci = user(
             "Check-in for task t1 (09:10) — phase REVIEW.\nNew handoffs (1):\n- review-20251127-091000-2.md: COMPLETE — ok\n",
         );
         assert!(
-            matches!(script(&[pre, assistant(), ci], None, None).unwrap(), Reply::Tool(c) if c.contains("--status COMPLETE"))
+            matches!(script(&[pre, assistant(), ci], None, None, false).unwrap(), Reply::Tool(c) if c.contains("--status COMPLETE"))
         );
     }
 
     #[test]
     fn a_spoke_hands_off_once_and_a_late_message_changes_nothing() {
         let pre = user("# Agent: dev\n**Task:** t1\n");
-        let r = script(std::slice::from_ref(&pre), Some("sh -c true"), None).unwrap();
+        let r = script(std::slice::from_ref(&pre), Some("sh -c true"), None, false).unwrap();
         assert_eq!(r, Reply::Tool("sh -c true".into()));
         let msgs = [pre.clone(), assistant(), result("")];
         assert!(
-            matches!(script(&msgs, Some("sh -c true"), None).unwrap(), Reply::Tool(c) if c.contains("--status NEEDS_REVIEW --next review"))
+            matches!(script(&msgs, Some("sh -c true"), None, false).unwrap(), Reply::Tool(c) if c.contains("--status NEEDS_REVIEW --next review"))
         );
         assert_eq!(handoff_agent("review-20251127-091000-2"), Some("review"));
         assert_eq!(handoff_agent("my-agent-20251127-091000"), Some("my-agent"));
         let msgs = [pre, assistant(), result("/x.md"), assistant(), user("continue")];
-        assert!(matches!(script(&msgs, None, None).unwrap(), Reply::Text(_)));
+        assert!(matches!(script(&msgs, None, None, false).unwrap(), Reply::Text(_)));
     }
 
     const DATE: &str = "<system-reminder>\n# currentDate\nToday's date is 2026-11-26.\n</system-reminder>\n";
@@ -1043,7 +1061,7 @@ mod tests {
         let prompt = user(&format!(
             "{DATE}Read the file /t/tasks/t1/scratchpad/dev/preamble.md now and follow the instructions in it exactly."
         ));
-        let r = script(std::slice::from_ref(&prompt), None, None).unwrap();
+        let r = script(std::slice::from_ref(&prompt), None, None, false).unwrap();
         assert_eq!(
             r,
             Reply::Read {
@@ -1055,7 +1073,7 @@ mod tests {
         let msgs = [prompt, assistant(), file];
         assert_eq!(agent_of(&msgs).as_deref(), Some("dev"));
         assert!(
-            matches!(script(&msgs, None, None).unwrap(), Reply::Tool(c) if c.starts_with("task handoff t1 --from dev"))
+            matches!(script(&msgs, None, None, false).unwrap(), Reply::Tool(c) if c.starts_with("task handoff t1 --from dev"))
         );
         assert_eq!(unnumbered("    12→text"), "text");
         assert_eq!(unnumbered("2026 is a year"), "2026 is a year");

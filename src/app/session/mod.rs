@@ -76,7 +76,13 @@ impl Launch<'_> {
         let (sandbox, sandbox_settings) = self.sandbox(&spec, rt)?;
         let rules = crate::core::rules::for_agent(self.agent, |k| spec.setting(k).map(str::to_string))
             .map_err(|e| Error::BadInput(format!("task '{}': {e} (task.md, Agent Config)", self.task.name)))?;
-        let settings = crate::io::permissions::claude_session_settings(may_spawn, &rules, sandbox_settings);
+        let hook = crate::core::shell::shell_join(&[
+            ctx.task_bin.display().to_string().as_str(),
+            "hook",
+            "permission-request",
+        ]);
+        let settings =
+            crate::io::permissions::claude_session_settings(may_spawn, &rules, sandbox_settings, Some(&hook));
         let argv = rt.argv(&runtime::Vars {
             agent: self.agent,
             task: self.task.name.as_str(),

@@ -1,0 +1,55 @@
+//! `task hook <event>`: what Claude Code runs for the hooks the supervisor sets in an
+//! agent's `--settings`. It must never stand in the agent's way: whatever goes wrong (no
+//! task in the environment, bad JSON, a request too large to read) it prints nothing and
+//! exits 0, which leaves Claude Code's own dialog to show, and says why on stderr.
+
+use std::io::Read;
+
+use crate::app;
+
+/// The most of the hook's JSON read; a larger request is left to the dialog.
+const MAX_INPUT: u64 = 1 << 20;
+
+pub(crate) fn run(event: &str) -> anyhow::Result<()> {
+    if event != "permission-request" {
+        eprintln!("task hook: unknown event {event:?}; known: permission-request");
+        return Ok(());
+    }
+    let mut bytes = Vec::new();
+    std::io::stdin().lock().take(MAX_INPUT + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_INPUT {
+        eprintln!("task hook: the request is over {MAX_INPUT} bytes; left to the dialog");
+        return Ok(());
+    }
+    let input: serde_json::Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("task hook: the request is not JSON ({e}); left to the dialog");
+            return Ok(());
+        }
+    };
+    let (Ok(name), Ok(agent)) = (std::env::var("TASK_NAME"), std::env::var("TASK_AGENT")) else {
+        eprintln!("task hook: not an agent's session (TASK_NAME, TASK_AGENT unset); left to the dialog");
+        return Ok(());
+    };
+    let task = match name
+        .parse()
+        .map_err(anyhow::Error::from)
+        .and_then(|n| Ok(app::locate(None, &n)?))
+    {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("task hook: {e}; left to the dialog");
+            return Ok(());
+        }
+    };
+    match app::broker::decide(&task, &agent, &input, crate::core::clock::now()) {
+        Ok(d) => {
+            if let Some(a) = app::broker::answer(&d) {
+                println!("{a}");
+            }
+        }
+        Err(e) => eprintln!("task hook: {e}; left to the dialog"),
+    }
+    Ok(())
+}
