@@ -691,5 +691,5 @@ ready = ['^settings=']
     assert!(screen.contains(r#""allowedDomains":["docs.rs"]"#), "{screen}");
     assert!(screen.contains("/.ssh"), "{screen}");
     assert!(screen.contains(r#""deny":["Bash(git push:*)"]"#), "{screen}");
-    assert!(screen.contains(r#""Bash(task send:*)","Bash(make:*)"]"#), "{screen}");
+    assert!(screen.contains(r#""Bash(task permit:*)","Bash(make:*)"]"#), "{screen}");
 }

@@ -35,7 +35,8 @@ fn a_permission_prompt_in_real_claude_code_calls_a_human_and_the_task_goes_on_on
     let notified = notify_to_file(&cc);
     // A command no allow rule covers: Claude Code asks before running it.
     cc.model.ask_first("explore", "curl -s http://127.0.0.1:9/");
-    cc.start_example_with("attention_after: 1s\n");
+    // Without the broker, what no rule decides is Claude Code's own dialog.
+    cc.start_example_with("attention_after: 1s\nbroker: off\n");
     let esc = wait_for("the escalation", 120, || {
         events(&cc.task_dir(), "escalation").into_iter().next()
     });

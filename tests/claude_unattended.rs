@@ -77,25 +77,87 @@ fn a_dev_agent_runs_make_test_in_the_sandbox_with_no_prompt_and_touches_nothing_
 }
 
 #[test]
-fn with_the_sandbox_off_the_same_command_waits_for_a_human() {
+fn with_the_sandbox_off_the_same_command_goes_to_the_broker_and_the_pm_allows_it() {
     let cc = Cc::new();
     project_with_a_makefile(&cc);
     cc.model.ask_first("dev", "make test");
-    cc.start_example_with("attention_after: 1s\nsandbox: off\n");
-    let esc = wait_for("the escalation", 240, || {
-        events(&cc.task_dir(), "escalation").into_iter().next()
-    });
-    let reason = esc["data"]["reason"].as_str().unwrap_or_default();
+    cc.start_example_with("attention_after: 2s\nsandbox: off\n");
+    cc.wait_phase("COMPLETE", 300);
+    let asked = events(&cc.task_dir(), "permission_request");
+    assert_eq!(asked.len(), 1, "{asked:?}\n{}", cc.dump());
+    assert_eq!(
+        (&asked[0]["agent"], &asked[0]["data"]["asked"]),
+        (&"dev".into(), &"pm".into())
+    );
+    let decided = events(&cc.task_dir(), "permission_decision");
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(
+        (&decided[0]["data"]["decision"], &decided[0]["data"]["by"]),
+        (&"allow".into(), &"pm".into())
+    );
+    // Unsandboxed, nothing confined it: it is the PM's yes that let it run.
+    let ran = std::fs::read_to_string(cc.w.project.join("test-ran.txt")).unwrap_or_default();
+    assert_eq!(ran.trim(), "built and tested", "{}", cc.dump());
     assert!(
-        reason.starts_with("dev needs a human: permission prompt"),
-        "{reason}\n{}",
+        events(&cc.task_dir(), "needs_human").is_empty(),
+        "no dialog: {}",
         cc.dump()
     );
-    assert!(
-        !cc.w.project.join("test-ran.txt").exists(),
-        "make ran before anyone said yes"
-    );
     assert_eq!(spawn_of(&cc, "dev")["data"]["sandbox"], "off");
+    cc.assert_each_handoff_told_once();
+}
+
+/// Nobody's rules cover a request, and the PM does not answer: past `permit_timeout:` a
+/// human is called, once; past `permit_deadline:` it is denied, and the agent is told why
+/// and what to do.
+#[test]
+fn a_request_the_pm_leaves_unanswered_calls_a_human_once_then_is_denied_at_the_deadline() {
+    let cc = Cc::new();
+    let cfg = cc.w.dir.path().join("config/agent-orchestrator");
+    std::fs::create_dir_all(&cfg).unwrap();
+    let notified = cc.w.dir.path().join("NOTIFIED");
+    std::fs::write(
+        cfg.join("config.toml"),
+        format!(
+            "notify = [\"sh\", \"-c\", \"echo \\\"$0\\\" >> {}\", \"{{reason}}\"]\n",
+            notified.display()
+        ),
+    )
+    .unwrap();
+    cc.model.silent_on_permits();
+    cc.model.ask_first("explore", "curl -s http://127.0.0.1:9/");
+    cc.start_example_with("attention_after: 2s\npermit_timeout: 2s\npermit_deadline: 6s\n");
+    cc.wait_phase("COMPLETE", 300);
+    let esc = events(&cc.task_dir(), "escalation");
+    assert_eq!(esc.len(), 1, "{esc:?}\n{}", cc.dump());
+    let reason = esc[0]["data"]["reason"].as_str().unwrap();
+    assert!(reason.starts_with("explore asks permission (p-"), "{reason}");
+    let told = std::fs::read_to_string(&notified).unwrap_or_default();
+    assert_eq!(told.lines().count(), 1, "{told}");
+    let decided = events(&cc.task_dir(), "permission_decision");
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(
+        (&decided[0]["data"]["decision"], &decided[0]["data"]["by"]),
+        (&"deny".into(), &"deadline".into())
+    );
+    let out = cc
+        .model
+        .seen()
+        .into_iter()
+        .find(|s| s.agent.as_deref() == Some("explore") && !s.new_turn)
+        .map(|s| s.last_user)
+        .unwrap_or_default();
+    assert!(
+        out.contains("nobody approved `curl -s http://127.0.0.1:9/` within 6 s; hand off BLOCKED"),
+        "{out}"
+    );
+    // The escalation closed with the decision.
+    assert_eq!(
+        cc.state()["escalations"].as_array().map(Vec::len),
+        Some(0),
+        "{}",
+        cc.state()
+    );
 }
 
 /// A 200-line handoff body written the way the preambles teach (the client's Write tool
@@ -104,7 +166,7 @@ fn with_the_sandbox_off_the_same_command_waits_for_a_human() {
 /// Code 2.1.197 gives up analysing the command and asks (measured: a command of 7.9 KB
 /// passes, 9.9 KB asks; the preambles inline only bodies up to about 40 lines).
 #[test]
-fn a_long_handoff_body_goes_through_a_file_with_no_prompt_and_inline_it_would_ask() {
+fn a_long_handoff_body_goes_through_as_a_file_and_inline_through_the_broker_with_no_prompt() {
     let cc = Cc::new();
     cc.model.long_bodies("pm", 200);
     cc.start_example_with("attention_after: 2s\n");
@@ -140,10 +202,31 @@ fn a_long_handoff_body_goes_through_a_file_with_no_prompt_and_inline_it_would_as
         &format!("task handoff {TASK} --from pm --target explore --status IN_PROGRESS --body-file - <<'EOF'\n## Instructions\n{body}EOF"),
     );
     cc.start_example_with("attention_after: 1s\n");
-    let asked = wait_for("the prompt", 120, || {
-        events(&cc.task_dir(), "needs_human").into_iter().next()
+    // Claude Code gives up on it and would ask; the broker's parser does not: one plain
+    // `task handoff`, which the PM's rules allow.
+    let allowed = wait_for("the broker's decision", 120, || {
+        events(&cc.task_dir(), "permission_decision").into_iter().next()
     });
-    assert_eq!(asked["agent"], "pm", "{asked}");
+    assert_eq!(
+        (&allowed["agent"], &allowed["data"]["by"]),
+        (&"pm".into(), &"rules".into()),
+        "{allowed}"
+    );
+    assert_eq!(allowed["data"]["decision"], "allow", "{allowed}");
+    assert!(
+        allowed["data"]["command"].as_str().unwrap().starts_with("task handoff"),
+        "{allowed}"
+    );
+    // It ran: its handoff is on disk, with the whole body.
+    let written = wait_for("the inline handoff", 60, || {
+        std::fs::read_dir(cc.task_dir().join("handoffs"))
+            .ok()?
+            .flatten()
+            .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+            .find(|t| t.contains("- detail 200: check"))
+    });
+    assert!(written.contains("- detail 1: check"), "{written}");
+    assert!(events(&cc.task_dir(), "permission_request").is_empty(), "{}", cc.dump());
 }
 
 /// task.md's rules, in Claude Code's syntax, are the agent's own: a command they allow runs
@@ -180,7 +263,7 @@ fn task_md_rules_allow_and_deny_commands_without_asking_anyone() {
 /// permission-request`): a PM that delegates in one compound command Claude Code cannot
 /// analyse (`h=$(task handoff …) && task spawn … --handoff "$h"`) is allowed at once,
 /// because a shell parser finds only commands the PM's rules allow; `task status … &&
-/// curl …` is not, and waits at the dialog; both are on record.
+/// curl …` is not, and, being the PM's own, goes to a human; both are on record.
 #[test]
 fn compound_protocol_commands_are_allowed_by_the_broker_and_anything_else_is_left_to_a_human() {
     let cc = Cc::new();
@@ -208,15 +291,13 @@ fn compound_protocol_commands_are_allowed_by_the_broker_and_anything_else_is_lef
     cc.model
         .ask_first("pm", &format!("task status {TASK} && curl -s http://127.0.0.1:9/"));
     cc.start_example_with("attention_after: 1s\n");
-    let asked = wait_for("the dialog", 120, || {
-        events(&cc.task_dir(), "needs_human").into_iter().next()
+    let req = wait_for("the request", 120, || {
+        events(&cc.task_dir(), "permission_request").into_iter().next()
     });
-    assert_eq!(asked["agent"], "pm", "{asked}");
-    let req = events(&cc.task_dir(), "permission_request");
-    assert_eq!(req.len(), 1, "{req:?}");
+    assert_eq!(req["agent"], "pm", "{req}");
     assert_eq!(
-        req[0]["data"]["why"], "no rule allows `curl -s http://127.0.0.1:9/`",
-        "{}",
-        req[0]
+        req["data"]["why"], "no rule allows `curl -s http://127.0.0.1:9/`",
+        "{req}"
     );
+    assert_eq!(req["data"]["asked"], "human", "{req}");
 }

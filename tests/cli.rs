@@ -470,6 +470,7 @@ fn help_lists_each_verb_with_its_own_description() {
         ("start", "Start the task's PM in tmux"),
         ("spawn", "Start an agent in its own tmux session"),
         ("send", "Type a message into a running agent"),
+        ("permit", "Answer a permission request"),
         ("checkin", "One check-in"),
         ("watch", "Run check-ins in the foreground"),
         ("stop", "End the task's agent sessions"),
@@ -627,28 +628,36 @@ fn runtime_check_passes_for_demo_and_shows_the_screen_when_a_pattern_does_not_ma
 
 /// `task hook permission-request`, as Claude Code runs it: the request's text is only ever
 /// parsed, never run, and kept escaped (cut) in the event log; what the rules allow is
-/// answered with Claude Code's hook JSON, what they deny with the reason, the rest is left
-/// to the dialog with nothing printed; bad input never fails the hook.
+/// answered with Claude Code's hook JSON, what they deny with the reason; the rest waits
+/// for `task permit` (the hub or a human; a spoke is refused), decided exactly once, or is
+/// denied at the deadline; bad input never fails the hook.
 #[test]
-fn the_permission_hook_decides_by_rules_and_never_runs_what_it_reads() {
+fn the_permission_hook_decides_by_rules_waits_for_one_answer_and_never_runs_what_it_reads() {
     let w = World::new();
     ok(&run(w.task().args(["new", "t1"])));
     let md = w.project.join("tasks/t1/task.md");
     let original = std::fs::read_to_string(&md).unwrap();
     std::fs::write(
         &md,
-        format!("{original}\n## Agent Config\nallow-dev: Bash(cargo test:*)\ndeny: Bash(git push:*)\n"),
+        format!("{original}\n## Agent Config\nallow-dev: Bash(cargo test:*)\ndeny: Bash(git push:*)\npermit_timeout: 30s\npermit_deadline: 2s\n"),
     )
     .unwrap();
-    let hook = |agent: &str, input: &[u8]| {
+    let hook_cmd = |agent: &str| {
         let mut c = w.task();
         c.args(["hook", "permission-request"])
             .env("TASK_NAME", "t1")
             .env("TASK_DIR", w.project.join("tasks/t1"))
             .env("TASK_AGENT", agent);
-        let o = run_with_stdin(&mut c, input);
+        c
+    };
+    let hook = |agent: &str, input: &[u8]| {
+        let o = run_with_stdin(&mut hook_cmd(agent), input);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         stdout(&o)
+    };
+    let behavior = |out: &str| -> Value {
+        let v: Value = serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+        v["hookSpecificOutput"]["decision"].clone()
     };
     let req = |cmd: &str| {
         serde_json::to_vec(&serde_json::json!({"tool_name": "Bash", "tool_input": {"command": cmd}})).unwrap()
@@ -656,48 +665,112 @@ fn the_permission_hook_decides_by_rules_and_never_runs_what_it_reads() {
     let marker = w.dir.path().join("RAN");
     let m = marker.display();
 
-    let out = hook("dev", &req("cargo test -q && task status t1 2>&1 | task log t1"));
-    let v: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["hookSpecificOutput"]["decision"]["behavior"], "allow", "{v}");
-    let out = hook("dev", &req("cargo test && git push origin main"));
-    let v: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["hookSpecificOutput"]["decision"]["behavior"], "deny", "{v}");
+    // By rule: allowed when every part is, denied when any part is.
+    let d = behavior(&hook("dev", &req("cargo test -q && task status t1 2>&1 | task log t1")));
+    assert_eq!(d["behavior"], "allow", "{d}");
+    let d = behavior(&hook("dev", &req("cargo test && git push origin main")));
+    assert_eq!(d["behavior"], "deny", "{d}");
+    assert!(d["message"].as_str().unwrap().contains("`git push origin main`"), "{d}");
+
+    // No rule (the dev's rule is not review's): nobody answers within the deadline.
+    let d = behavior(&hook("review", &req("cargo test")));
+    assert_eq!(d["behavior"], "deny", "{d}");
     assert!(
-        v["hookSpecificOutput"]["decision"]["message"]
+        d["message"]
             .as_str()
             .unwrap()
-            .contains("`git push origin main`")
+            .contains("nobody approved `cargo test` within 2 s"),
+        "{d}"
     );
-    // Not the dev's rule for review; hostile text is parsed, never run, and kept cut.
-    assert_eq!(hook("review", &req("cargo test")), "");
+    // Hostile text is parsed, never run, and kept cut.
     let hostile = format!(
         "task status t1 \"$(touch {m})\" `touch {m}`; echo '\n' > {m}\n{}",
         "x".repeat(100_000)
     );
-    assert_eq!(hook("dev", &req(&hostile)), "");
+    assert_eq!(behavior(&hook("dev", &req(&hostile)))["behavior"], "deny");
     assert!(!marker.exists(), "the hook ran the request");
-    // Bad input: not JSON, too large, not an agent's session, another tool: nothing printed.
+
+    // Answered: a spoke may not; the hub may, once; the hook goes on with the answer.
+    std::fs::write(
+        &md,
+        format!("{original}\n## Agent Config\npermit_timeout: 30s\npermit_deadline: 60s\n"),
+    )
+    .unwrap();
+    let mut waiting = hook_cmd("review");
+    let mut child = waiting
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(&req("make lint")).unwrap();
+    }
+    let id = wait_for("the request on file", 20, || {
+        std::fs::read_dir(w.project.join("tasks/t1/permissions"))
+            .ok()?
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter_map(|n| n.strip_suffix(".request.json").map(str::to_string))
+            .find(|id| {
+                !w.project
+                    .join(format!("tasks/t1/permissions/{id}.decision.json"))
+                    .exists()
+            })
+    });
+    let permit = |agent: Option<&str>, answer: &str| {
+        let mut c = w.task();
+        c.args(["permit", "t1", &id, answer, "--reason", "not today"]);
+        match agent {
+            Some(a) => c.env("TASK_AGENT", a).env("TASK_NAME", "t1"),
+            None => c.env_remove("TASK_AGENT"),
+        };
+        run(&mut c)
+    };
+    let o = permit(Some("dev"), "allow");
+    assert_eq!(o.status.code(), Some(6), "a spoke answered: {}", stderr(&o));
+    assert!(stderr(&o).contains("only its hub (pm) or a human"), "{}", stderr(&o));
+    let o = permit(Some("pm"), "allow");
+    assert!(stdout(&o).contains(": allow by pm"), "{}{}", stdout(&o), stderr(&o));
+    let o = permit(None, "deny");
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stderr(&o).contains("already decided: allow by pm"), "{}", stderr(&o));
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(behavior(&String::from_utf8_lossy(&out.stdout))["behavior"], "allow");
+    let o = run(w.task().args(["permit", "t1", "p-../../x", "allow"]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+
+    // Bad input: not JSON, too large, not an agent's session: nothing printed, exit 0.
     assert_eq!(hook("dev", b"not json {"), "");
     assert_eq!(hook("dev", &vec![b' '; (1 << 20) + 10]), "");
-    assert_eq!(
-        hook(
-            "dev",
-            br#"{"tool_name": "WebFetch", "tool_input": {"url": "http://x"}}"#
-        ),
-        ""
-    );
     let o = run_with_stdin(
         w.task().args(["hook", "permission-request"]).env_remove("TASK_NAME"),
         &req("cargo test"),
     );
     assert_eq!((o.status.code(), stdout(&o).as_str()), (Some(0), ""), "{}", stderr(&o));
 
-    let decided = w.events_of("t1", "permission_decision");
-    assert_eq!(decided.len(), 2, "{decided:?}");
-    assert_eq!(decided[0]["data"]["by"], "rules");
-    let left = w.events_of("t1", "permission_request");
-    assert_eq!(left.len(), 3, "{left:?}");
-    let kept = left[1]["data"]["command"].as_str().unwrap();
-    assert!(kept.len() < 1000 && left[1]["data"]["truncated"] == true, "{kept}");
+    let by = |e: &Value| {
+        format!(
+            "{}/{}",
+            e["data"]["decision"].as_str().unwrap(),
+            e["data"]["by"].as_str().unwrap()
+        )
+    };
+    let decided: Vec<String> = w.events_of("t1", "permission_decision").iter().map(by).collect();
+    assert_eq!(
+        decided,
+        [
+            "allow/rules",
+            "deny/rules",
+            "deny/deadline",
+            "deny/deadline",
+            "allow/pm"
+        ]
+    );
+    let asked = w.events_of("t1", "permission_request");
+    assert_eq!(asked.len(), 3, "{asked:?}");
+    let kept = asked[1]["data"]["command"].as_str().unwrap();
+    assert!(kept.len() < 1000 && asked[1]["data"]["truncated"] == true, "{kept}");
     assert!(kept.contains("$(touch"), "{kept}");
 }

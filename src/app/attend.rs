@@ -52,6 +52,13 @@ pub async fn tend(ctx: &crate::app::session::Ctx, task: &Task, now: DateTime<Utc
     let live = crate::app::session::liveness(ctx, &st, now).await?;
     tracing::debug!(task = %task.name, agents = live.len(), "looked at the agents' screens");
     let timing = Timing::from_spec(task.spec().ok().as_ref());
+    // A dialog the broker is waiting on an answer for is its, not a human's yet: the hook
+    // runs while Claude Code shows the dialog, and the PM answers first.
+    let brokered: std::collections::BTreeSet<String> = crate::store::permits::pending(task)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| r.agent)
+        .collect();
 
     // Decide and record under the state lock, on a fresh read.
     let todo: Vec<Change> = task.update_state(now, |fresh| {
@@ -60,7 +67,11 @@ pub async fn tend(ctx: &crate::app::session::Ctx, task: &Task, now: DateTime<Utc
             let Some(a) = fresh.agents.get_mut(&l.agent) else {
                 continue;
             };
-            let d = decide(a.attention.as_ref(), &l.seen, a.last_resume, now, &timing);
+            let seen = match &l.seen {
+                Seen::Dialog(_) if brokered.contains(&l.agent) => &Seen::Unknown,
+                s => s,
+            };
+            let d = decide(a.attention.as_ref(), seen, a.last_resume, now, &timing);
             // A due resume leaves the episode as it is (it changes once delivered), so
             // the actions count on their own.
             if d.next != a.attention || !d.actions.is_empty() {

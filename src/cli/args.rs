@@ -200,6 +200,29 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Answer a permission request an agent is waiting on (the check-in and `task status` name
+    /// it: p-…): allow or deny, once. The PM answers for its own task's agents; a human for
+    /// any. `--always` also allows that exact command for that agent from now on.
+    Permit {
+        /// The task.
+        task: TaskName,
+        /// The request's id (p- and 8 hex digits).
+        id: String,
+        /// The answer.
+        #[arg(value_enum)]
+        decision: PermitDecision,
+        /// With allow: the same command is allowed for that agent from now on, unasked.
+        #[arg(long)]
+        always: bool,
+        /// Why, told to the agent (with a denial, what to do instead).
+        #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
+        reason: Option<String>,
+        #[command(flatten)]
+        project: ProjectArg,
+        /// Print the decision that stands as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// One check-in (for cron): refresh progress.md, compute signals, message the PM; handoffs are marked seen only once the PM got it (exit 5 when not delivered).
     Checkin {
         /// The task.
@@ -366,4 +389,13 @@ fn parse_status(s: &str) -> Result<Status, String> {
 
 fn parse_isolation(s: &str) -> Result<crate::core::worktree::Isolation, String> {
     crate::core::worktree::Isolation::parse(s)
+}
+
+/// `task permit`'s answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PermitDecision {
+    /// Let the agent go on.
+    Allow,
+    /// Refuse; the agent is told (with --reason, why).
+    Deny,
 }

@@ -203,7 +203,24 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             read_only,
         } => commands::ui::run(project.project.as_deref(), all, read_only),
         Command::DemoAgent { prompt_file } => Ok(crate::runtimes::demo::main(&prompt_file)?),
-        Command::Hook { event } => commands::hook::run(&event),
+        Command::Hook { event } => block_on(commands::hook::run(&event)),
+        Command::Permit {
+            task,
+            id,
+            decision,
+            always,
+            reason,
+            project,
+            json,
+        } => commands::permit::run(
+            project.project.as_deref(),
+            &task,
+            &id,
+            decision == args::PermitDecision::Allow,
+            always,
+            reason,
+            json,
+        ),
     }
 }
 

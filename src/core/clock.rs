@@ -22,6 +22,18 @@ pub fn local_time(t: DateTime<Utc>) -> String {
     t.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S %:z").to_string()
 }
 
+/// A duration as people say it: `30 min`, `90 s`, `2 h`, `1 h 30 min`.
+pub fn say_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match (s / 3600, s % 3600 / 60, s % 60) {
+        (0, 0, s) => format!("{s} s"),
+        (0, m, 0) => format!("{m} min"),
+        (0, m, s) => format!("{m} min {s} s"),
+        (h, 0, _) => format!("{h} h"),
+        (h, m, _) => format!("{h} h {m} min"),
+    }
+}
+
 /// Parse a duration like `30m`, `10m`, `90s`, `2h` (task.md's settings).
 pub fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();

@@ -1,8 +1,57 @@
 //! task.md's permission rules: what an agent may do without asking (`allow:`), and what it
 //! is refused without anyone being asked (`deny:`), in Claude Code's own rule syntax
 //! (`Bash(cargo test:*)`, `WebFetch(domain:docs.rs)`, `Read`). Claude Code applies them
-//! itself, deny winning; the supervisor only reads them from task.md and hands each agent
-//! its own through `--settings`.
+//! itself, deny winning, and the broker applies them to what Claude Code cannot analyse;
+//! with the broker's waits for what no rule decides (`permit_timeout:`, `permit_deadline:`).
+
+use std::time::Duration;
+
+/// Default wait for the PM before a human is called (task.md `permit_timeout:`).
+pub const PERMIT_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// Default wait for anyone before a request is denied (task.md `permit_deadline:`).
+pub const PERMIT_DEADLINE: Duration = Duration::from_secs(30 * 60);
+/// What the hook's timeout adds to the deadline: the deadline must decide first.
+pub const HOOK_MARGIN: Duration = Duration::from_secs(60);
+
+/// The broker's waits for a request no rule decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// `permit_timeout:`: the PM's time to answer before a human is called.
+    pub human_after: Duration,
+    /// `permit_deadline:`: anyone's, before it is denied.
+    pub deadline: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            human_after: PERMIT_TIMEOUT,
+            deadline: PERMIT_DEADLINE,
+        }
+    }
+}
+
+impl Timing {
+    /// From task.md's Agent Config; a missing or unreadable value is the default, and the
+    /// human is never called after the deadline.
+    pub fn of(spec: &crate::core::model::TaskSpec) -> Timing {
+        let get = |k: &str, d: Duration| {
+            spec.setting(k)
+                .and_then(crate::core::clock::parse_duration)
+                .unwrap_or(d)
+        };
+        let deadline = get("permit_deadline", PERMIT_DEADLINE);
+        Timing {
+            human_after: get("permit_timeout", PERMIT_TIMEOUT).min(deadline),
+            deadline,
+        }
+    }
+
+    /// The hook's timeout in the agent's settings, in seconds.
+    pub fn hook_timeout_secs(&self) -> u64 {
+        (self.deadline + HOOK_MARGIN).as_secs()
+    }
+}
 
 /// One agent's rules.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -18,13 +18,10 @@ use crate::store::fsutil;
 pub const COMMON_VERBS: [&str; 4] = ["handoff", "status", "log", "progress"];
 
 /// The verbs only agents that may spawn are taught.
-pub const HUB_VERBS: [&str; 2] = ["spawn", "send"];
+pub const HUB_VERBS: [&str; 3] = ["spawn", "send", "permit"];
 
 /// Claude Code's permission modes (`--permission-mode`), as its `--help` lists them.
 pub const CLAUDE_MODES: [&str; 6] = ["acceptEdits", "auto", "bypassPermissions", "default", "dontAsk", "plan"];
-
-/// Seconds Claude Code gives the permission hook before it shows its dialog anyway.
-pub const HOOK_TIMEOUT_SECS: u64 = 10;
 
 /// The mode that lets an agent run anything without asking: allowed only when a user asks.
 pub const BYPASS: &str = "bypassPermissions";
@@ -46,21 +43,21 @@ pub fn claude_rules(may_spawn: bool) -> Vec<String> {
 /// [`crate::core::sandbox::claude_settings`]), as Claude Code settings JSON.
 ///
 /// `hook` is the shell command Claude Code runs when it is about to show a permission
-/// dialog (`task hook permission-request`, see [`crate::app::broker`]). Its timeout is
-/// short on purpose: the broker answers from files in milliseconds, and a hook that hung
-/// would hold the agent; past it Claude Code shows its dialog as if there were no hook.
+/// dialog (`task hook permission-request`, see [`crate::app::broker`]) and its timeout in
+/// seconds: the broker's deadline plus a margin, so that the deadline's denial, recorded
+/// once, always comes before Claude Code gives up on the hook.
 pub fn claude_session_settings(
     may_spawn: bool,
     rules: &crate::core::rules::Rules,
     sandbox: Option<Value>,
-    hook: Option<&str>,
+    hook: Option<(&str, u64)>,
 ) -> String {
     let mut allow = claude_rules(may_spawn);
     allow.extend(rules.allow.iter().cloned());
     let mut v = serde_json::json!({"permissions": {"allow": allow, "deny": rules.deny}});
-    if let Some(h) = hook {
+    if let Some((h, timeout)) = hook {
         v["hooks"] = serde_json::json!({"PermissionRequest": [
-            {"matcher": "Bash", "hooks": [{"type": "command", "command": h, "timeout": HOOK_TIMEOUT_SECS}]}
+            {"matcher": "*", "hooks": [{"type": "command", "command": h, "timeout": timeout}]}
         ]});
     }
     if let Some(s) = sandbox {
@@ -156,7 +153,7 @@ mod tests {
         let hub = claude_rules(true);
         assert!(hub.contains(&"Bash(task spawn:*)".to_string()) && hub.contains(&"Bash(task send:*)".to_string()));
         let v: Value = serde_json::from_str(&claude_session_settings(true, &Default::default(), None, None)).unwrap();
-        assert_eq!(v["permissions"]["allow"].as_array().unwrap().len(), 6);
+        assert_eq!(v["permissions"]["allow"].as_array().unwrap().len(), 7);
         assert_eq!(kiro_commands(false)[0], "^task handoff( .*)?$");
     }
 

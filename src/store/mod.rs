@@ -8,6 +8,7 @@ pub(crate) mod fsutil;
 pub mod handoffs;
 pub(crate) mod parsed;
 pub(crate) mod paths;
+pub(crate) mod permits;
 pub(crate) mod progress;
 pub(crate) mod registry;
 pub(crate) mod roster;

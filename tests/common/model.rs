@@ -85,6 +85,8 @@ struct Steer {
     /// Agents that delegate in one compound command, as models do whatever the preamble
     /// says: `h=$(task handoff …) && task spawn … --handoff "$h"`.
     compound: std::collections::BTreeSet<String>,
+    /// The PM leaves the permission requests its check-ins name unanswered.
+    silent_on_permits: bool,
     /// Agent → the usage its main answers report (default [`DEFAULT_USAGE`]).
     usage: BTreeMap<String, Usage>,
     /// The model every answer names (default: the model asked for).
@@ -240,6 +242,12 @@ impl ModelServer {
         self.inner.lock().unwrap().steer.compound.insert(agent.into());
     }
 
+    /// Have the PM leave permission requests unanswered (by default it allows each one its
+    /// check-in names, with `task permit … allow`).
+    pub fn silent_on_permits(&self) {
+        self.inner.lock().unwrap().steer.silent_on_permits = true;
+    }
+
     /// Have `agent` run `command` (one Bash call) before it hands off.
     pub fn ask_first(&self, agent: &str, command: &str) {
         self.inner
@@ -335,7 +343,8 @@ fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
         let ask = agent.as_ref().and_then(|a| g.steer.ask_first.get(a).cloned());
         let long = agent.as_ref().and_then(|a| g.steer.long_body.get(a).copied());
         let compound = agent.as_ref().is_some_and(|a| g.steer.compound.contains(a));
-        script(&msgs, ask.as_deref(), long, compound).unwrap_or_else(|| Reply::Text("Understood.".into()))
+        let permits = if g.steer.silent_on_permits { None } else { Some("allow") };
+        script(&msgs, ask.as_deref(), long, compound, permits).unwrap_or_else(|| Reply::Text("Understood.".into()))
     } else {
         Reply::Text(match wire {
             // Gemini CLI's side calls (next speaker, routing) ask for JSON with these fields.
@@ -683,7 +692,25 @@ fn handoff_agent(stem: &str) -> Option<&str> {
 }
 
 /// Decide the next answer from the conversation alone.
-fn script(msgs: &[Value], ask_first: Option<&str>, long_body: Option<usize>, compound: bool) -> Option<Reply> {
+/// The ids of the permission requests a check-in names (`request p-1a2b3c4d:`).
+fn permit_ids(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (i, _) in text.match_indices("request p-") {
+        let id: String = text[i + "request ".len()..].chars().take(10).collect();
+        if id.len() == 10 && id[2..].chars().all(|c| c.is_ascii_hexdigit()) && !out.contains(&id) {
+            out.push(id);
+        }
+    }
+    out
+}
+
+fn script(
+    msgs: &[Value],
+    ask_first: Option<&str>,
+    long_body: Option<usize>,
+    compound: bool,
+    permits: Option<&str>,
+) -> Option<Reply> {
     let us = match with_files_read(users(msgs).collect()) {
         Ok(us) => us,
         Err(path) => return Some(Reply::Read { path }),
@@ -698,6 +725,12 @@ fn script(msgs: &[Value], ask_first: Option<&str>, long_body: Option<usize>, com
     let mut steps: Vec<Step> = Vec::new();
     if let Some(c) = ask_first {
         steps.push(Step::Run(c.to_string()));
+    }
+    // A check-in naming permission requests: the PM allows each first (unless steered not to).
+    if let (Some(answer), Intent::Delegate { .. } | Intent::Wait) = (permits, &intent) {
+        for id in permit_ids(&us[at].0) {
+            steps.push(Step::Run(format!("task permit {task_hint} {id} {answer}")));
+        }
     }
     match &intent {
         Intent::Wait => steps.push(Step::Say(
@@ -978,7 +1011,7 @@ mod tests {
     #[test]
     fn the_pm_delegates_along_the_route_then_completes() {
         let pre = user("# Agent: pm\n**Task:** t1\n...");
-        let r = script(std::slice::from_ref(&pre), None, None, false).unwrap();
+        let r = script(std::slice::from_ref(&pre), None, None, false, Some("allow")).unwrap();
         assert!(matches!(&r, Reply::Tool(c) if c.starts_with("task handoff t1 --from pm --target explore")));
         let msgs = [
             pre.clone(),
@@ -986,35 +1019,47 @@ mod tests {
             result("/p/tasks/t1/handoffs/pm-20251127-090000.md\n"),
         ];
         assert_eq!(
-            script(&msgs, None, None, false).unwrap(),
+            script(&msgs, None, None, false, Some("allow")).unwrap(),
             Reply::Tool("task spawn t1 explore --handoff /p/tasks/t1/handoffs/pm-20251127-090000.md".into())
         );
         let ci = user(
             "Check-in for task t1 (09:10) — phase EXPLORING.\nNew handoffs (1):\n- explore-20251127-091000.md: COMPLETE — done (recommends plan)\n",
         );
         let msgs = [pre.clone(), assistant(), ci];
-        assert!(matches!(script(&msgs, None, None, false).unwrap(), Reply::Tool(c) if c.contains("--target plan")));
+        assert!(
+            matches!(script(&msgs, None, None, false, Some("allow")).unwrap(), Reply::Tool(c) if c.contains("--target plan"))
+        );
         let ci = user(
             "Check-in for task t1 (09:10) — phase REVIEW.\nNew handoffs (1):\n- review-20251127-091000-2.md: COMPLETE — ok\n",
         );
         assert!(
-            matches!(script(&[pre, assistant(), ci], None, None, false).unwrap(), Reply::Tool(c) if c.contains("--status COMPLETE"))
+            matches!(script(&[pre, assistant(), ci], None, None, false, Some("allow")).unwrap(), Reply::Tool(c) if c.contains("--status COMPLETE"))
         );
     }
 
     #[test]
     fn a_spoke_hands_off_once_and_a_late_message_changes_nothing() {
         let pre = user("# Agent: dev\n**Task:** t1\n");
-        let r = script(std::slice::from_ref(&pre), Some("sh -c true"), None, false).unwrap();
+        let r = script(
+            std::slice::from_ref(&pre),
+            Some("sh -c true"),
+            None,
+            false,
+            Some("allow"),
+        )
+        .unwrap();
         assert_eq!(r, Reply::Tool("sh -c true".into()));
         let msgs = [pre.clone(), assistant(), result("")];
         assert!(
-            matches!(script(&msgs, Some("sh -c true"), None, false).unwrap(), Reply::Tool(c) if c.contains("--status NEEDS_REVIEW --next review"))
+            matches!(script(&msgs, Some("sh -c true"), None, false, Some("allow")).unwrap(), Reply::Tool(c) if c.contains("--status NEEDS_REVIEW --next review"))
         );
         assert_eq!(handoff_agent("review-20251127-091000-2"), Some("review"));
         assert_eq!(handoff_agent("my-agent-20251127-091000"), Some("my-agent"));
         let msgs = [pre, assistant(), result("/x.md"), assistant(), user("continue")];
-        assert!(matches!(script(&msgs, None, None, false).unwrap(), Reply::Text(_)));
+        assert!(matches!(
+            script(&msgs, None, None, false, Some("allow")).unwrap(),
+            Reply::Text(_)
+        ));
     }
 
     const DATE: &str = "<system-reminder>\n# currentDate\nToday's date is 2026-11-26.\n</system-reminder>\n";
@@ -1061,7 +1106,7 @@ mod tests {
         let prompt = user(&format!(
             "{DATE}Read the file /t/tasks/t1/scratchpad/dev/preamble.md now and follow the instructions in it exactly."
         ));
-        let r = script(std::slice::from_ref(&prompt), None, None, false).unwrap();
+        let r = script(std::slice::from_ref(&prompt), None, None, false, Some("allow")).unwrap();
         assert_eq!(
             r,
             Reply::Read {
@@ -1073,7 +1118,7 @@ mod tests {
         let msgs = [prompt, assistant(), file];
         assert_eq!(agent_of(&msgs).as_deref(), Some("dev"));
         assert!(
-            matches!(script(&msgs, None, None, false).unwrap(), Reply::Tool(c) if c.starts_with("task handoff t1 --from dev"))
+            matches!(script(&msgs, None, None, false, Some("allow")).unwrap(), Reply::Tool(c) if c.starts_with("task handoff t1 --from dev"))
         );
         assert_eq!(unnumbered("    12→text"), "text");
         assert_eq!(unnumbered("2026 is a year"), "2026 is a year");

@@ -192,6 +192,9 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
     // conflicting) before the PM hears of their handoffs, so it hears both at once.
     extra.extend(crate::app::worktree::settle(task, ready, now).await);
 
+    // Permission requests the broker is waiting on (the PM answers with `task permit`).
+    extra.extend(permit_signals(task));
+
     // Dialogs and usage limits: escalate, pause, resume (cron mode has no other watcher).
     // A handoff's check-in is the one whose latency counts; a look moments ago will do.
     if trigger == Trigger::Handoff && TENDED.within(task, LOOKED_WITHIN) {
@@ -501,4 +504,36 @@ fn nothing_recorded(
         recorded: false,
         next_checkin,
     }
+}
+
+/// The check-in's line for each request the PM may answer (not its own).
+fn permit_signals(task: &Task) -> Vec<crate::core::checkin::signals::Signal> {
+    let pending = crate::store::permits::pending(task).unwrap_or_else(|e| {
+        tracing::warn!(task = %task.name, error = %e, "cannot read the permission requests");
+        Vec::new()
+    });
+    pending
+        .into_iter()
+        .filter(|r| r.agent != "pm")
+        .map(|r| {
+            let (shown, truncated) = crate::store::permits::shown(&r.command);
+            let what = if r.tool == "Bash" { "to run".to_string() } else { format!("to use {}", r.tool) };
+            crate::core::checkin::signals::Signal {
+                kind: crate::core::checkin::signals::SignalKind::PermissionRequest,
+                agent: r.agent.clone(),
+                file: None,
+                text: format!(
+                    "{} {}: {} wants {what} `{}{}` ({}); answer: `task permit {} {} allow` or `deny` (add --always, --reason \"…\")",
+                    crate::core::checkin::signals::PERMIT_MARK,
+                    r.id,
+                    r.agent,
+                    shown.replace('`', "'"),
+                    if truncated { "…" } else { "" },
+                    r.why.replace('`', "'"),
+                    task.name,
+                    r.id
+                ),
+            }
+        })
+        .collect()
 }

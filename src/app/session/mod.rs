@@ -81,8 +81,20 @@ impl Launch<'_> {
             "hook",
             "permission-request",
         ]);
-        let settings =
-            crate::io::permissions::claude_session_settings(may_spawn, &rules, sandbox_settings, Some(&hook));
+        // task.md `broker: off` leaves every undecided request to Claude Code's own dialog;
+        // so does a remote host, where this `task` binary and the task folder are not.
+        let broker = match spec.setting("broker").unwrap_or("on") {
+            "on" if self.remote => None,
+            "on" => Some((hook.as_str(), crate::core::rules::Timing::of(&spec).hook_timeout_secs())),
+            "off" => None,
+            other => {
+                return Err(Error::BadInput(format!(
+                    "task '{}': broker: {other:?} is not on or off (task.md, Agent Config)",
+                    self.task.name
+                )));
+            }
+        };
+        let settings = crate::io::permissions::claude_session_settings(may_spawn, &rules, sandbox_settings, broker);
         let argv = rt.argv(&runtime::Vars {
             agent: self.agent,
             task: self.task.name.as_str(),

@@ -1,7 +1,9 @@
 //! `task hook <event>`: what Claude Code runs for the hooks the supervisor sets in an
-//! agent's `--settings`. It must never stand in the agent's way: whatever goes wrong (no
-//! task in the environment, bad JSON, a request too large to read) it prints nothing and
-//! exits 0, which leaves Claude Code's own dialog to show, and says why on stderr.
+//! agent's `--settings`. `permission-request` answers by the broker ([`app::broker`]),
+//! waiting for the PM or a human when no rule decides. It never fails in the agent's way:
+//! whatever goes wrong (no task in the environment, bad JSON, a request too large to read)
+//! it prints nothing and exits 0, which leaves Claude Code's own dialog to show, and says
+//! why on stderr.
 
 use std::io::Read;
 
@@ -10,7 +12,7 @@ use crate::app;
 /// The most of the hook's JSON read; a larger request is left to the dialog.
 const MAX_INPUT: u64 = 1 << 20;
 
-pub(crate) fn run(event: &str) -> anyhow::Result<()> {
+pub(crate) async fn run(event: &str) -> anyhow::Result<()> {
     if event != "permission-request" {
         eprintln!("task hook: unknown event {event:?}; known: permission-request");
         return Ok(());
@@ -43,7 +45,8 @@ pub(crate) fn run(event: &str) -> anyhow::Result<()> {
             return Ok(());
         }
     };
-    match app::broker::decide(&task, &agent, &input, crate::core::clock::now()) {
+    let ctx = app::session::Ctx::from_env().ok();
+    match app::broker::handle(&task, &agent, &input, ctx.as_ref()).await {
         Ok(d) => {
             if let Some(a) = app::broker::answer(&d) {
                 println!("{a}");

@@ -10,6 +10,7 @@ pub(crate) mod hook;
 pub(crate) mod list;
 pub(crate) mod log;
 pub(crate) mod new;
+pub(crate) mod permit;
 pub(crate) mod prepare;
 pub(crate) mod progress;
 pub(crate) mod runtime;

@@ -53,7 +53,13 @@ pub enum SignalKind {
     /// An agent's worktree branch conflicts with the task branch: the merge was aborted and
     /// the task branch is unchanged (told once; the PM sends the agent back or hands it on).
     MergeConflict,
+    /// An agent asks for a permission no rule decides; the PM answers with `task permit`
+    /// (told at every check-in until answered).
+    PermissionRequest,
 }
+
+/// How a permission request's line in a check-in begins, before its id.
+pub const PERMIT_MARK: &str = "request";
 
 impl SignalKind {
     /// The label used in check-ins and progress.md.
@@ -76,6 +82,7 @@ impl SignalKind {
             SignalKind::BudgetReached => "budget used up",
             SignalKind::Merged => "merged",
             SignalKind::MergeConflict => "merge conflict",
+            SignalKind::PermissionRequest => "permission",
         }
     }
 }
