@@ -728,6 +728,21 @@ fn the_permission_hook_decides_by_rules_waits_for_one_answer_and_never_runs_what
         };
         run(&mut c)
     };
+    // `task status` shows it, text and JSON, until it is answered.
+    let st: Value = serde_json::from_str(&ok(&run(w.task().args(["status", "t1", "--json"])))).unwrap();
+    let waiting = st["task"]["permissions"].as_array().cloned().unwrap_or_default();
+    assert_eq!(waiting.len(), 1, "{st}");
+    assert_eq!(
+        (&waiting[0]["id"], &waiting[0]["agent"], &waiting[0]["command"]),
+        (&id.clone().into(), &"review".into(), &"make lint".into())
+    );
+    let text = ok(&run(w.task().args(["status", "t1"])));
+    assert!(
+        text.contains(&format!(
+            "WAITING FOR PERMISSION: {id} review wants to run \"make lint\""
+        )),
+        "{text}"
+    );
     let o = permit(Some("dev"), "allow");
     assert_eq!(o.status.code(), Some(6), "a spoke answered: {}", stderr(&o));
     assert!(stderr(&o).contains("only its hub (pm) or a human"), "{}", stderr(&o));
@@ -738,6 +753,8 @@ fn the_permission_hook_decides_by_rules_waits_for_one_answer_and_never_runs_what
     assert!(stderr(&o).contains("already decided: allow by pm"), "{}", stderr(&o));
     let out = child.wait_with_output().unwrap();
     assert_eq!(behavior(&String::from_utf8_lossy(&out.stdout))["behavior"], "allow");
+    let st: Value = serde_json::from_str(&ok(&run(w.task().args(["status", "t1", "--json"])))).unwrap();
+    assert_eq!(st["task"]["permissions"].as_array().map(Vec::len), Some(0), "{st}");
     let o = run(w.task().args(["permit", "t1", "p-../../x", "allow"]));
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 

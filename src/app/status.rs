@@ -188,6 +188,21 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
         handoffs_skipped: skipped.len(),
         artifacts: task::list_artifacts(task)?.len(),
         escalations: state.escalations.clone(),
+        permissions: crate::store::permits::pending(task)
+            .unwrap_or_else(|e| {
+                tracing::warn!(task = %task.name, error = %e, "cannot read the permission requests");
+                Vec::new()
+            })
+            .into_iter()
+            .map(|r| crate::core::status::PermissionRow {
+                command: crate::store::permits::shown(&r.command).0,
+                id: r.id,
+                agent: r.agent,
+                tool: r.tool,
+                why: r.why,
+                since: r.at,
+            })
+            .collect(),
         problems,
         git: state.git.clone(),
         watcher: handoffs::watch_stats::load(),

@@ -60,6 +60,23 @@ pub struct Blocker {
     pub text: String,
 }
 
+/// A permission request an agent waits on (the broker's; answered with `task permit`).
+#[derive(Debug, Clone, Serialize)]
+pub struct PermissionRow {
+    /// Its id (`p-…`).
+    pub id: String,
+    /// The agent waiting.
+    pub agent: String,
+    /// Claude Code's tool.
+    pub tool: String,
+    /// What it wants to run, cut at 300 characters.
+    pub command: String,
+    /// Why no rule decided it.
+    pub why: String,
+    /// When it was asked.
+    pub since: DateTime<Utc>,
+}
+
 /// A lane as `task status` sees it now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -149,6 +166,8 @@ pub struct TaskStatus {
     pub artifacts: usize,
     /// Open escalations: what needs a human.
     pub escalations: Vec<crate::core::model::Escalation>,
+    /// Permission requests agents wait on, oldest first.
+    pub permissions: Vec<PermissionRow>,
     /// The task's roster.
     pub roster: String,
     /// One row per lane (agent type) that has been used.
@@ -406,6 +425,22 @@ pub fn render(s: &TaskStatus) -> String {
             "NEEDS A HUMAN: {} (since {})\n",
             e.reason,
             crate::core::clock::local_time(e.time)
+        ));
+    }
+    for p in &s.permissions {
+        out.push_str(&format!(
+            "WAITING FOR PERMISSION: {} {} wants {} {:?} since {}; answer: task permit {} {} allow|deny\n",
+            p.id,
+            p.agent,
+            if p.tool == "Bash" {
+                "to run".to_string()
+            } else {
+                format!("to use {}", p.tool)
+            },
+            p.command,
+            crate::core::clock::local_time(p.since),
+            s.task,
+            p.id
         ));
     }
     for p in &s.problems {

@@ -45,6 +45,7 @@ pub(crate) fn task(name: &str, agents: Vec<AgentRow>) -> TaskView {
             handoffs_skipped: 0,
             artifacts: 0,
             escalations: Vec::new(),
+            permissions: Vec::new(),
             roster: "default".into(),
             lanes: Vec::new(),
             problems: Vec::new(),

@@ -172,6 +172,7 @@ fn unreadable(t: &Task, problem: String) -> crate::core::status::TaskStatus {
         handoffs_skipped: 0,
         artifacts: 0,
         escalations: Vec::new(),
+        permissions: Vec::new(),
         roster: "?".into(),
         lanes: Vec::new(),
         problems: vec![problem],
