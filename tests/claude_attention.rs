@@ -10,21 +10,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use common::claude::*;
 use common::*;
 
-fn notify_to_file(cc: &Cc) -> std::path::PathBuf {
-    let cfg = cc.w.dir.path().join("config/agent-orchestrator");
-    std::fs::create_dir_all(&cfg).unwrap();
-    let out = cc.w.dir.path().join("NOTIFIED");
-    std::fs::write(
-        cfg.join("config.toml"),
-        format!(
-            "notify = [\"sh\", \"-c\", \"echo \\\"$0\\\" >> {}\", \"{{reason}}\"]\n",
-            out.display()
-        ),
-    )
-    .unwrap();
-    out
-}
-
 fn session(cc: &Cc, agent: &str) -> String {
     format!("={}:", cc.state()["agents"][agent]["session"].as_str().unwrap())
 }
@@ -32,7 +17,7 @@ fn session(cc: &Cc, agent: &str) -> String {
 #[test]
 fn a_permission_prompt_in_real_claude_code_calls_a_human_and_the_task_goes_on_once_answered() {
     let cc = Cc::new();
-    let notified = notify_to_file(&cc);
+    let notified = cc.notify_to_file();
     // A command no allow rule covers: Claude Code asks before running it.
     cc.model.ask_first("explore", "curl -s http://127.0.0.1:9/");
     // Without the broker, what no rule decides is Claude Code's own dialog.
@@ -74,7 +59,7 @@ fn a_permission_prompt_in_real_claude_code_calls_a_human_and_the_task_goes_on_on
 #[test]
 fn a_usage_limit_in_real_claude_code_is_paused_and_resumed_after_its_reset_with_no_human() {
     let cc = Cc::new();
-    let notified = notify_to_file(&cc);
+    let notified = cc.notify_to_file();
     // The reset on the next minute boundary (Claude Code shows it to the minute).
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
     let reset_secs = (now / 60 + 1) * 60;

@@ -65,11 +65,7 @@ fn a_dev_agent_runs_make_test_in_the_sandbox_with_no_prompt_and_touches_nothing_
     assert_eq!(spawn_of(&cc, "pm")["data"]["sandbox"], "off");
     // The refusals came from the sandbox, and the model was shown them.
     let out = cc
-        .model
-        .seen()
-        .into_iter()
-        .find(|s| s.agent.as_deref() == Some("dev") && !s.new_turn && s.last_user.contains("built and tested"))
-        .map(|s| s.last_user)
+        .tool_output("dev", "built and tested")
         .unwrap_or_else(|| panic!("make test's output never reached dev's model\n{}", cc.dump()));
     assert!(out.contains("escaped': Read-only file system"), "{out}");
     assert!(out.contains("tasks/other/escaped': Read-only file system"), "{out}");
@@ -113,17 +109,7 @@ fn with_the_sandbox_off_the_same_command_goes_to_the_broker_and_the_pm_allows_it
 #[test]
 fn a_request_the_pm_leaves_unanswered_calls_a_human_once_then_is_denied_at_the_deadline() {
     let cc = Cc::new();
-    let cfg = cc.w.dir.path().join("config/agent-orchestrator");
-    std::fs::create_dir_all(&cfg).unwrap();
-    let notified = cc.w.dir.path().join("NOTIFIED");
-    std::fs::write(
-        cfg.join("config.toml"),
-        format!(
-            "notify = [\"sh\", \"-c\", \"echo \\\"$0\\\" >> {}\", \"{{reason}}\"]\n",
-            notified.display()
-        ),
-    )
-    .unwrap();
+    let notified = cc.notify_to_file();
     cc.model.silent_on_permits();
     cc.model.ask_first("explore", "curl -s http://127.0.0.1:9/");
     cc.start_example_with("attention_after: 2s\npermit_timeout: 2s\npermit_deadline: 6s\n");
@@ -140,13 +126,7 @@ fn a_request_the_pm_leaves_unanswered_calls_a_human_once_then_is_denied_at_the_d
         (&decided[0]["data"]["decision"], &decided[0]["data"]["by"]),
         (&"deny".into(), &"deadline".into())
     );
-    let out = cc
-        .model
-        .seen()
-        .into_iter()
-        .find(|s| s.agent.as_deref() == Some("explore") && !s.new_turn)
-        .map(|s| s.last_user)
-        .unwrap_or_default();
+    let out = cc.tool_output("explore", "").unwrap_or_default();
     assert!(
         out.contains("nobody approved `curl -s http://127.0.0.1:9/` within 6 s; hand off BLOCKED"),
         "{out}"
@@ -245,13 +225,7 @@ fn task_md_rules_allow_and_deny_commands_without_asking_anyone() {
     assert!(events(&cc.task_dir(), "needs_human").is_empty(), "{}", cc.dump());
     assert!(cc.w.project.join("allowed-by-rule.txt").exists(), "{}", cc.dump());
     assert!(!cc.w.project.join("denied-by-rule.txt").exists(), "{}", cc.dump());
-    let refused = cc
-        .model
-        .seen()
-        .into_iter()
-        .find(|s| s.agent.as_deref() == Some("plan") && !s.new_turn)
-        .map(|s| s.last_user)
-        .unwrap_or_default();
+    let refused = cc.tool_output("plan", "").unwrap_or_default();
     assert!(
         refused.contains("has been denied"),
         "plan was told of the refusal: {refused}"

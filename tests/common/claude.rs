@@ -233,6 +233,31 @@ impl Cc {
         out
     }
 
+    /// Have the notify command append each reason to a file of the world's; returns it.
+    pub fn notify_to_file(&self) -> PathBuf {
+        let cfg = self.w.dir.path().join("config/agent-orchestrator");
+        std::fs::create_dir_all(&cfg).unwrap();
+        let out = self.w.dir.path().join("NOTIFIED");
+        std::fs::write(
+            cfg.join("config.toml"),
+            format!(
+                "notify = [\"sh\", \"-c\", \"echo \\\"$0\\\" >> {}\", \"{{reason}}\"]\n",
+                out.display()
+            ),
+        )
+        .unwrap();
+        out
+    }
+
+    /// The first tool result `agent`'s model was given that contains `text`.
+    pub fn tool_output(&self, agent: &str, text: &str) -> Option<String> {
+        self.model
+            .seen()
+            .into_iter()
+            .find(|s| s.agent.as_deref() == Some(agent) && !s.new_turn && s.last_user.contains(text))
+            .map(|s| s.last_user)
+    }
+
     /// The spokes' handoffs on disk, by file name.
     pub fn spoke_handoffs(&self) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(self.task_dir().join("handoffs"))
