@@ -15,6 +15,9 @@ use crate::store::task::Task;
 /// Resume messages wait at most this long for the input to be ready (the tick must go on).
 const RESUME_READY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long after the broker's decision a dialog still on screen is taken as closing.
+const BROKER_SETTLE: Duration = Duration::from_secs(10);
+
 /// What [`tend`] did, by agent.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Tended {
@@ -53,12 +56,9 @@ pub async fn tend(ctx: &crate::app::session::Ctx, task: &Task, now: DateTime<Utc
     tracing::debug!(task = %task.name, agents = live.len(), "looked at the agents' screens");
     let timing = Timing::from_spec(task.spec().ok().as_ref());
     // A dialog the broker is waiting on an answer for is its, not a human's yet: the hook
-    // runs while Claude Code shows the dialog, and the PM answers first.
-    let brokered: std::collections::BTreeSet<String> = crate::store::permits::pending(task)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|r| r.agent)
-        .collect();
+    // runs while Claude Code shows the dialog, and the PM answers first; once answered,
+    // the dialog takes a moment to close.
+    let brokered = crate::store::permits::brokered_agents(task, now, BROKER_SETTLE).unwrap_or_default();
 
     // Decide and record under the state lock, on a fresh read.
     let todo: Vec<Change> = task.update_state(now, |fresh| {

@@ -122,6 +122,37 @@ pub fn pending(task: &Task) -> Result<Vec<Request>> {
     Ok(out)
 }
 
+/// The agents whose dialog is the broker's: a request of theirs waits, or was decided
+/// less than `settle` before `now` (Claude Code takes a moment to close the dialog after
+/// the hook answers).
+pub fn brokered_agents(
+    task: &Task,
+    now: DateTime<Utc>,
+    settle: std::time::Duration,
+) -> Result<std::collections::BTreeSet<String>> {
+    let Ok(entries) = std::fs::read_dir(dir(task)) else {
+        return Ok(Default::default());
+    };
+    let since = now - chrono::Duration::from_std(settle).unwrap_or_default();
+    let mut out = std::collections::BTreeSet::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(id) = name.strip_suffix(".request.json").filter(|id| valid_id(id)) else {
+            continue;
+        };
+        let recent = match decision(task, id)? {
+            None => true,
+            Some(d) => d.at >= since,
+        };
+        if recent {
+            if let Some(r) = request(task, id)? {
+                out.insert(r.agent);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The rules `--always` added, by agent.
 pub fn always(task: &Task) -> Result<BTreeMap<String, Vec<String>>> {
     Ok(read(&dir(task).join("always.json"))?.unwrap_or_default())
