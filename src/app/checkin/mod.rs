@@ -167,18 +167,16 @@ fn note(task: &Task, kind: &str, data: serde_json::Value, now: DateTime<Utc>) {
     }
 }
 
-async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_>) -> Result<CheckinReport> {
-    let Cycle {
-        trigger,
-        mut extra,
-        ready,
-        schedule,
-    } = cycle;
-    let Some(_checkin_lock) = task.try_lock_checkin()? else {
-        let st = task.state()?;
-        return Ok(nothing_recorded(trigger, task, st.phase, st.next_checkin));
-    };
-
+/// Before the PM is told anything: remote pulls, lanes, worktree merges, the broker's
+/// waiting requests and a look at every screen. Returns the signals they add.
+async fn housekeeping(
+    task: &Task,
+    tmux: &Tmux,
+    trigger: Trigger,
+    ready: &(dyn Fn(&Loaded) -> bool + Sync),
+    now: DateTime<Utc>,
+) -> Vec<Signal> {
+    let mut extra = Vec::new();
     // Remote agents' handoffs and artifacts first (an unreachable host is skipped, not
     // fatal); the daemon's remote watch has usually pulled just now, and once is enough.
     for problem in crate::app::session::pull_remotes_unless_fresh(task, std::time::Duration::from_secs(1)).await {
@@ -202,7 +200,16 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
     } else {
         tend_attention(task, tmux, now).await;
     }
+    extra
+}
 
+/// What the team has cost, for the message and the budgets (with the view it came from);
+/// agents a used-up budget covers are told to wrap up.
+async fn cost_note(
+    task: &Task,
+    tmux: &Tmux,
+    now: DateTime<Utc>,
+) -> Result<(snapshot::CostNote, Option<crate::core::cost::view::CostView>)> {
     // What the team has cost: read before the lock (transcripts can be large).
     let before = task.state()?;
     crate::app::cost::read_remote(task, &before).await;
@@ -220,13 +227,28 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
     // A used-up budget: every running agent it covers is told once to wrap up (under the
     // check-in lock, so two check-ins never tell one agent twice).
     crate::app::cost::tell_wrap_up(task, tmux, &cost.standings, now).await;
+    Ok((cost, spend))
+}
 
-    // A: under the state lock, one snapshot: evaluate, open escalations, progress.md, the message.
-    let mut plan = task.update_state(now, |st| evaluate_locked(task, st, ready, extra.clone(), &cost, now))?;
-    for reason in &plan.escalated {
-        crate::app::escalation::announce(task, reason, now)?;
-    }
+/// How settling an unfinished check-in came out.
+enum Settled {
+    /// Nothing more to do this time: the report.
+    Done(CheckinReport),
+    /// Deliver `plan`, under the unfinished intent's id when it never reached the PM.
+    Go { plan: Plan, reuse_id: Option<String> },
+}
 
+#[allow(clippy::too_many_arguments)]
+async fn settle_intent(
+    task: &Task,
+    tmux: &Tmux,
+    trigger: Trigger,
+    ready: &(dyn Fn(&Loaded) -> bool + Sync),
+    extra: Vec<Signal>,
+    cost: &snapshot::CostNote,
+    mut plan: Plan,
+    now: DateTime<Utc>,
+) -> Result<Settled> {
     // An unfinished intent (a crash, or a save that failed, after it was written) is
     // settled before anything is delivered again: found in the PM's pane → recorded.
     // One left unsent in the PM's input (killed between paste and Enter) is submitted
@@ -268,10 +290,10 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
             // Still in the input (or pressed and not seen taken): the intent stays, and the
             // next check-in looks again; a fresh paste now would glue onto it.
             tracing::warn!(task = %task.name, id = %pending.id, reason = %r.reason, "the unsent check-in was not confirmed submitted");
-            return Ok(CheckinReport {
+            return Ok(Settled::Done(CheckinReport {
                 delivery: Some(r),
                 ..nothing_recorded(trigger, task, plan.ev.phase, task.state()?.next_checkin)
-            });
+            }));
         }
         if !found {
             tracing::info!(task = %task.name, id = %pending.id, "an unfinished check-in never reached the PM; delivering it");
@@ -290,7 +312,7 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
             })?;
             intent::clear(task)?;
             if rest.is_empty() {
-                return Ok(CheckinReport {
+                return Ok(Settled::Done(CheckinReport {
                     trigger,
                     skipped: true,
                     skip_reason: Some(if seen == intent::Found::Unsent {
@@ -311,14 +333,43 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
                     delivery: None,
                     recorded: true,
                     next_checkin: task.state()?.next_checkin,
-                });
+                }));
             }
-            plan = task.update_state(now, |st| evaluate_locked(task, st, ready, extra, &cost, now))?;
+            plan = task.update_state(now, |st| evaluate_locked(task, st, ready, extra, cost, now))?;
             for reason in &plan.escalated {
                 crate::app::escalation::announce(task, reason, now)?;
             }
         }
     }
+    Ok(Settled::Go { plan, reuse_id })
+}
+
+async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_>) -> Result<CheckinReport> {
+    let Cycle {
+        trigger,
+        mut extra,
+        ready,
+        schedule,
+    } = cycle;
+    let Some(_checkin_lock) = task.try_lock_checkin()? else {
+        let st = task.state()?;
+        return Ok(nothing_recorded(trigger, task, st.phase, st.next_checkin));
+    };
+
+    extra.extend(housekeeping(task, tmux, trigger, ready, now).await);
+    let (cost, spend) = cost_note(task, tmux, now).await?;
+
+    // A: under the state lock, one snapshot: evaluate, open escalations, progress.md, the message.
+    let plan = task.update_state(now, |st| evaluate_locked(task, st, ready, extra.clone(), &cost, now))?;
+    for reason in &plan.escalated {
+        crate::app::escalation::announce(task, reason, now)?;
+    }
+
+    // An unfinished intent is settled before anything is delivered again (see settle_intent).
+    let (plan, reuse_id) = match settle_intent(task, tmux, trigger, ready, extra, &cost, plan, now).await? {
+        Settled::Done(report) => return Ok(report),
+        Settled::Go { plan, reuse_id } => (plan, reuse_id),
+    };
     let Plan {
         cands,
         ev,
