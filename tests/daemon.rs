@@ -340,8 +340,22 @@ fn kill_9_loses_and_repeats_nothing_and_keeps_the_panes() {
         let st: Value = serde_json::from_slice(&std::fs::read(w.project.join("tasks/t1/pm_state.json")).unwrap())
             .expect("pm_state.json is valid JSON after every kill");
         assert_eq!(st["version"], 3);
-        // Handoffs keep arriving while no daemon runs.
+        // Handoffs keep arriving while no daemon runs; one that wakes no one (IN_PROGRESS,
+        // a raw write in odd rounds) must still be in the check-in that follows (issue 31).
         written.push(handoff(&w, "t1", "dev", "COMPLETE"));
+        if round % 2 == 0 {
+            written.push(handoff(&w, "t1", "review", "IN_PROGRESS"));
+        } else {
+            let p = w
+                .project
+                .join(format!("tasks/t1/handoffs/review-20261127-02{round:02}00.md"));
+            std::fs::write(
+                &p,
+                "# Handoff: review\n**Status:** IN_PROGRESS\n\n## Completed Work\nhalf way\n",
+            )
+            .unwrap();
+            written.push(p.to_string_lossy().into_owned());
+        }
         let log = std::fs::File::create(w.dir.path().join(format!("daemon-{round}.log"))).unwrap();
         child = Some(
             w.task()
@@ -373,6 +387,7 @@ fn kill_9_loses_and_repeats_nothing_and_keeps_the_panes() {
                 .into_owned()
         })
         .collect();
+    // No manual check-in: the last round's COMPLETE brings every handoff before it.
     let st = wait_until(
         "every handoff in the ledger",
         Duration::from_secs(30),

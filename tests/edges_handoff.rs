@@ -443,3 +443,67 @@ fn a_status_line_without_a_body_is_not_announced_when_the_body_follows_after_a_p
 fn handoff_quiet() -> Duration {
     agent_orchestrator::store::handoffs::QUIET
 }
+
+/// Issue 31: a handoff that lands while no daemon watches (down, or starting and not yet
+/// watching) is announced by no event; the check-in that follows the restart still lists it.
+#[test]
+fn handoffs_written_while_the_daemon_is_down_or_starting_are_in_the_next_checkin() {
+    let w = World::new();
+    w.start_idle_pm("t1").new_task("").run();
+    w.kill_daemon(None);
+    let dir = handoffs(&w, "t1");
+    let in_progress = |file: &str, how: &str| {
+        std::fs::write(
+            dir.join(file),
+            format!("# Handoff: dev\n**Status:** IN_PROGRESS\n\n## Completed Work\n{how}\n"),
+        )
+        .unwrap();
+    };
+    in_progress("dev-20261127-010000.md", "written while no daemon ran");
+    rename_in(&w, "t1", "test-20261127-010001.md", "IN_PROGRESS");
+
+    // The next daemon holds its lock and socket but watches nothing yet: more land then.
+    let gate = w.dir.path().join("daemon-start");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(w.dir.path().join("state/agent-orchestrator/daemon.log"))
+        .unwrap();
+    let mut child = w
+        .task()
+        .args(["daemon", "-v"])
+        .env("AO_TEST_PAUSE_DAEMON_START", &gate)
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let reached = w.dir.path().join("daemon-start.reached");
+    wait_for("the daemon in its start window", 10, || reached.exists().then_some(()));
+    in_progress("review-20261127-010002.md", "written while the daemon started");
+    rename_in(&w, "t1", "dev-20261127-010003.md", "IN_PROGRESS");
+    std::fs::write(&gate, "").unwrap();
+    wait_for("the new daemon", 10, || w.daemon_pid());
+
+    // At once a spoke finishes: its check-in lists every handoff written before it.
+    let last = "test-20261127-010004.md";
+    rename_in(&w, "t1", last, "COMPLETE");
+    announced(&w, "t1", last);
+    let inbox = w.inbox("t1", "pm");
+    assert_eq!(inbox.len(), 1, "one check-in: {inbox:#?}");
+    assert!(inbox[0].contains("New handoffs (5):"), "{}", inbox[0]);
+    for f in [
+        "dev-20261127-010000.md",
+        "test-20261127-010001.md",
+        "review-20261127-010002.md",
+        "dev-20261127-010003.md",
+    ] {
+        assert!(inbox[0].contains(f), "{f} in the check-in: {}", inbox[0]);
+    }
+    let status = ok(&run(w.task().args(["status", "t1"])));
+    assert!(status.contains("(0 not yet checked in"), "{status}");
+    // SAFETY: the daemon this test started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGKILL);
+    }
+    let _ = child.wait();
+}

@@ -131,27 +131,56 @@ fn wakes_the_pm(l: &handoff::Loaded) -> bool {
     l.handoff.status.is_terminal()
 }
 
-/// Whether any handoff not yet in the ledger, and final (complete and quiet), should wake
-/// the PM. Every pending terminal handoff is looked at, so each one's quiet time runs.
-fn terminal_pending(task: &Task, quiet: &handoffs::Quiet) -> bool {
-    let Ok(st) = task.state() else { return false };
+/// What a look at the handoffs not yet in the ledger found.
+#[derive(Debug, Default)]
+struct Pending {
+    /// A final handoff that wakes the PM is among them.
+    wake: bool,
+    /// When each of the others still settling becomes final, if it stays as it is.
+    settling: Vec<Instant>,
+}
+
+/// Look at every handoff not yet in the ledger. Each one is observed, terminal or not, so
+/// the quiet time of a file no event announced (written while no daemon watched: before a
+/// start, during a restart) runs from the first scan after the start, not from the
+/// check-in that would otherwise leave it out.
+fn pending(task: &Task, quiet: &handoffs::Quiet) -> Pending {
+    let Ok(st) = task.state() else {
+        return Pending::default();
+    };
     let dir = task.handoffs();
     let Ok(listing) = handoffs::listing(&dir) else {
-        return false;
+        return Pending::default();
     };
-    match handoffs::scan_listing(&st.ledger, &dir, &listing) {
-        Ok(found) => {
-            // Not `any`: each pending one must be looked at, so its quiet time runs.
-            let ready: Vec<bool> = found
-                .cands
-                .iter()
-                .filter(|c| wakes_the_pm(&c.loaded))
-                .map(|c| quiet.ready(&dir, &c.loaded))
-                .collect();
-            ready.contains(&true)
+    let Ok(found) = handoffs::scan_listing(&st.ledger, &dir, &listing) else {
+        return Pending::default();
+    };
+    let mut p = Pending::default();
+    for c in &found.cands {
+        if quiet.ready(&dir, &c.loaded) {
+            p.wake |= wakes_the_pm(&c.loaded);
+        } else if let Some(t) = quiet.settles_at(&c.loaded.file) {
+            p.settling.push(t.into());
         }
-        Err(_) => false,
     }
+    p
+}
+
+/// When to hold a check-in the PM must hear of, so that handoffs still settling are in it;
+/// `None` to run it now. Pure. A handoff found by a scan with no event (written while no
+/// daemon watched) settles [`handoffs::QUIET`] after it was first seen; a check-in a moment
+/// earlier leaves it out, and a handoff that wakes no one then waits for the schedule (ten
+/// minutes by default). So the check-in waits for those, once (`held`) and at most QUIET:
+/// a file still changing after that is a handoff being written, and comes later.
+fn hold_until(settling: &[Instant], now: Instant, held: bool) -> Option<Instant> {
+    if held {
+        return None;
+    }
+    settling
+        .iter()
+        .copied()
+        .filter(|t| *t > now && *t <= now + handoffs::QUIET)
+        .max()
 }
 
 /// The task's schedule from task.md `checkin:` (read each time, so an edit applies
@@ -425,6 +454,8 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
     // Whether the task has (or may have) remote agents: without any, the pull tick sleeps
     // rather than read the state every 2 s. The liveness tick sets it from the state.
     let mut remote = true;
+    // Whether the coming check-in was already held once for handoffs still settling.
+    let mut held = false;
     tracing::info!(task = %task.name, dir = %task.dir().display(), "supervising");
     loop {
         let sleep_until = due.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
@@ -463,7 +494,12 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
             }
             _ = tokio::time::sleep_until(sleep_until), if due.is_some() => {
                 due = None;
-                if terminal_pending(&task, &quiet) {
+                let found = pending(&task, &quiet);
+                let hold = if found.wake { hold_until(&found.settling, Instant::now(), held) } else { None };
+                held = hold.is_some();
+                if let Some(t) = hold {
+                    due = Some(t);
+                } else if found.wake {
                     // A failed check-in (the state could not be saved, say) is retried too;
                     // checkin::storage paces the attempts and calls a human once.
                     let retry = match checkin(&task, &tmux, &quiet, Trigger::Handoff, Vec::new()).await {
@@ -563,6 +599,24 @@ mod tests {
         assert_eq!(restart_decision(&[s(1), s(12), s(24)], s(30), s(30)), Restart::GiveUp);
         // Old restarts fall out of the window.
         assert_eq!(restart_decision(&[s(1), s(12), s(24)], s(700), s(701)), Restart::Now);
+    }
+
+    #[test]
+    fn a_checkin_waits_once_for_handoffs_about_to_settle() {
+        let now = Instant::now();
+        let q = handoffs::QUIET;
+        let ms = |m: u64| now + Duration::from_millis(m);
+        assert_eq!(hold_until(&[], now, false), None, "nothing settling: at once");
+        assert_eq!(
+            hold_until(&[ms(100), ms(600)], now, false),
+            Some(ms(600)),
+            "until the last one"
+        );
+        assert_eq!(hold_until(&[ms(600)], now, true), None, "only once");
+        assert_eq!(hold_until(&[now], now, false), None, "already due");
+        // A file that reads as incomplete settles later than QUIET: not waited for.
+        assert_eq!(hold_until(&[now + q + Duration::from_millis(1)], now, false), None);
+        assert_eq!(hold_until(&[ms(200), now + 2 * q], now, false), Some(ms(200)));
     }
 
     #[test]

@@ -273,6 +273,8 @@ pub async fn run() -> Result<()> {
     let tmux = Tmux::from_env()?;
     let (ctl_tx, mut ctl_rx) = mpsc::channel::<Control>(256);
 
+    // Test hook: a handoff written here lands before any watch, so no event announces it.
+    crate::app::checkin::hooks::pause("DAEMON_START").await;
     // The watcher first, so nothing lands between the startup scan and the watch.
     let wtx = ctl_tx.clone();
     let watcher = Watcher::start(move |seen| wtx.try_send(Control::Seen(seen)).is_ok())?;

@@ -217,6 +217,13 @@ impl Quiet {
         ready
     }
 
+    /// When `file`, observed but not vouched for by a rename, becomes final if it stays as
+    /// it was last seen; `None` for a file renamed into place or never observed.
+    pub fn settles_at(&self, file: &str) -> Option<Instant> {
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.get(file).filter(|o| !o.renamed).map(Obs::final_at)
+    }
+
     /// When the next file still settling may be final (to look again then); `None` when
     /// nothing observed is waiting.
     pub fn next_due(&self) -> Option<Instant> {
