@@ -746,6 +746,67 @@ fn a_remote_handoff_comes_home_by_the_watch_not_the_periodic_pull() {
     });
 }
 
+/// Issue 31: a handoff written on the host while its watch connects or reconnects (after
+/// the connection's pull, before the watch is live) still comes home by the watch.
+#[test]
+fn a_remote_handoff_written_while_the_watch_connects_comes_home_by_the_watch() {
+    let r = Remote::new(None);
+    let w = &r.w;
+    let gate = w.dir.path().join("remote-watch");
+    let reached = w.dir.path().join("remote-watch.reached");
+    ok(&run(r
+        .task()
+        .env("AO_DEMO_IDLE", "1")
+        .env("AO_TEST_PULL_EVERY_SECS", "3600")
+        .env("AO_TEST_PAUSE_REMOTE_WATCH", &gate)
+        .env("RUST_LOG", "agent_orchestrator=debug")
+        .args(["start", "t1", "--runtime", "demo", "--no-cron"])));
+    // Whether every pull the watch asked for has been made: a pull began and ended after
+    // its last ask (so a file written now can only come home by a later one).
+    let asked_pulls_done = || {
+        let log = w.daemon_log();
+        let lines: Vec<&str> = log.lines().collect();
+        let last_ask = lines
+            .iter()
+            .rposition(|l| l.contains("remote watch") && l.contains("pull=true"));
+        let Some(ask) = last_ask else { return Some(()) };
+        let began = lines[ask..].iter().position(|l| l.contains("pulling remote hosts"))? + ask;
+        lines[began..]
+            .iter()
+            .any(|l| l.contains("pulled remote hosts"))
+            .then_some(())
+    };
+    r.spawn_idle_dev();
+    let rhandoffs = r.rdir.join("tasks/t1/handoffs");
+    let needle = format!("d={}", rhandoffs.display());
+    for name in ["dev-20991231-235901.md", "dev-20991231-235902.md"] {
+        wait_for("the remote watch between its connection and its watch", 20, || {
+            reached.exists().then_some(())
+        });
+        wait_for("the pulls the watch asked for so far", 20, asked_pulls_done);
+        let tmp = rhandoffs.join(".dev.tmp");
+        std::fs::write(
+            &tmp,
+            "# Handoff: dev\n**Status:** COMPLETE\n\n## Completed Work\nWhile the watch connected.\n",
+        )
+        .unwrap();
+        std::fs::rename(&tmp, rhandoffs.join(name)).unwrap();
+        std::fs::write(&gate, "").unwrap();
+        wait_for(&format!("{name} in the ledger"), 15, || {
+            w.state("t1")["ledger"].get(name).map(|_| ())
+        });
+        // The connection drops (its ssh and the remote script killed): the watch
+        // reconnects after 2 s and stops in the same window again.
+        std::fs::remove_file(&gate).unwrap();
+        std::fs::remove_file(&reached).unwrap();
+        let o = Command::new("pkill").args(["-KILL", "-f", &needle]).output().unwrap();
+        assert!(o.status.success(), "the watch was running");
+    }
+    ok(&run(r.task().args(["stop", "t1"])));
+    // A watch stopped in the hook goes on and ends at its first heartbeat with no reader.
+    std::fs::write(&gate, "").unwrap();
+}
+
 #[test]
 fn doctor_names_each_host_and_command_with_its_fix_and_fails_on_a_problem() {
     let r = Remote::new(None);

@@ -1,4 +1,5 @@
-//! Diagnostics via tracing, to stderr. `RUST_LOG` wins over `-v`.
+//! Diagnostics via tracing, to stderr. `RUST_LOG` wins over `-v`. Colours only on a
+//! terminal: the daemon's stderr is its log file, read with grep and less.
 
 use tracing_subscriber::EnvFilter;
 
@@ -13,6 +14,7 @@ pub fn init(verbose: u8) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
 }

@@ -82,6 +82,7 @@ pub async fn pull_remotes(task: &Task) -> Vec<String> {
             tracing::warn!(error = %e, "cannot record the host's reachability");
         }
     }
+    tracing::debug!(task = %task.name, problems = problems.len(), "pulled remote hosts");
     if problems.is_empty() {
         PULLED.done(task, started);
     } else {

@@ -6,7 +6,14 @@
 //!
 //! The remote side is plain POSIX sh: `inotifywait -m` when the host has it (a line per
 //! close or rename), else a 200 ms poll of the folder's listing; dot files (an agent's
-//! temp file before its rename) are not changes. Either way it prints a heartbeat every
+//! temp file before its rename) are not changes. Each (re)connection pulls once the watch
+//! is live — `ready` when inotifywait says its watch is established, the poll's first
+//! `changed` after its first listing — never before: a handoff written between a pull and
+//! the watch would be seen by neither (issue 31).
+//!
+//! Test hook: `AO_TEST_PAUSE_REMOTE_WATCH=<path>` makes the remote script, before it
+//! watches, create `<path>.reached` and wait until `<path>` exists (the test's remote host
+//! shares its filesystem). Either way it prints a heartbeat every
 //! few seconds, so when our ssh client goes away the remote side ends (the write fails,
 //! SIGPIPE being ignored so the shell lives to `kill 0` the inotifywait pipeline)
 //! instead of lingering; our ssh client dies with the daemon
@@ -33,6 +40,8 @@ pub enum Line {
     Changed,
     /// Still watching (the heartbeat).
     Alive,
+    /// The watch is live from now on: pull what came before it.
+    Ready,
 }
 
 /// Read one line of the remote watch's output.
@@ -40,18 +49,28 @@ pub fn parse_line(line: &str) -> Option<Line> {
     match line.trim() {
         "changed" => Some(Line::Changed),
         "alive" => Some(Line::Alive),
+        "ready" => Some(Line::Ready),
         _ => None,
     }
 }
 
-/// The command the remote shell runs to watch `dir` (quoted: it is user-derived).
-pub fn script(dir: &str) -> String {
+/// The command the remote shell runs to watch `dir` (quoted: it is user-derived); `pause`
+/// is the test hook's gate. inotifywait's stderr joins its names so that "Watches
+/// established." can say `ready`; its other lines (setting up, an error) only cause a pull.
+pub fn script(dir: &str, pause: Option<&str>) -> String {
     let d = shell_join(&[dir]);
+    let hook = pause.map_or_else(String::new, |g| {
+        format!(
+            "g={}; : > \"$g.reached\"; n=0; while [ ! -e \"$g\" ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done; ",
+            shell_join(&[g])
+        )
+    });
     format!(
-        "trap '' PIPE; d={d}; mkdir -p -- \"$d\" || exit 1; echo alive; \
+        "trap '' PIPE; d={d}; mkdir -p -- \"$d\" || exit 1; echo alive; {hook}\
 if command -v inotifywait >/dev/null 2>&1; then \
-inotifywait -m -q -e close_write -e moved_to --format %f -- \"$d\" | \
-while IFS= read -r f; do case $f in .*) ;; *) echo changed 2>/dev/null || exit 0;; esac; done & \
+inotifywait -m -e close_write -e moved_to --format %f -- \"$d\" 2>&1 | \
+while IFS= read -r f; do case $f in 'Watches established.') echo ready 2>/dev/null || exit 0;; 'Setting up watches.'*|.*) ;; \
+*) echo changed 2>/dev/null || exit 0;; esac; done & \
 while :; do sleep 5; echo alive 2>/dev/null || break; done; kill 0; \
 else p=; n=0; \
 while :; do c=$( (ls -l --full-time -- \"$d\" 2>/dev/null || ls -l -- \"$d\") | cksum); \
@@ -76,9 +95,10 @@ async fn once(spec: &RemoteSpec, task: &str, tx: &mpsc::Sender<()>) -> Result<()
     let cwd = host.cwd().await?;
     let dir = format!("{cwd}/tasks/{task}/handoffs");
     let prefix = host.ssh_prefix();
+    let pause = std::env::var("AO_TEST_PAUSE_REMOTE_WATCH").ok();
     let mut c = Command::new(&prefix[0]);
     c.args(&prefix[1..])
-        .arg(script(&dir))
+        .arg(script(&dir, pause.as_deref()))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -97,13 +117,9 @@ async fn once(spec: &RemoteSpec, task: &str, tx: &mpsc::Sender<()>) -> Result<()
         .ok_or_else(|| Error::Remote("the remote watch has no output".into()))?;
     let mut lines = BufReader::new(out).lines();
     tracing::debug!(host = %spec.destination(), %dir, "watching remote handoffs");
-    let mut first = true;
     while let Some(line) = lines.next_line().await.map_err(|e| Error::io("read", "ssh", e))? {
-        let pull = match parse_line(&line) {
-            Some(Line::Changed) => true,
-            Some(Line::Alive) => std::mem::take(&mut first),
-            None => false,
-        };
+        let pull = matches!(parse_line(&line), Some(Line::Changed | Line::Ready));
+        tracing::debug!(host = %spec.destination(), line = %line.trim(), pull, "remote watch");
         if pull && tx.send(()).await.is_err() {
             return Ok(());
         }
@@ -122,6 +138,7 @@ mod tests {
     fn lines_are_read_strictly() {
         assert_eq!(parse_line("changed\n"), Some(Line::Changed));
         assert_eq!(parse_line("alive"), Some(Line::Alive));
+        assert_eq!(parse_line("ready"), Some(Line::Ready));
         assert_eq!(parse_line("changedx"), None);
         assert_eq!(parse_line(""), None);
     }
@@ -129,7 +146,7 @@ mod tests {
     #[test]
     fn the_folder_is_quoted_and_the_script_runs_in_sh() {
         let hostile = "/tmp/it's; rm -rf ~/$(x) `y`\n";
-        let s = script(hostile);
+        let s = script(hostile, Some(hostile));
         let out = std::process::Command::new("sh")
             .args(["-n", "-c", &s])
             .output()
@@ -149,7 +166,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let dir = d.path().join("handoffs");
         let mut child = std::process::Command::new("/bin/sh")
-            .args(["-c", &script(&dir.to_string_lossy())])
+            .args(["-c", &script(&dir.to_string_lossy(), None)])
             // Only the POSIX tools: the poll path, whether or not this machine has inotifywait.
             .env("PATH", poll_only_path(d.path()))
             .stdout(std::process::Stdio::piped())
@@ -186,7 +203,7 @@ mod tests {
         std::os::unix::fs::symlink(inotifywait, bin.join("inotifywait")).unwrap();
         let dir = d.path().join("handoffs");
         let mut child = std::process::Command::new("/bin/sh")
-            .args(["-c", &script(&dir.to_string_lossy())])
+            .args(["-c", &script(&dir.to_string_lossy(), None)])
             .env("PATH", &bin)
             .stdout(std::process::Stdio::piped())
             // Its own process group, as under sshd: the watch ends with `kill 0`.
@@ -204,18 +221,12 @@ mod tests {
             }
         });
         assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), "alive");
-        // inotifywait needs a moment to set its watch; write until it reports.
-        let mut got = None;
-        for i in 0..50 {
-            let tmp = dir.join(format!(".dev-{i}.tmp"));
-            std::fs::write(&tmp, "x").unwrap();
-            std::fs::rename(&tmp, dir.join(format!("dev-{i}.md"))).unwrap();
-            if let Ok(l) = rx.recv_timeout(Duration::from_millis(200)) {
-                got = Some(l);
-                break;
-            }
-        }
-        assert_eq!(got.as_deref(), Some("changed"));
+        // `ready` only once the watch is live: a file renamed in after it is reported.
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), "ready");
+        let tmp = dir.join(".dev.tmp");
+        std::fs::write(&tmp, "x").unwrap();
+        std::fs::rename(&tmp, dir.join("dev-1.md")).unwrap();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)).as_deref(), Ok("changed"));
         std::fs::write(dir.join(".only-a-temp"), "x").unwrap();
         let quiet = rx.recv_timeout(Duration::from_millis(500));
         assert!(quiet.is_err() || quiet.as_deref() == Ok("changed"), "{quiet:?}");
