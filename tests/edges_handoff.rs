@@ -499,11 +499,48 @@ fn handoffs_written_while_the_daemon_is_down_or_starting_are_in_the_next_checkin
     ] {
         assert!(inbox[0].contains(f), "{f} in the check-in: {}", inbox[0]);
     }
-    let status = ok(&run(w.task().args(["status", "t1"])));
-    assert!(status.contains("(0 not yet checked in"), "{status}");
+    // Delivered, then recorded: every one of them in the ledger.
+    wait_for("the check-in recorded", 10, || {
+        let status = ok(&run(w.task().args(["status", "t1"])));
+        status.contains("(0 not yet checked in").then_some(())
+    });
     // SAFETY: the daemon this test started.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGKILL);
     }
     let _ = child.wait();
+}
+
+/// Issue 31: a handoffs/ removed or moved away and made again is watched again, and a
+/// handoff written in the new folder reaches the PM.
+#[test]
+fn a_handoffs_folder_moved_or_removed_and_made_again_is_watched_again() {
+    let w = World::new();
+    w.start_idle_pm("t1").new_task("").run();
+    let dir = handoffs(&w, "t1");
+    rename_in(&w, "t1", "dev-20261127-030000.md", "COMPLETE");
+    announced(&w, "t1", "dev-20261127-030000.md");
+    let count = |needle: &str| w.daemon_log().lines().filter(|l| l.contains(needle)).count();
+    let lost = "handoffs folder was removed or moved away";
+    let back = "watching the task's handoffs folder again";
+    for (round, gone) in ["moved", "removed"].into_iter().enumerate() {
+        if gone == "moved" {
+            std::fs::rename(&dir, dir.with_file_name("handoffs.old")).unwrap();
+        } else {
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+        std::fs::create_dir(&dir).unwrap();
+        wait_until(
+            &format!("the folder {gone} and watched again"),
+            Duration::from_secs(20),
+            Duration::from_millis(50),
+            || (count(lost) > round && count(back) > round).then_some(()),
+            || w.daemon_log(),
+        );
+        let file = format!("test-20261127-03010{round}.md");
+        rename_in(&w, "t1", &file, "COMPLETE");
+        announced(&w, "t1", &file);
+    }
+    assert_eq!(count(lost), 2, "{}", w.daemon_log());
+    assert_eq!(count(back), 2, "{}", w.daemon_log());
 }

@@ -36,6 +36,9 @@ struct Entry {
     handle: actor::Handle,
     join: tokio::task::JoinHandle<()>,
     handoffs: PathBuf,
+    /// Whether its handoffs/ is watched; when not (the watch failed, the folder was removed
+    /// or moved away) the reconcile tick tries again, and the 5 s scan covers the folder.
+    watched: bool,
 }
 
 fn key(s: &Supervised) -> String {
@@ -68,12 +71,53 @@ impl Supervisor {
         }
         let t = task_of(s)?;
         let handoffs = t.handoffs();
-        if let Err(e) = self.watcher.watch(&handoffs) {
-            tracing::warn!(task = %s.task, error = %e, "the reconcile scan still covers this folder");
-        }
+        let watched = match self.watcher.watch(&handoffs) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(task = %s.task, error = %e, "the reconcile scan covers this folder, and the watch is tried again every 5 s");
+                false
+            }
+        };
         let (handle, join) = actor::spawn(t, self.tmux.clone());
-        self.entries.insert(key(s), Entry { handle, join, handoffs });
+        self.entries.insert(
+            key(s),
+            Entry {
+                handle,
+                join,
+                handoffs,
+                watched,
+            },
+        );
         Ok(())
+    }
+
+    /// A watched handoffs/ was removed or moved away: stop the watch that is left (it
+    /// follows a moved folder) and have the task look at once; [`Supervisor::rewatch`]
+    /// watches the path again when a folder is back there.
+    fn lost(&mut self, dir: &Path) {
+        let mut any = false;
+        for e in self.entries.values_mut().filter(|e| e.handoffs == dir && e.watched) {
+            e.watched = false;
+            let _ = e.handle.tx.try_send(Msg::Hint);
+            any = true;
+        }
+        if any {
+            self.watcher.unwatch(dir);
+            tracing::warn!(dir = %dir.display(), "a task's handoffs folder was removed or moved away; it is watched again when it is back (the 5 s scan covers it meanwhile)");
+        }
+    }
+
+    /// Watch again every handoffs/ that is not watched, and have its task scan once the
+    /// watch is live: a file that landed before the watch is found by that scan, one after
+    /// it by an event, so none waits for the schedule.
+    fn rewatch(&mut self) {
+        for e in self.entries.values_mut().filter(|e| !e.watched && e.handoffs.is_dir()) {
+            if self.watcher.watch(&e.handoffs).is_ok() {
+                e.watched = true;
+                let _ = e.handle.tx.try_send(Msg::Hint);
+                tracing::warn!(dir = %e.handoffs.display(), "watching the task's handoffs folder again");
+            }
+        }
     }
 
     /// Stop supervising `s`: its actor ends, its folder is no longer watched.
@@ -325,6 +369,7 @@ pub async fn run() -> Result<()> {
             _ = tokio::signal::ctrl_c() => break,
             _ = reconcile.tick() => {
                 sup.watcher.flush();
+                sup.rewatch();
                 sup.hint_all();
             }
             c = ctl_rx.recv() => match c {
@@ -339,6 +384,7 @@ pub async fn run() -> Result<()> {
                     sup.hint_all();
                 }
                 Some(Control::Seen(Seen::Rescan)) => sup.hint_all(),
+                Some(Control::Seen(Seen::Lost(dir))) => sup.lost(&dir),
                 Some(Control::Seen(Seen::Final(dir, name, how))) => sup.final_in(&dir, &name, how),
                 Some(Control::Subscribe(reply)) => {
                     let _ = reply.send((sup.registered.clone(), sup.changes.subscribe()));

@@ -30,6 +30,10 @@ pub(super) enum Seen {
     Final(PathBuf, String, How),
     /// Events were lost (queue overflow) or the watcher failed: every task should look again.
     Rescan,
+    /// A watched folder itself was removed or moved away: its watch is gone (or follows
+    /// the moved folder), so nothing in the folder at that path is seen until it is
+    /// watched again.
+    Lost(PathBuf),
 }
 
 /// The watcher; dropping it stops watching.
@@ -97,6 +101,14 @@ impl Watcher {
                     for p in &ev.paths {
                         memo::touched(p);
                     }
+                    if folder_gone(&ev.kind) {
+                        for p in ev.paths.iter().filter(|p| memo::is_watched(p)) {
+                            // Nothing kept for the folder is trusted from here on.
+                            memo::unwatched(p);
+                            pass(&mut stats, Seen::Lost(p.clone()));
+                        }
+                        return;
+                    }
                     let Some(how) = final_kind(&ev.kind) else { return };
                     for p in ev.paths {
                         if let Some(seen) = final_handoff(&p, how) {
@@ -156,6 +168,17 @@ fn test_pause(release: &Path) {
     while !release.exists() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+/// An event that may be about a watched folder itself leaving its path: inotify's
+/// DELETE_SELF and MOVE_SELF (a file's removal or rename away has the same kinds, and is
+/// told apart by its path). Pure.
+fn folder_gone(kind: &notify::EventKind) -> bool {
+    use notify::event::{ModifyKind, RenameMode};
+    matches!(
+        kind,
+        notify::EventKind::Remove(_) | notify::EventKind::Modify(ModifyKind::Name(RenameMode::From))
+    )
 }
 
 /// A close after writing (maybe one of several appends) or a rename into place (complete);

@@ -97,6 +97,11 @@ pub fn watching(dir: &Path) {
     folders().entry(dir.to_path_buf()).or_default();
 }
 
+/// Whether the watcher covers `dir` (see [`watching`]).
+pub fn is_watched(dir: &Path) -> bool {
+    folders().contains_key(dir)
+}
+
 /// The watcher no longer covers `dir`: scans `stat` every file again.
 pub fn unwatched(dir: &Path) {
     folders().remove(dir);
