@@ -8,6 +8,7 @@
 //! | `AO_TEST_PAUSE_AFTER_DELIVER=<path>` | the message is delivered, not yet recorded |
 //! | `AO_TEST_PAUSE_WORKTREE_BEFORE_MERGE=<path>` | an agent's work is committed on its branch, not merged |
 //! | `AO_TEST_PAUSE_DAEMON_START=<path>` | (the daemon, not a check-in) it holds its lock and socket, nothing is watched yet |
+//! | `AO_TEST_PAUSE_REMOTE_WATCH=<path>` | (the remote watch script, on the host) connected, its watch not yet live (see `io::remote::watch`) |
 //! | `AO_TEST_PAUSE_DELIVERY_ENTER=<path>` | any delivery has pasted, not pressed Enter (in `io::pane_lock::test_pause`: it marks `<path>.waiting` and waits at most 60 s) |
 //!
 //! At the point, the process creates `<path>.reached` and waits until `<path>` exists

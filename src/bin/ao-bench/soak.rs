@@ -300,4 +300,10 @@ pub(crate) fn bench_soak(args: &[String]) {
         100.0 * server_cpu / wall
     );
     drop(daemon);
+    // With no manual check-in anywhere, every handoff must have been recorded by the
+    // check-ins the daemon ran itself, across its kill -9s (issue 31).
+    if lost > 0 {
+        eprintln!("FAIL: {lost} handoffs never recorded");
+        std::process::exit(1);
+    }
 }
