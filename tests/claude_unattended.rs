@@ -131,6 +131,16 @@ fn a_request_the_pm_leaves_unanswered_calls_a_human_once_then_is_denied_at_the_d
         out.contains("nobody approved `curl -s http://127.0.0.1:9/` within 6 s; hand off BLOCKED"),
         "{out}"
     );
+    // And the agent, told so, handed off BLOCKED with the reason.
+    let blocked = std::fs::read_dir(cc.task_dir().join("handoffs"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap_or_default())
+        .find(|t| t.starts_with("# Handoff: explore"))
+        .unwrap_or_default();
+    assert!(
+        blocked.contains("**Status:** BLOCKED") && blocked.contains("nobody approved"),
+        "{blocked}"
+    );
     // The escalation closed with the decision.
     assert_eq!(
         cc.state()["escalations"].as_array().map(Vec::len),

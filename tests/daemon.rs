@@ -855,3 +855,79 @@ fn the_daemons_answers_keep_the_clis_output_refusals_and_exit_codes() {
     assert!(out.contains("t1: check-in by the daemon: "), "{out}");
     let _ = run(w.task().args(["shutdown"]));
 }
+
+/// A permission request pending while the daemon is killed: the hook that asked keeps
+/// waiting, the restarted daemon's check-ins still name it, and it is decided exactly once.
+#[test]
+fn a_permission_request_survives_a_daemon_kill_and_is_decided_once() {
+    let w = World::new();
+    w.start_idle_pm("t1")
+        .new_task("permit_timeout: 60s\npermit_deadline: 120s")
+        .run();
+    let req = serde_json::json!({"tool_name": "Bash", "tool_input": {"command": "pip install -e ."}});
+    let mut hook = w
+        .task()
+        .args(["hook", "permission-request"])
+        .env("TASK_NAME", "t1")
+        .env("TASK_DIR", w.project.join("tasks/t1"))
+        .env("TASK_AGENT", "dev")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    hook.stdin
+        .take()
+        .unwrap()
+        .write_all(&serde_json::to_vec(&req).unwrap())
+        .unwrap();
+    // The PM is told at once, with the request's id.
+    let id = wait_for("the request in the PM's check-in", 20, || {
+        w.inbox("t1", "pm").iter().find_map(|m| {
+            let at = m.find("task permit t1 p-")? + "task permit t1 ".len();
+            Some(m[at..at + 10].to_string())
+        })
+    });
+    w.kill_daemon(None);
+    let mut daemon = Some(w.start_daemon(None));
+    // Still pending after the restart, and named again by the next check-in.
+    let st: Value = serde_json::from_str(&ok(&run(w.task().args(["status", "t1", "--json"])))).unwrap();
+    assert_eq!(st["task"]["permissions"][0]["id"], id.as_str(), "{st}");
+    ok(&run(w.task().args(["checkin", "t1"])));
+    let told = w.inbox("t1", "pm").iter().filter(|m| m.contains(&id)).count();
+    assert_eq!(told, 2, "{:?}", w.inbox("t1", "pm"));
+    assert!(
+        hook.try_wait().unwrap().is_none(),
+        "the hook still waits for its answer"
+    );
+
+    // Killed again; the PM answers while no daemon runs, then a human tries too.
+    w.kill_daemon(daemon.take());
+    let permit = |agent: Option<&str>, answer: &str| {
+        let mut c = w.task();
+        c.args(["permit", "t1", &id, answer]);
+        match agent {
+            Some(a) => c.env("TASK_AGENT", a).env("TASK_NAME", "t1"),
+            None => c.env_remove("TASK_AGENT"),
+        };
+        run(&mut c)
+    };
+    ok(&permit(Some("pm"), "allow"));
+    assert_eq!(permit(None, "deny").status.code(), Some(1), "decided once");
+    let out = hook.wait_with_output().unwrap();
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        answer["hookSpecificOutput"]["decision"]["behavior"], "allow",
+        "{answer}"
+    );
+    let decided = w.events_of("t1", "permission_decision");
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(
+        (&decided[0]["data"]["id"], &decided[0]["data"]["by"]),
+        (&id.as_str().into(), &"pm".into())
+    );
+    // A restarted daemon no longer names it.
+    let _daemon = w.start_daemon(None);
+    let st: Value = serde_json::from_str(&ok(&run(w.task().args(["status", "t1", "--json"])))).unwrap();
+    assert_eq!(st["task"]["permissions"].as_array().map(Vec::len), Some(0), "{st}");
+}

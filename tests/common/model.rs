@@ -737,7 +737,18 @@ fn script(
             "Nothing to act on yet; waiting for the next check-in.".into(),
         )),
         Intent::HandOff { task, agent } => {
-            let (status, next, body) = spoke_report(agent);
+            let (mut status, next, mut body) = spoke_report(agent);
+            // Told that its first command was denied and to hand off BLOCKED: it does.
+            let denied = ask_first
+                .and(results.first())
+                .filter(|r| r.contains("hand off BLOCKED"));
+            if let Some(why) = denied {
+                status = "BLOCKED";
+                body = format!(
+                    "## Blockers\nMy command was refused: {}\n",
+                    why.lines().next().unwrap_or("")
+                );
+            }
             let next = next.map(|n| format!(" --next {n}")).unwrap_or_default();
             steps.push(Step::Run(format!(
                 "task handoff {task} --from {agent} --status {status}{next} --body-file - <<'EOF'\n{body}EOF"
