@@ -927,7 +927,8 @@ fn a_permission_request_survives_a_daemon_kill_and_is_decided_once() {
         (&id.as_str().into(), &"pm".into())
     );
     // A restarted daemon no longer names it.
-    let _daemon = w.start_daemon(None);
+    let daemon = w.start_daemon(None);
     let st: Value = serde_json::from_str(&ok(&run(w.task().args(["status", "t1", "--json"])))).unwrap();
     assert_eq!(st["task"]["permissions"].as_array().map(Vec::len), Some(0), "{st}");
+    w.kill_daemon(Some(daemon));
 }
