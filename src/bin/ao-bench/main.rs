@@ -23,12 +23,16 @@
 //!       agents in git worktrees in a repository of N files: the spawn beside a shared one
 //!       and a raw `git worktree add`; the check-in that merges (fast-forward, merge commit)
 //!       beside one with nothing to merge and the same git commands run raw.
+//!   ao-bench permit [--runs N]
+//!       the permission broker: a request decided by rule (the whole hook) beside
+//!       `task --version`; a request to the PM's check-in beside a handoff's check-in.
 //!   ao-bench generate DIR [--handoffs N] [--artifacts N]
 //!       only write the generated task (DIR/tasks/bench).
 //!
 //! Build with `cargo build --release` first; the figures go in README.md's Performance section.
 
 mod daemon;
+mod permit;
 mod remote;
 mod soak;
 mod status;
@@ -127,6 +131,7 @@ fn main() {
         Some("daemon") => daemon::bench_daemon(&args),
         Some("remote") => remote::bench_remote(&args),
         Some("soak") => soak::bench_soak(&args),
+        Some("permit") => permit::bench_permit(&args),
         Some("ui") => ui::bench_ui(&args),
         Some("usage") => usage::bench_usage(&args),
         Some("worktree") => worktree::bench_worktree(&args),
@@ -138,7 +143,7 @@ fn main() {
         }
         _ => {
             eprintln!(
-                "usage: ao-bench status [--handoffs N] [--artifacts N] [--runs N] | tmux [--runs N] | daemon | remote [--handoffs N] [--runs N] | soak [--tasks N] [--minutes N] | ui [--tasks N] [--idle-secs N] | usage [--agents N] [--mb N] | worktree [--files N] [--runs N] | generate DIR"
+                "usage: ao-bench status [--handoffs N] [--artifacts N] [--runs N] | tmux [--runs N] | daemon | remote [--handoffs N] [--runs N] | soak [--tasks N] [--minutes N] | permit [--runs N] | ui [--tasks N] [--idle-secs N] | usage [--agents N] [--mb N] | worktree [--files N] [--runs N] | generate DIR"
             );
             std::process::exit(2);
         }
