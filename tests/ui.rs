@@ -369,3 +369,48 @@ fn without_a_terminal_task_ui_says_what_to_use_instead() {
     assert!(stderr(&o).contains("task ui needs a terminal"), "{}", stderr(&o));
     assert!(stderr(&o).contains("task status --json"), "{}", stderr(&o));
 }
+
+/// A permission request no rule answered shows under Needs you at once, with the command
+/// escaped; `a` answers it as a human, the waiting hook goes on with the answer, and the
+/// row goes.
+#[test]
+fn a_permission_request_shows_under_needs_you_and_a_allows_it() {
+    let w = World::new();
+    w.start_idle_pm("t1")
+        .new_task("permit_timeout: 60s\npermit_deadline: 120s")
+        .run();
+    let ui = UiPane::start(&w, &[]);
+    ui.wait("the task", 10, |s| s.contains("nothing needs you"));
+    let req = serde_json::json!({"tool_name": "Bash", "tool_input": {"command": "pip install -e .\necho \"$(id)\""}});
+    let mut hook = w
+        .task()
+        .args(["hook", "permission-request"])
+        .env("TASK_NAME", "t1")
+        .env("TASK_DIR", w.project.join("tasks/t1"))
+        .env("TASK_AGENT", "dev")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        hook.stdin
+            .take()
+            .unwrap()
+            .write_all(&serde_json::to_vec(&req).unwrap())
+            .unwrap();
+    }
+    ui.wait("the request under Needs you", 10, |_| ui.needs_row("permit", "t1/dev"));
+    let s = ui.screen();
+    assert!(s.contains(r#"wants to run "pip install -e .\necho \"$(id)\"""#), "{s}");
+    ui.keys(&["a"]);
+    ui.wait("the answer on the bottom line", 10, |s| s.contains(": allow (by you)"));
+    let out = hook.wait_with_output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["decision"]["behavior"], "allow", "{v}");
+    let decided = w.events_of("t1", "permission_decision");
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(decided[0]["data"]["by"], "human");
+    ui.wait("the row gone", 10, |s| s.contains("nothing needs you"));
+    ui.keys(&["q"]);
+}

@@ -50,6 +50,16 @@ pub(super) async fn checkin(t: &Task, ctx: &Ctx) -> String {
     }
 }
 
+/// Answer permission request `id` of `t` as a human (what `task permit` does without
+/// `TASK_AGENT`); the hook waiting on it goes on at once.
+pub(super) fn permit(t: &Task, id: &str, allow: bool) -> String {
+    match app::broker::permit(t, id, allow, false, None, "human") {
+        Ok((d, true)) => format!("{}/{id}: {} (by you)", t.name, d.decision),
+        Ok((d, false)) => format!("{}/{id} was already decided: {} by {}", t.name, d.decision, d.by),
+        Err(e) => format!("could not answer {}/{id}: {e}", t.name),
+    }
+}
+
 /// Stop one agent: end its session, mark it stopped, free its lane; its files stay.
 /// (`task stop` ends the whole task; the UI's `x` is about the one agent selected.)
 pub(super) async fn stop_agent(t: &Task, ctx: &Ctx, agent: &str) -> String {

@@ -136,6 +136,8 @@ struct Selection {
     event_file: Option<String>,
     /// The selected Needs-you item's key.
     need_key: Option<String>,
+    /// The selected Needs-you item's permission request: (task index, id).
+    permit: Option<(usize, String)>,
 }
 
 impl Selection {
@@ -153,6 +155,9 @@ impl Selection {
             }),
             need_key: (ui.focus == Focus::Needs)
                 .then(|| needs.get(ui.cursor[0]).map(model::Need::key))
+                .flatten(),
+            permit: (ui.focus == Focus::Needs)
+                .then(|| needs.get(ui.cursor[0]).and_then(|n| n.permit.clone()))
                 .flatten(),
         }
     }
@@ -235,6 +240,14 @@ fn act(
                 out
             }
             None => nothing(),
+        },
+        Action::Permit(allow) => match sel.permit {
+            Some((i, id)) => {
+                let out = actions::permit(&src.tasks[i], &id, allow);
+                src.reload(i);
+                out
+            }
+            None => "select a permit row under Needs you to answer it".into(),
         },
         Action::Quit | Action::Redraw => return Ok(()),
     };

@@ -66,6 +66,8 @@ pub enum Action {
     Progress,
     /// Hide the selected "Needs you" item until it changes.
     Seen,
+    /// Answer the selected permission request as a human: allow (`true`) or deny.
+    Permit(bool),
     /// Something on screen changed; draw again.
     Redraw,
 }
@@ -83,6 +85,7 @@ pub const HELP: &[(&str, &str)] = &[
     ("x", "stop the agent (asks first)"),
     ("p", "progress.md of the task in $PAGER"),
     ("s", "mark the Needs-you item seen (it comes back if it changes)"),
+    ("a / d", "allow / deny the selected permission request (as a human)"),
     ("/", "filter tasks, agents and events (Esc clears)"),
     ("?", "this help"),
     ("q / Ctrl-C", "quit"),
@@ -209,6 +212,8 @@ impl UiState {
             KeyCode::Char('p') => Some(Action::Progress),
             KeyCode::Enter => Some(Action::Enter),
             KeyCode::Char('c') => self.refuse_if_read_only(Action::Checkin),
+            KeyCode::Char('a') => self.refuse_if_read_only(Action::Permit(true)),
+            KeyCode::Char('d') => self.refuse_if_read_only(Action::Permit(false)),
             KeyCode::Char('m') => {
                 let a = self.refuse_if_read_only(Action::Redraw);
                 if !self.read_only {
@@ -266,12 +271,19 @@ mod tests {
     }
 
     #[test]
+    fn a_and_d_answer_a_permission_request() {
+        let mut s = UiState::default();
+        assert_eq!(s.key(k('a'), [1, 1, 1]), Some(Action::Permit(true)));
+        assert_eq!(s.key(k('d'), [1, 1, 1]), Some(Action::Permit(false)));
+    }
+
+    #[test]
     fn read_only_refuses_every_action_but_looking() {
         let mut s = UiState {
             read_only: true,
             ..Default::default()
         };
-        for c in ['m', 'x', 'c'] {
+        for c in ['m', 'x', 'c', 'a', 'd'] {
             assert_eq!(s.key(k(c), [1, 1, 1]), Some(Action::Redraw));
             assert_eq!(s.mode, Mode::Normal);
             assert!(s.note.as_deref().unwrap().contains("read-only"));

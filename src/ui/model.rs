@@ -28,6 +28,8 @@ pub struct TaskView {
 pub enum Why {
     /// The agent's screen shows a dialog (permission, trust, login…).
     Dialog,
+    /// The agent waits for a permission no rule gave (the PM is asked too); `a`/`d` answer.
+    Permit,
     /// The supervisor called a human (PM out of restarts, storage trouble…).
     Escalation,
     /// The agent's pane died while it was supposed to run.
@@ -47,6 +49,7 @@ impl Why {
     pub fn word(self) -> &'static str {
         match self {
             Why::Dialog => "dialog",
+            Why::Permit => "permit",
             Why::Escalation => "escalated",
             Why::Dead => "dead",
             Why::Blocked => "blocked",
@@ -70,6 +73,8 @@ pub struct Need {
     pub text: String,
     /// Since when, when known.
     pub since: Option<DateTime<Utc>>,
+    /// For a permission request: its task's index in the list and its id (`a`/`d` answer it).
+    pub permit: Option<(usize, String)>,
 }
 
 impl Need {
@@ -96,16 +101,39 @@ fn is_dead(state: &str, pane: Option<PaneState>) -> bool {
 /// leaving out items whose key is in `seen`.
 pub fn needs(tasks: &[TaskView], seen: &BTreeSet<String>) -> Vec<Need> {
     let mut out = Vec::new();
-    for t in tasks {
+    for (index, t) in tasks.iter().enumerate() {
         let s = &t.status;
         let task = s.task.clone();
-        for e in &s.escalations {
+        for p in &s.permissions {
+            // Quoted and escaped as `task status` shows it: the text is the agent's, not ours.
+            let what = if p.tool == "Bash" {
+                format!("wants to run {:?}", p.command)
+            } else {
+                format!("wants to use {}: {:?}", p.tool, p.command)
+            };
+            out.push(Need {
+                why: Why::Permit,
+                task: task.clone(),
+                agent: Some(p.agent.clone()),
+                text: crate::core::handoff::one_line(&format!("{what} ({}); a allow, d deny", p.why), 200),
+                since: Some(p.since),
+                permit: Some((index, p.id.clone())),
+            });
+        }
+        // A request's own escalation (the human called for it) is its row above.
+        let asks = |reason: &str| {
+            s.permissions
+                .iter()
+                .any(|p| reason.starts_with(&format!("{} asks permission ({})", p.agent, p.id)))
+        };
+        for e in s.escalations.iter().filter(|e| !asks(&e.reason)) {
             out.push(Need {
                 why: Why::Escalation,
                 task: task.clone(),
                 agent: None,
                 text: crate::core::handoff::one_line(&e.reason, 200),
                 since: Some(e.time),
+                permit: None,
             });
         }
         for b in &s.blockers {
@@ -120,6 +148,7 @@ pub fn needs(tasks: &[TaskView], seen: &BTreeSet<String>) -> Vec<Need> {
                     .find(|a| a.name == b.agent)
                     .and_then(|a| a.last_handoff_time.as_deref())
                     .and_then(parse_stamp),
+                permit: None,
             });
         }
         for a in &s.agents {
@@ -145,6 +174,7 @@ pub fn needs(tasks: &[TaskView], seen: &BTreeSet<String>) -> Vec<Need> {
                     agent: agent.clone(),
                     text,
                     since: Some(at.since),
+                    permit: None,
                 });
             } else if a.waiting_for_human {
                 out.push(Need {
@@ -153,6 +183,7 @@ pub fn needs(tasks: &[TaskView], seen: &BTreeSet<String>) -> Vec<Need> {
                     agent: agent.clone(),
                     text: "its screen shows a dialog".into(),
                     since: None,
+                    permit: None,
                 });
             }
             if is_dead(&a.state, a.pane) {
@@ -174,6 +205,7 @@ pub fn needs(tasks: &[TaskView], seen: &BTreeSet<String>) -> Vec<Need> {
                     agent: agent.clone(),
                     text: format!("{how}; Enter to look, or restart it"),
                     since,
+                    permit: None,
                 });
             }
             if a.pane == Some(PaneState::Unreachable) || a.unreachable_since.is_some() {
@@ -183,6 +215,7 @@ pub fn needs(tasks: &[TaskView], seen: &BTreeSet<String>) -> Vec<Need> {
                     agent: agent.clone(),
                     text: format!("host {} does not answer", a.host),
                     since: a.unreachable_since,
+                    permit: None,
                 });
             }
         }
@@ -193,6 +226,7 @@ pub fn needs(tasks: &[TaskView], seen: &BTreeSet<String>) -> Vec<Need> {
                 agent: Some(l.agent.clone()),
                 text: format!("lane held but silent for {}", ago(l.idle_secs.unwrap_or(0))),
                 since: l.since,
+                permit: None,
             });
         }
     }

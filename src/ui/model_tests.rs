@@ -223,3 +223,42 @@ fn a_dead_agent_is_dated_by_the_supervisors_record_of_its_death() {
     let n = needs(&[t], &BTreeSet::new());
     assert_eq!((n[0].why, n[0].since), (Why::Dead, Some(died)));
 }
+
+#[test]
+fn a_permission_request_is_one_row_with_its_id_and_its_escalation_is_not_repeated() {
+    let mut t = task("t1", vec![agent("pm", "running"), agent("dev", "running")]);
+    t.status.permissions.push(crate::core::status::PermissionRow {
+        id: "p-0123abcd".into(),
+        agent: "dev".into(),
+        tool: "Bash".into(),
+        command: "pip install -e .".into(),
+        why: "no rule allows `pip install -e .`".into(),
+        since: t0() - chrono::Duration::minutes(6),
+    });
+    t.status.escalations.push(crate::core::model::Escalation {
+        time: t0() - chrono::Duration::minutes(1),
+        reason: "dev asks permission (p-0123abcd): `pip install -e .`; answer with `task permit t1 p-0123abcd allow`"
+            .into(),
+    });
+    t.status.escalations.push(crate::core::model::Escalation {
+        time: t0(),
+        reason: "the PM died 4 times".into(),
+    });
+    let other = task("t2", Vec::new());
+    let n = needs(&[other, t], &BTreeSet::new());
+    assert_eq!(n.len(), 2, "{n:#?}");
+    assert_eq!(n[0].why, Why::Permit);
+    assert_eq!(
+        n[0].permit,
+        Some((1, "p-0123abcd".to_string())),
+        "the task's index and the id"
+    );
+    assert_eq!(n[0].agent.as_deref(), Some("dev"));
+    assert!(
+        n[0].text.starts_with("wants to run \"pip install -e .\""),
+        "{}",
+        n[0].text
+    );
+    assert!(n[0].text.ends_with("a allow, d deny"), "{}", n[0].text);
+    assert_eq!((n[1].why, n[1].text.as_str()), (Why::Escalation, "the PM died 4 times"));
+}

@@ -36,7 +36,7 @@ impl Theme {
 
     fn why(self, w: Why) -> Style {
         match w {
-            Why::Dialog | Why::Escalation | Why::Dead => self.fg(Color::Red).add_modifier(Modifier::BOLD),
+            Why::Dialog | Why::Permit | Why::Escalation | Why::Dead => self.fg(Color::Red).add_modifier(Modifier::BOLD),
             Why::Blocked | Why::Unreachable => self.fg(Color::Yellow),
             Why::StaleLane | Why::Paused => self.fg(Color::Cyan),
         }

@@ -10,8 +10,8 @@ use crate::ui::{self, Options, Scope};
 /// The `task ui --help` epilogue: what the screen shows and every key.
 pub(crate) const AFTER_HELP: &str = "\
 The screen, top to bottom:
-  Needs you         most urgent first: a dialog waiting on an agent's screen, escalations,
-                    dead agents, BLOCKED handoffs, unreachable hosts, stale lanes, paused
+  Needs you         most urgent first: a dialog waiting on an agent's screen, a permission
+                    request no rule answered (a/d answer it), escalations, dead agents, BLOCKED handoffs, unreachable hosts, stale lanes, paused
                     agents (with their resume time). Each row: why, task/agent, what, since.
   Tasks and agents  every task (phase, last and next check-in) and its agents (state,
                     last handoff status, idle time, lane, recommended next, host)
@@ -25,6 +25,7 @@ Keys:
   m                 message the agent (verified delivery, the outcome is shown)
   c                 check in the task now        x   stop the agent (asks first)
   p                 progress.md in $PAGER        s   mark a Needs-you item seen
+  a / d             allow / deny the selected permission request (you decide, once)
   /                 filter by task/agent name    ?   all keys        q   quit
 
 Updates come from file watches on each task folder (pm_state.json, events.jsonl,
