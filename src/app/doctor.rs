@@ -200,7 +200,7 @@ fn claude_permissions(root: Option<&Path>) -> Check {
 /// warning when missing (they then ask before each command), since the demo and the
 /// protocol's own commands work without it.
 fn sandbox() -> Check {
-    match crate::io::sandbox::check() {
+    match crate::io::sandbox::check(crate::io::sandbox::CLAUDE_TOOLS) {
         Ok(()) => Check::ok("sandbox", "bubblewrap and socat found; a trial sandbox ran"),
         Err(why) => Check::warning(
             "sandbox",

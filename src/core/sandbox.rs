@@ -128,6 +128,44 @@ pub fn claude_settings(p: &Policy, read_only: &[PathBuf], home: &Path) -> Value 
     })
 }
 
+/// Codex CLI's own sandbox for a policy, as the values of its command line
+/// (`--sandbox {sandbox_mode} -c sandbox_workspace_write.writable_roots={writable_roots}
+/// -c sandbox_workspace_write.network_access={network_access}`). On: `workspace-write`,
+/// its working folder writable as always, plus the task folder and task.md's
+/// `sandbox_write:`; the network on only when task.md names domains (Codex cannot allow
+/// some domains and not others). Off (`None`): no sandbox, as the profile ran before.
+/// Codex's sandbox does not hide reads (the secrets list) nor keep other tasks' folders
+/// read-only inside the working folder: README's runtime table says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodexSandbox {
+    /// `workspace-write` or `danger-full-access`.
+    pub mode: &'static str,
+    /// A TOML array of paths.
+    pub writable_roots: String,
+    /// `true` or `false`.
+    pub network_access: &'static str,
+}
+
+/// See [`CodexSandbox`]. Pure.
+pub fn codex_sandbox(p: Option<&Policy>, task_dir: &str, home: &Path) -> CodexSandbox {
+    let Some(p) = p else {
+        return CodexSandbox {
+            mode: "danger-full-access",
+            writable_roots: "[]".into(),
+            network_access: "true",
+        };
+    };
+    let roots: Vec<String> = std::iter::once(task_dir.to_string())
+        .chain(p.write.iter().map(|w| expand(w, home)))
+        .collect();
+    CodexSandbox {
+        mode: "workspace-write",
+        // TOML basic strings take JSON's escapes: a path with a quote stays one string.
+        writable_roots: serde_json::to_string(&roots).unwrap_or_else(|_| "[]".into()),
+        network_access: if p.domains.is_empty() { "false" } else { "true" },
+    }
+}
+
 /// One agent's sandbox as it was started: for the spawn event, `task start` and status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum State {
@@ -169,7 +207,7 @@ pub fn decide(p: &Policy, runtime: &str, runtime_supports: bool, machine: Result
         (Mode::Off, _, _) => Ok(State::Off),
         (Mode::On, false, _) => Ok(State::Unsupported),
         (Mode::Required, false, _) => Err(format!(
-            "sandbox: required, but runtime '{runtime}' has no sandbox the supervisor can turn on (Claude Code has); \
+            "sandbox: required, but runtime '{runtime}' has no sandbox the supervisor can turn on (Claude Code and Codex have); \
              set sandbox: on or off for it in task.md's Agent Config"
         )),
         (_, true, Ok(())) => Ok(State::On),
@@ -201,6 +239,25 @@ mod tests {
         assert_eq!(policy("pm", settings(&[("sandbox", "on")])).unwrap().mode, Mode::On);
         let e = policy("dev", settings(&[("sandbox", "maybe")])).unwrap_err();
         assert!(e.contains("\"maybe\"") && e.contains("on, off, required"), "{e}");
+    }
+
+    #[test]
+    fn codex_gets_workspace_write_with_the_task_folder_and_network_only_for_domains() {
+        let home = Path::new("/home/u");
+        let off = codex_sandbox(None, "/p/tasks/t", home);
+        assert_eq!((off.mode, off.network_access), ("danger-full-access", "true"));
+        let p = policy("dev", settings(&[("sandbox_write", "~/.cargo/registry, /opt/c\"x")])).unwrap();
+        let on = codex_sandbox(Some(&p), "/p/tasks/t", home);
+        assert_eq!(on.mode, "workspace-write");
+        assert_eq!(on.network_access, "false");
+        assert_eq!(
+            on.writable_roots,
+            r#"["/p/tasks/t","/home/u/.cargo/registry","/opt/c\"x"]"#
+        );
+        let v: toml::Value = toml::from_str(&format!("r = {}", on.writable_roots)).unwrap();
+        assert_eq!(v["r"][2].as_str(), Some("/opt/c\"x"), "the array is TOML too");
+        let p = policy("dev", settings(&[("network", "crates.io")])).unwrap();
+        assert_eq!(codex_sandbox(Some(&p), "/t", home).network_access, "true");
     }
 
     #[test]

@@ -113,6 +113,27 @@ pub struct Vars<'a> {
     pub task_dir: &'a str,
     pub permission_mode: &'a str,
     pub settings: &'a str,
+    /// Codex's sandbox ([`crate::core::sandbox::CodexSandbox`]).
+    pub codex: &'a crate::core::sandbox::CodexSandbox,
+}
+
+/// A sandbox the supervisor knows how to turn on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxKind {
+    /// Claude Code's, through `--settings`.
+    Claude,
+    /// Codex CLI's, through `--sandbox` and `-c` overrides.
+    Codex,
+}
+
+impl SandboxKind {
+    /// The programs it needs on PATH.
+    pub fn tools(self) -> &'static [&'static str] {
+        match self {
+            SandboxKind::Claude => crate::io::sandbox::CLAUDE_TOOLS,
+            SandboxKind::Codex => crate::io::sandbox::CODEX_TOOLS,
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -245,6 +266,9 @@ fn substitute(template: &str, v: &Vars<'_>, prompt: &str) -> String {
         .replace("{task_dir}", v.task_dir)
         .replace("{permission_mode}", v.permission_mode)
         .replace("{settings}", v.settings)
+        .replace("{sandbox_mode}", v.codex.mode)
+        .replace("{writable_roots}", &v.codex.writable_roots)
+        .replace("{network_access}", v.codex.network_access)
         .replace("{prompt}", prompt)
 }
 
@@ -308,10 +332,17 @@ impl Runtime {
         Ok(mode)
     }
 
-    /// Whether the argv carries `{settings}` (Claude Code's `--settings`): only such a
-    /// runtime can be given allow rules and a sandbox per agent.
-    pub fn uses_settings(&self) -> bool {
-        self.profile.argv.iter().any(|a| a.contains("{settings}"))
+    /// Which sandbox the supervisor can turn on for this runtime, by what its argv
+    /// carries: Claude Code's (`{settings}`), Codex's (`{sandbox_mode}`), or none.
+    pub fn sandbox_kind(&self) -> Option<SandboxKind> {
+        let has = |p: &str| self.profile.argv.iter().any(|a| a.contains(p));
+        if has("{settings}") {
+            Some(SandboxKind::Claude)
+        } else if has("{sandbox_mode}") {
+            Some(SandboxKind::Codex)
+        } else {
+            None
+        }
     }
 
     /// Whether this runtime's command line carries a permission mode at all.
@@ -390,6 +421,7 @@ mod tests {
             task_dir: "/p/tasks/t",
             permission_mode: "default",
             settings: "{}",
+            codex: &crate::core::sandbox::codex_sandbox(None, "/p/tasks/t", Path::new("/home/u")),
         };
         assert_eq!(rt.argv(&v).unwrap(), vec!["/bin/sh", "--agent=dev", "a;$(x)"]);
         let long = "y".repeat(11);

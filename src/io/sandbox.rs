@@ -11,13 +11,19 @@ pub const INSTALL: &str = "sudo apt-get install bubblewrap socat";
 /// How long the trial sandbox may take to start and exit.
 const TRIAL_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// `Ok` when a sandboxed command can run here; otherwise why not, with the fix.
-pub fn check() -> Result<(), String> {
+/// What Claude Code's sandbox needs on PATH (bubblewrap, and socat for its network proxy).
+pub const CLAUDE_TOOLS: &[&str] = &["bwrap", "socat"];
+/// What Codex's sandbox needs on PATH.
+pub const CODEX_TOOLS: &[&str] = &["bwrap"];
+
+/// `Ok` when a sandboxed command can run here with `tools`; otherwise why not, with the fix.
+pub fn check(tools: &[&str]) -> Result<(), String> {
     if !cfg!(target_os = "linux") {
         return Err("the supervisor turns the sandbox on only on Linux (bubblewrap)".into());
     }
-    let missing: Vec<&str> = ["bwrap", "socat"]
-        .into_iter()
+    let missing: Vec<&str> = tools
+        .iter()
+        .copied()
         .filter(|p| crate::io::program::which(p).is_none())
         .collect();
     if !missing.is_empty() {

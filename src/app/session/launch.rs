@@ -36,6 +36,7 @@ fn agent_env(ctx: &Ctx, task: &Task, agent: &str, role: &str) -> Vec<(String, St
         "AO_DEMO_SHOW_PASTE",
         "XDG_CONFIG_HOME",
         "HOME",
+        "TMPDIR",
     ] {
         if let Ok(v) = std::env::var(k) {
             env.push((k.into(), v));
@@ -95,12 +96,23 @@ pub(crate) async fn start_agent(
     let prompt_file = save_preamble(task, agent, preamble_text, now)?;
     let built = launch.argv(ctx, rt, preamble_text, &prompt_file)?;
     let argv = built.argv;
+    let mut env = agent_env(ctx, task, agent, role);
+    if built.sandbox == crate::core::sandbox::State::On
+        && rt.sandbox_kind() == Some(crate::io::runtime::SandboxKind::Codex)
+    {
+        // Codex's sandbox keeps /tmp read-only (another task's files may be there); the
+        // agent's temp files go to a folder of its own, which it may write.
+        let tmp = task.scratchpad().join(agent).join("tmp");
+        std::fs::create_dir_all(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
+        env.retain(|(k, _)| k != "TMPDIR");
+        env.push(("TMPDIR".into(), tmp.display().to_string()));
+    }
     let pane = ctx
         .tmux
         .new_session(&SessionSpec {
             name: &session,
             cwd,
-            env: agent_env(ctx, task, agent, role),
+            env,
             argv: argv.clone(),
         })
         .await?;

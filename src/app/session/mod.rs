@@ -73,7 +73,19 @@ impl Launch<'_> {
         let spec = self.task.spec()?;
         let mode = rt.permission_mode(&spec)?;
         let may_spawn = crate::store::roster::for_task(self.task)?.may_spawn(self.agent);
-        let (sandbox, sandbox_settings) = self.sandbox(&spec, rt)?;
+        let (sandbox, policy) = self.sandbox(&spec, rt)?;
+        let home = dirs::home_dir().unwrap_or_else(|| PathBuf::from("/nonexistent"));
+        let sandbox_settings = policy
+            .as_ref()
+            .filter(|_| rt.sandbox_kind() == Some(runtime::SandboxKind::Claude))
+            .map(|p| crate::core::sandbox::claude_settings(p, &other_tasks(self.task), &home));
+        let codex = crate::core::sandbox::codex_sandbox(
+            policy
+                .as_ref()
+                .filter(|_| rt.sandbox_kind() == Some(runtime::SandboxKind::Codex)),
+            self.task_dir,
+            &home,
+        );
         let rules = crate::core::rules::for_agent(self.agent, |k| spec.setting(k).map(str::to_string))
             .map_err(|e| Error::BadInput(format!("task '{}': {e} (task.md, Agent Config)", self.task.name)))?;
         let hook = crate::core::shell::shell_join(&[
@@ -106,6 +118,7 @@ impl Launch<'_> {
             task_dir: self.task_dir,
             permission_mode: &mode,
             settings: &settings,
+            codex: &codex,
         })?;
         Ok(Built { argv, sandbox })
     }
@@ -114,16 +127,16 @@ impl Launch<'_> {
         &self,
         spec: &crate::core::model::TaskSpec,
         rt: &Runtime,
-    ) -> Result<(crate::core::sandbox::State, Option<serde_json::Value>)> {
+    ) -> Result<(crate::core::sandbox::State, Option<crate::core::sandbox::Policy>)> {
         sandbox_of(self.task, spec, self.agent, rt, self.remote)
     }
 }
 
 /// An agent's sandbox (see [`crate::core::sandbox`]): its policy from task.md, whether the
-/// runtime takes one (its argv carries `{settings}`: Claude Code) and whether this machine
-/// can give it; with the settings that turn it on. Writable beyond the agent's working
-/// folder and the task folder (`--add-dir`): the build caches task.md lists. Other tasks'
-/// folders are not writable, even when they sit in the working folder. `Err` when the
+/// runtime takes one (Claude Code's or Codex's, [`Runtime::sandbox_kind`]) and whether this
+/// machine can give it; with the policy to turn it on when it is on. Writable beyond the
+/// agent's working folder and the task folder: the build caches task.md lists; for Claude
+/// Code, other tasks' folders stay read-only even inside the working folder. `Err` when the
 /// agent requires a sandbox it cannot have: it must not start.
 fn sandbox_of(
     task: &Task,
@@ -131,27 +144,23 @@ fn sandbox_of(
     agent: &str,
     rt: &Runtime,
     remote: bool,
-) -> Result<(crate::core::sandbox::State, Option<serde_json::Value>)> {
+) -> Result<(crate::core::sandbox::State, Option<crate::core::sandbox::Policy>)> {
     use crate::core::sandbox;
     let policy = sandbox::policy(agent, |k| spec.setting(k).map(str::to_string))
         .map_err(|e| Error::BadInput(format!("task '{}': {e} (task.md, Agent Config)", task.name)))?;
-    let machine = if remote {
-        Err("sandboxes on remote hosts are not set up yet".to_string())
-    } else if policy.mode == sandbox::Mode::Off {
-        Ok(())
-    } else {
-        crate::io::sandbox::check()
+    let kind = rt.sandbox_kind();
+    let machine = match kind {
+        _ if remote => Err("sandboxes on remote hosts are not set up yet".to_string()),
+        _ if policy.mode == sandbox::Mode::Off => Ok(()),
+        Some(k) => crate::io::sandbox::check(k.tools()),
+        None => Ok(()),
     };
-    let state = sandbox::decide(&policy, &rt.name, rt.uses_settings(), machine)
+    let state = sandbox::decide(&policy, &rt.name, kind.is_some(), machine)
         .map_err(|e| Error::BadInput(format!("cannot start {agent} of task '{}': {e}", task.name)))?;
-    if state != sandbox::State::On {
-        return Ok((state, None));
-    }
-    let home = dirs::home_dir().unwrap_or_else(|| PathBuf::from("/nonexistent"));
-    Ok((
-        state,
-        Some(sandbox::claude_settings(&policy, &other_tasks(task), &home)),
-    ))
+    Ok(match state {
+        sandbox::State::On => (state, Some(policy)),
+        _ => (state, None),
+    })
 }
 
 /// The sandbox every agent of the task's roster would get if started now, for `task start`
