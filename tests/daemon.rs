@@ -932,3 +932,62 @@ fn a_permission_request_survives_a_daemon_kill_and_is_decided_once() {
     assert_eq!(st["task"]["permissions"].as_array().map(Vec::len), Some(0), "{st}");
     w.kill_daemon(Some(daemon));
 }
+
+/// Issue 27, item 4: the daemon applies the spawn gate itself, to the process that
+/// connects, not to what the request or the caller's environment says. A spoke whose
+/// program clears TASK_AGENT, TASK_ROLE and $TMUX before `task spawn` passes the CLI's own
+/// check (it looks like a human at a terminal) and is refused by the daemon, which finds
+/// the spoke's pane above the calling process.
+#[test]
+fn a_spoke_that_hides_who_it_is_is_refused_by_the_daemon() {
+    let w = World::new();
+    w.start_idle_pm("t1").new_task("").run();
+    let target = w
+        .handoff("t1", "pm", "IN_PROGRESS")
+        .target("test")
+        .body("## Instructions\nTest it.\n")
+        .write();
+    let out = w.dir.path().join("forged.txt");
+    let script = w.dir.path().join("forger.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n\
+             env -u TASK_AGENT -u TASK_ROLE -u TMUX -u TMUX_PANE '{task}' spawn t1 test --handoff '{target}' --runtime demo > '{out}.tmp' 2>&1\n\
+             echo \"rc=$?\" >> '{out}.tmp'; mv '{out}.tmp' '{out}'\n\
+             while true; do printf 'forger> '; IFS= read -r line || exit 0; done\n",
+            task = bin().display(),
+            out = out.display(),
+        ),
+    )
+    .unwrap();
+    let cfg = w.dir.path().join("config/agent-orchestrator");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(
+        cfg.join("config.toml"),
+        format!(
+            "[runtimes.forger]\nargv = [\"/bin/sh\", \"{}\"]\nready_timeout_secs = 10\n[runtimes.forger.patterns]\nready = ['^forger> $']\npending = ['^forger> \\S']\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    let h = w
+        .handoff("t1", "pm", "IN_PROGRESS")
+        .target("explore")
+        .body("## Instructions\nLook around.\n")
+        .write();
+    w.spawn("t1", "explore", &h, "forger");
+    let said = wait_for("the spoke's spawn attempt", 30, || std::fs::read_to_string(&out).ok());
+    assert!(said.contains("SPAWN_REJECT_SPOKE_CALLER"), "{said}");
+    assert!(said.contains("rc=6"), "{said}");
+    assert!(
+        w.state("t1")["agents"].get("test").is_none(),
+        "the spoke started nobody"
+    );
+    let refused = w.events_of("t1", "spawn_refused");
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["agent"], "test");
+    // A human (this test, under no pane) still may, through the same daemon.
+    w.spawn("t1", "test", &target, "demo");
+    assert!(w.state("t1")["agents"].get("test").is_some());
+}

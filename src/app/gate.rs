@@ -3,10 +3,12 @@
 //! `protocol::gate` decides (a spoke may neither start nor message agents; a hub or a
 //! human may); this module records a refusal where people look for it — the lane's last
 //! outcome in pm_state.json (`task status`) and a `spawn_refused` event — and turns it
-//! into the refusal exit code.
+//! into the refusal exit code. The CLI asks it from its own environment; the daemon asks it
+//! again for the requests it serves, from the process that connected ([`caller_of`]).
 
 use crate::app::session::Ctx;
 use crate::core::clock;
+use crate::core::error::{Error, Result};
 use crate::core::protocol::gate;
 use crate::core::protocol::reason::Refusal;
 use crate::store::task::Task;
@@ -14,10 +16,53 @@ use crate::store::task::Task;
 /// Let the caller (found from the environment) `verb` ("spawn" or "send") `agent`, or
 /// refuse with the gate's advice, recorded, as a [`Refusal`] (exit 6).
 pub(crate) fn check(t: &Task, ctx: &Ctx, agent: &str, verb: &str) -> anyhow::Result<()> {
-    let st = t.state()?;
     let caller = gate::Caller::from_vars(|k| std::env::var(k).ok(), &ctx.tmux.socket().path());
+    check_caller(t, &caller, agent, verb).map_err(|e| match e {
+        Error::Refused(r) => r.into(),
+        e => anyhow::Error::new(e),
+    })
+}
+
+/// The caller of a request the daemon serves, from the connecting process itself (`pid`,
+/// the socket's peer credentials): the agent pane it runs under (its ancestry against the
+/// panes of the supervisor's tmux server) and the environment it was started with. A
+/// request names no caller, and a spoke that clears its own environment before calling is
+/// still under its pane. A process that left its pane's process tree (a double fork
+/// reparented to init) is known only by the environment it started with.
+pub(crate) async fn caller_of(ctx: &Ctx, pid: Option<u32>) -> gate::Caller {
+    let Some(pid) = pid else {
+        return gate::Caller::default();
+    };
+    let env = crate::io::process::environ(pid);
+    let var = |k: &str| {
+        env.iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.clone())
+            .filter(|v| !v.is_empty())
+    };
+    let up = crate::io::process::ancestors(pid);
+    let pane = match ctx.tmux.list_panes().await {
+        Ok(panes) => panes
+            .into_iter()
+            .find(|p| p.pid.is_some_and(|x| up.contains(&x)))
+            .map(|p| p.pane_id),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot list the panes to find a request's caller; judged by its environment");
+            None
+        }
+    };
+    gate::Caller {
+        agent: var("TASK_AGENT"),
+        role: var("TASK_ROLE"),
+        pane,
+    }
+}
+
+/// Let `caller` `verb` `agent`, or refuse (recorded) with [`Error::Refused`].
+pub(crate) fn check_caller(t: &Task, caller: &gate::Caller, agent: &str, verb: &str) -> Result<()> {
+    let st = t.state()?;
     let roster = crate::store::roster::for_task(t)?;
-    let (reason, advice) = gate::decide(&caller, &st, &roster, verb);
+    let (reason, advice) = gate::decide(caller, &st, &roster, verb);
     let Some(advice) = advice else { return Ok(()) };
     if verb == "spawn" {
         // `task status` shows the last outcome per lane, refusals included.
@@ -35,9 +80,8 @@ pub(crate) fn check(t: &Task, ctx: &Ctx, agent: &str, verb: &str) -> anyhow::Res
         serde_json::json!({"reason": reason, "verb": verb, "caller": caller.agent}),
         clock::now(),
     );
-    Err(Refusal {
+    Err(Error::Refused(Refusal {
         reason,
         message: advice,
-    }
-    .into())
+    }))
 }

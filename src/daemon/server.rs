@@ -25,7 +25,8 @@ use crate::store::registry;
 const RECONCILE_EVERY: Duration = Duration::from_secs(5);
 
 enum Control {
-    Request(Request, oneshot::Sender<Response>),
+    /// A request, with the process that sent it (peer credentials) when known.
+    Request(Request, Option<u32>, oneshot::Sender<Response>),
     /// A subscriber: the tasks now, and every change from here on.
     Subscribe(oneshot::Sender<(Vec<Supervised>, super::subscribe::Changes)>),
     /// What the file watcher saw.
@@ -196,7 +197,7 @@ impl Supervisor {
     /// Run a verb (spawn, send, stop) apart from the supervisor loop: a spawn or a send can
     /// wait seconds for an agent's input area, and the PM being checked in may be the
     /// caller (its check-in must not wait on its own spawn). A stop ends supervision first.
-    fn verb(&mut self, req: Request, reply: oneshot::Sender<Response>) {
+    fn verb(&mut self, req: Request, peer: Option<u32>, reply: oneshot::Sender<Response>) {
         if let Request::Stop { project, task, .. } = &req {
             self.remove(&Supervised {
                 project: project.clone(),
@@ -218,7 +219,7 @@ impl Supervisor {
             _ => None,
         };
         tokio::spawn(async move {
-            let response = super::verbs::run(req).await;
+            let response = super::verbs::run(req, peer).await;
             if let Some(tx) = spawned {
                 let _ = tx.try_send(Msg::Spawned);
             }
@@ -229,13 +230,13 @@ impl Supervisor {
 
 async fn handle_conn(stream: UnixStream, ctl: mpsc::Sender<Control>) {
     let uid = unsafe { libc::getuid() };
-    match stream.peer_cred() {
-        Ok(c) if c.uid() == uid => {}
+    let peer = match stream.peer_cred() {
+        Ok(c) if c.uid() == uid => c.pid().and_then(|p| u32::try_from(p).ok()),
         _ => {
             tracing::warn!("refused a connection from another user");
             return;
         }
-    }
+    };
     let (rd, mut wr) = stream.into_split();
     let mut reader = BufReader::new(rd.take(MAX_REQUEST as u64 + 1));
     let mut line = Vec::new();
@@ -255,7 +256,7 @@ async fn handle_conn(stream: UnixStream, ctl: mpsc::Sender<Control>) {
             }
             Ok(env) => {
                 let (tx, rx) = oneshot::channel();
-                if ctl.send(Control::Request(env.body, tx)).await.is_err() {
+                if ctl.send(Control::Request(env.body, peer, tx)).await.is_err() {
                     Response::failure("the daemon is shutting down")
                 } else {
                     rx.await.unwrap_or(Response::failure("no answer"))
@@ -389,7 +390,7 @@ pub async fn run() -> Result<()> {
                 Some(Control::Subscribe(reply)) => {
                     let _ = reply.send((sup.registered.clone(), sup.changes.subscribe()));
                 }
-                Some(Control::Request(req, reply)) => match req {
+                Some(Control::Request(req, peer, reply)) => match req {
                     Request::Ping => {
                         let _ = reply.send(Response::Pong { pid: std::process::id(), version: env!("CARGO_PKG_VERSION").into() });
                     }
@@ -403,7 +404,7 @@ pub async fn run() -> Result<()> {
                         let _ = reply.send(sup.unregister(&Supervised { project, task }));
                     }
                     Request::Checkin { project, task } => sup.checkin(&Supervised { project, task }, reply).await,
-                    req @ (Request::Spawn { .. } | Request::Send { .. } | Request::Stop { .. }) => sup.verb(req, reply),
+                    req @ (Request::Spawn { .. } | Request::Send { .. } | Request::Stop { .. }) => sup.verb(req, peer, reply),
                     Request::Subscribe => {
                         let _ = reply.send(Response::failure("subscribe is served on its own connection"));
                     }

@@ -12,9 +12,17 @@ use crate::store::task::Task;
 
 use crate::core::wire::{Request, Response};
 
-/// Run one verb request and answer it: its report, a refusal with its reason, or an error.
-pub async fn run(req: Request) -> Response {
-    verb(req).await.unwrap_or_else(|e| Response::error(&e))
+/// Run one verb request from the process `peer` (the socket's peer credentials) and
+/// answer it: its report, a refusal with its reason, or an error. Spawn and send pass the
+/// spawn gate here too, with the caller found from `peer` rather than from the request:
+/// a spoke writing to the socket itself is refused as through the CLI.
+pub async fn run(req: Request, peer: Option<u32>) -> Response {
+    verb(req, peer).await.unwrap_or_else(|e| Response::error(&e))
+}
+
+async fn gate(ctx: &Ctx, t: &Task, agent: &AgentName, verb: &str, peer: Option<u32>) -> Result<()> {
+    let caller = crate::app::gate::caller_of(ctx, peer).await;
+    crate::app::gate::check_caller(t, &caller, agent.as_str(), verb)
 }
 
 fn task(project: &str, task: &str) -> Result<Task> {
@@ -36,7 +44,7 @@ fn ctx(wanted: &str) -> Result<Ctx> {
     Ok(ctx)
 }
 
-async fn verb(req: Request) -> Result<Response> {
+async fn verb(req: Request, peer: Option<u32>) -> Result<Response> {
     match req {
         Request::Spawn {
             project,
@@ -50,6 +58,7 @@ async fn verb(req: Request) -> Result<Response> {
         } => {
             let (ctx, t) = (ctx(&tmux)?, task(&project, &name)?);
             let agent: AgentName = agent.parse()?;
+            gate(&ctx, &t, &agent, "spawn", peer).await?;
             let mode = if queue {
                 crate::app::session::SpawnMode::Queue
             } else {
@@ -81,6 +90,7 @@ async fn verb(req: Request) -> Result<Response> {
         } => {
             let (ctx, t) = (ctx(&tmux)?, task(&project, &name)?);
             let agent: AgentName = agent.parse()?;
+            gate(&ctx, &t, &agent, "send", peer).await?;
             let report = crate::app::session::send(&ctx, &t, agent.as_str(), &text).await?;
             Ok(Response::Sent { report })
         }

@@ -1,5 +1,5 @@
 //! The edges: tmux, verified delivery, ssh (master, pull, watch), cron, the daemon's
-//! control socket, the runtimes' profiles and permissions, signals and logging. Thin
+//! control socket, other processes (/proc), the runtimes' profiles and permissions, signals and logging. Thin
 //! wrappers over the outside world, each tested end to end against the real thing.
 
 pub(crate) mod control;
@@ -10,6 +10,7 @@ pub(crate) mod logging;
 pub(crate) mod pane_lock;
 pub(crate) mod permissions;
 pub(crate) mod prices;
+pub(crate) mod process;
 pub mod program;
 pub mod remote;
 pub(crate) mod runtime;
