@@ -227,3 +227,39 @@ fn a_send_that_waits_too_long_for_the_pane_is_not_delivered_and_names_the_holder
     assert_eq!(inbox.len(), 1, "only the check-in arrived: {inbox:#?}");
     assert!(!inbox[0].contains("edge-msg-late"), "{}", inbox[0]);
 }
+
+/// Issue 27, item 5: a send the daemon carries out for longer than the client's silence
+/// limit (here 5 s; a delivery can wait minutes for the agent's input area and its pane
+/// lock) is still answered: the daemon says it is at work every 2 s, and the client waits
+/// for the outcome instead of reporting a failure for a message that then arrives.
+#[test]
+fn a_send_the_daemon_works_on_past_the_clients_silence_limit_is_still_answered() {
+    let w = World::new();
+    let go = w.dir.path().join("go");
+    w.start_idle_pm("t1")
+        .arg("--no-cron")
+        .env("AO_TEST_PAUSE_DELIVERY_ENTER", go.to_str().unwrap())
+        .run();
+    let send = spawn_quiet(w.task().env("AO_TEST_CONTROL_QUIET_SECS", "5").args([
+        "send",
+        "t1",
+        "pm",
+        "--message",
+        "outlasting",
+    ]));
+    wait_for("the daemon's delivery held before Enter", 30, || {
+        w.dir.path().join("go.waiting").exists().then_some(())
+    });
+    // The request outlasts the client's limit twice over, held by the hook.
+    std::thread::sleep(std::time::Duration::from_secs(12));
+    std::fs::write(&go, b"").unwrap();
+    let out = send.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("delivered"), "{text}");
+    assert_eq!(w.inbox("t1", "pm"), ["outlasting"]);
+}

@@ -11,6 +11,10 @@ pub use crate::core::protocol::reason::Refusal;
 /// Protocol version; a request with another version gets an error response.
 pub const PROTOCOL_VERSION: u32 = 1;
 
+/// How often the daemon sends a blank line on a connection whose request it is still
+/// carrying out, so the client can tell a long request from a daemon that went away.
+pub const KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Longest request line accepted (bytes); longer lines get an error and the connection is closed.
 pub const MAX_REQUEST: usize = 1024 * 1024;
 

@@ -255,11 +255,24 @@ async fn handle_conn(stream: UnixStream, ctl: mpsc::Sender<Control>) {
                 return super::subscribe::serve(wr, |tx| ctl.try_send(Control::Subscribe(tx)).is_ok()).await;
             }
             Ok(env) => {
-                let (tx, rx) = oneshot::channel();
+                let (tx, mut rx) = oneshot::channel();
                 if ctl.send(Control::Request(env.body, peer, tx)).await.is_err() {
                     Response::failure("the daemon is shutting down")
                 } else {
-                    rx.await.unwrap_or(Response::failure("no answer"))
+                    // A verb can take minutes; a blank line now and then says it is still
+                    // at work (the client gives up only on silence).
+                    let mut alive = tokio::time::interval(crate::core::wire::KEEPALIVE);
+                    alive.tick().await;
+                    loop {
+                        tokio::select! {
+                            r = &mut rx => break r.unwrap_or(Response::failure("no answer")),
+                            _ = alive.tick() => {
+                                if wr.write_all(b"\n").await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    }
                 }
             }
         },

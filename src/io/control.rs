@@ -9,6 +9,18 @@ use crate::core::error::{Error, Result};
 
 use crate::core::wire::{Envelope, PROTOCOL_VERSION, Request, Response};
 
+/// How long the daemon may say nothing before the CLI gives up on a request. It sends a
+/// blank line every [`crate::core::wire::KEEPALIVE`] while it works on one, so only a
+/// daemon that is stuck or gone goes quiet this long, however long the work takes (a
+/// delivery can wait minutes for an agent's input area and its pane lock). Tests set
+/// `AO_TEST_CONTROL_QUIET_SECS` to show a request outlasting it.
+fn quiet_limit() -> Duration {
+    std::env::var("AO_TEST_CONTROL_QUIET_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(Duration::from_secs(30), Duration::from_secs)
+}
+
 /// Send one request; `Ok(None)` when no daemon is listening.
 pub fn request(req: &Request) -> Result<Option<Response>> {
     let path = crate::store::paths::socket_path();
@@ -16,7 +28,8 @@ pub fn request(req: &Request) -> Result<Option<Response>> {
         Ok(s) => s,
         Err(_) => return Ok(None),
     };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(120)));
+    let quiet = quiet_limit();
+    let _ = stream.set_read_timeout(Some(quiet));
     let mut line = serde_json::to_vec(&Envelope {
         v: PROTOCOL_VERSION,
         body: req.clone(),
@@ -26,9 +39,29 @@ pub fn request(req: &Request) -> Result<Option<Response>> {
     stream.write_all(&line).map_err(|e| Error::io("write to", &path, e))?;
     let mut reader = BufReader::new(stream);
     let mut resp = String::new();
-    reader
-        .read_line(&mut resp)
-        .map_err(|e| Error::io("read from", &path, e))?;
+    loop {
+        resp.clear();
+        match reader.read_line(&mut resp) {
+            Ok(0) => {
+                return Err(Error::Environment(format!(
+                    "the daemon closed the connection without an answer (it may have been stopped or crashed); whether the request was carried out shows in `task status`, and why in its log ({})",
+                    crate::store::paths::state_dir().join("daemon.log").display()
+                )));
+            }
+            // A keep-alive: the daemon is still at work on it.
+            Ok(_) if resp.trim().is_empty() => continue,
+            Ok(_) => break,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                return Err(Error::Environment(format!(
+                    "the daemon said nothing for {} s while carrying out this request (a working daemon says something every {} s): it may be stuck, or may still finish it; see `task status` and its log ({})",
+                    quiet.as_secs(),
+                    crate::core::wire::KEEPALIVE.as_secs(),
+                    crate::store::paths::state_dir().join("daemon.log").display()
+                )));
+            }
+            Err(e) => return Err(Error::io("read from", &path, e)),
+        }
+    }
     let env: Envelope<Response> = serde_json::from_str(&resp).map_err(|e| {
         Error::Environment(format!(
             "the daemon answered something unreadable ({e}); restart it with `task shutdown` then `task daemon`"
