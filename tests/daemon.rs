@@ -74,11 +74,19 @@ fn a_handoff_wakes_the_pm_and_a_burst_is_one_checkin() {
         let i = w.inbox("t1", "pm");
         (i.len() >= 2).then_some(i)
     });
-    std::thread::sleep(Duration::from_millis(800));
-    let inbox_after = w.inbox("t1", "pm");
-    assert_eq!(inbox_after.len(), 2, "exactly one more check-in: {inbox_after:?}");
     assert!(inbox[1].contains("New handoffs (10):"), "{}", inbox[1]);
-    assert_eq!(w.state("t1")["ledger"].as_object().unwrap().len(), 11);
+
+    // The PM's own COMPLETE is checked in at once too: that is what records the phase. Here
+    // PLANNING → COMPLETE is not a move of the state machine, so the PM is told so. Its
+    // check-in is also the barrier: a burst split in two would show before it.
+    handoff(&w, "t1", "pm", "COMPLETE");
+    let inbox = wait_for("the check-in after the PM's COMPLETE", 10, || {
+        let i = w.inbox("t1", "pm");
+        i.iter().any(|m| m.contains("PLANNING → COMPLETE")).then_some(i)
+    });
+    assert_eq!(inbox.len(), 3, "the burst was exactly one check-in: {inbox:#?}");
+    assert!(inbox[2].contains("PLANNING → COMPLETE"), "{}", inbox[2]);
+    assert_eq!(w.state("t1")["ledger"].as_object().unwrap().len(), 12);
 
     let log = ok(&run(w.task().args(["log", "t1", "--json"])));
     let kinds: Vec<String> = log
@@ -90,17 +98,8 @@ fn a_handoff_wakes_the_pm_and_a_burst_is_one_checkin() {
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.iter().filter(|k| *k == "checkin").count(), 2, "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| *k == "checkin").count(), 3, "{kinds:?}");
     assert!(kinds.contains(&"spawn".to_string()));
-
-    // The PM's own COMPLETE is checked in at once too: that is what records the phase. Here
-    // PLANNING → COMPLETE is not a move of the state machine, so the PM is told so.
-    handoff(&w, "t1", "pm", "COMPLETE");
-    let inbox = wait_for("the check-in after the PM's COMPLETE", 10, || {
-        let i = w.inbox("t1", "pm");
-        (i.len() == 3).then_some(i)
-    });
-    assert!(inbox[2].contains("PLANNING → COMPLETE"), "{}", inbox[2]);
 }
 
 /// The events of a task, parsed.
@@ -677,7 +676,16 @@ fn odd_handoff_files_are_handled_by_the_file_rules_and_never_block_the_daemon() 
 
     // The daemon still answers, and no file was taken twice or at all when it must not be.
     assert_eq!(raw_request(&w, b"{\"v\":1,\"cmd\":\"ping\"}\n")["kind"], "pong");
-    std::thread::sleep(Duration::from_millis(600));
+    // A barrier: once a sentinel renamed in now is checked in, any check-in that could
+    // have taken a file twice has run.
+    let tmp = dir.join(".plan-20251127-090005.md.tmp");
+    std::fs::write(&tmp, body("plan", "COMPLETE")).unwrap();
+    std::fs::rename(&tmp, dir.join("plan-20251127-090005.md")).unwrap();
+    wait_for("the sentinel checked in", 15, || {
+        checked_in_files(&w, "t1")
+            .contains(&"plan-20251127-090005.md".to_string())
+            .then_some(())
+    });
     let files = checked_in_files(&w, "t1");
     let mut sorted = files.clone();
     sorted.sort();
@@ -818,8 +826,9 @@ fn the_daemons_answers_keep_the_clis_output_refusals_and_exit_codes() {
     let w = World::new();
     w.start_idle_pm("t1").new_task("").run();
     let h1 = handoff(&w, "t1", "pm", "IN_PROGRESS");
-    std::thread::sleep(Duration::from_millis(1100));
+    // In the same second it takes the next suffix: two files all the same.
     let h2 = handoff(&w, "t1", "pm", "IN_PROGRESS");
+    assert_ne!(h1, h2);
     let v: Value = serde_json::from_str(&ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
         "spawn",
         "t1",

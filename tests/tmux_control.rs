@@ -90,9 +90,12 @@ fn a_killed_and_restarted_server_is_reconnected_and_none_is_started_or_kept() {
     let first = r
         .block_on(plain.new_session(&spec("a", w.dir.path(), &["sleep", "60"])))
         .unwrap();
-    // (Right after the failed attach the client waits a moment before trying again.)
-    std::thread::sleep(std::time::Duration::from_millis(2100));
-    let panes = r.block_on(ctl.list_panes()).unwrap();
+    // Right after the failed attach the client waits a moment before trying again: the
+    // pane shows once it has.
+    let panes = wait_for("the control client to list the new pane", 10, || {
+        let panes = r.block_on(ctl.list_panes()).unwrap();
+        (!panes.is_empty() && ctl.control_answers() >= 1).then_some(panes)
+    });
     assert_eq!(
         panes.iter().map(|p| p.pane_id.as_str()).collect::<Vec<_>>(),
         [first.as_str()]
