@@ -29,7 +29,7 @@
 //!   ao-bench generate DIR [--handoffs N] [--artifacts N]
 //!       only write the generated task (DIR/tasks/bench).
 //!
-//! Build with `cargo build --release` first; the figures go in README.md's Performance section.
+//! Build with `cargo build --release` first; the figures go in docs/benchmarks.md (headlines in README.md's Performance section).
 
 mod daemon;
 mod permit;
