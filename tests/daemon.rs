@@ -86,19 +86,21 @@ fn a_handoff_wakes_the_pm_and_a_burst_is_one_checkin() {
     });
     assert_eq!(inbox.len(), 3, "the burst was exactly one check-in: {inbox:#?}");
     assert!(inbox[2].contains("PLANNING → COMPLETE"), "{}", inbox[2]);
-    assert_eq!(w.state("t1")["ledger"].as_object().unwrap().len(), 12);
-
-    let log = ok(&run(w.task().args(["log", "t1", "--json"])));
-    let kinds: Vec<String> = log
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["kind"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
-        .collect();
-    assert_eq!(kinds.iter().filter(|k| *k == "checkin").count(), 3, "{kinds:?}");
+    // Delivered, then recorded: the ledger and the log catch up a moment later.
+    let kinds = wait_for("three check-ins recorded", 10, || {
+        let log = ok(&run(w.task().args(["log", "t1", "--json"])));
+        let kinds: Vec<String> = log
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["kind"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        let ledger = w.state("t1")["ledger"].as_object().unwrap().len();
+        (ledger == 12 && kinds.iter().filter(|k| *k == "checkin").count() == 3).then_some(kinds)
+    });
     assert!(kinds.contains(&"spawn".to_string()));
 }
 
