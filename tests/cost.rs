@@ -46,7 +46,8 @@ fn usage_is_summed_exactly_priced_and_a_low_budget_warns_then_refuses_the_next_s
         cfg.join("config.toml"),
         format!(
             "notify = [\"sh\", \"-c\", \"echo \\\"$0\\\" >> {}\", \"{{reason}}\"]\n\
-             [prices.\"{MODEL}\"]\ninput = {}\noutput = {}\ncache_write = {}\ncache_read = {}\n",
+             [prices.\"{MODEL}\"]\ninput = {}\noutput = {}\ncache_write = {}\ncache_read = {}\n\
+             [context_windows]\n\"{MODEL}\" = 4000\n",
             notified.display(),
             PRICE[0],
             PRICE[1],
@@ -133,6 +134,12 @@ fn usage_is_summed_exactly_priced_and_a_low_budget_warns_then_refuses_the_next_s
     assert_eq!(pm["tokens"]["cache_creation"], n * PM[2]);
     assert_eq!(pm["tokens"]["cache_read"], n * PM[3]);
     assert_eq!(pm["answers"], n);
+    // Its context: the latest answer's 1,000 tokens against the window the config gives.
+    assert_eq!(
+        pm["context"],
+        serde_json::json!({"model": MODEL, "tokens": 1000, "window": 4000, "percent": 25}),
+        "{pm}"
+    );
     assert!((pm["usd"].as_f64().unwrap() - usd(PM, n)).abs() < 1e-9, "{pm}");
     let e = answers(&cc, "explore");
     let total = n * 1000 + e * 10;
@@ -153,6 +160,7 @@ fn usage_is_summed_exactly_priced_and_a_low_budget_warns_then_refuses_the_next_s
     );
     let text = cc.ok(&["status", TASK]);
     assert!(text.contains("Cost:") && text.contains("new spawns refused"), "{text}");
+    assert!(text.contains("· context 25% of 4000"), "{text}");
     let progress = std::fs::read_to_string(cc.task_dir().join("progress.md")).unwrap();
     assert!(progress.contains("## Cost"), "{progress}");
 

@@ -155,6 +155,13 @@ fn agent_cost(name: &str, a: &AgentState, file: &UsageFile, prices: &Prices) -> 
         skipped += t.skipped;
     }
     let tokens = usage::sum(&by_model);
+    // The current conversation's latest answer says how full its context is.
+    let context = a
+        .session_id
+        .as_ref()
+        .and_then(|id| file.agents.get(name)?.get(id)?.recent.last())
+        .filter(|_| why.is_none())
+        .map(|(_, model, t)| crate::core::cost::view::ContextFill::of(model, t, prices.window_of(model)));
     AgentCost {
         agent: name.to_string(),
         known: why.is_none(),
@@ -165,6 +172,7 @@ fn agent_cost(name: &str, a: &AgentState, file: &UsageFile, prices: &Prices) -> 
         by_model,
         answers,
         skipped_lines: skipped,
+        context,
     }
 }
 

@@ -44,6 +44,9 @@ pub struct Prices {
     /// Model id (or the start of one) → price.
     #[serde(default, rename = "prices")]
     pub models: BTreeMap<String, Price>,
+    /// Model id (or the start of one) → its context window in tokens.
+    #[serde(default)]
+    pub context_windows: BTreeMap<String, u64>,
 }
 
 impl Prices {
@@ -56,6 +59,7 @@ impl Prices {
     /// These prices with `over`'s models replacing ours (the user's config over the defaults).
     pub fn overridden(mut self, over: Prices) -> Prices {
         self.models.extend(over.models);
+        self.context_windows.extend(over.context_windows);
         if over.as_of.is_some() {
             self.as_of = over.as_of;
         }
@@ -74,6 +78,17 @@ impl Prices {
         })
     }
 
+    /// The context window of `model`, by the same rule as its price ([`Prices::of`]).
+    pub fn window_of(&self, model: &str) -> Option<u64> {
+        self.context_windows.get(model).copied().or_else(|| {
+            self.context_windows
+                .iter()
+                .filter(|(k, _)| model.starts_with(k.as_str()))
+                .max_by_key(|(k, _)| k.len())
+                .map(|(_, w)| *w)
+        })
+    }
+
     /// The cost of every model's tokens, or `None` when any model with tokens has no price.
     pub fn cost(&self, by_model: &ByModel) -> Option<f64> {
         let mut usd = 0.0;
@@ -89,6 +104,17 @@ mod tests {
     use super::*;
 
     const DEFAULTS: &str = include_str!("../../../templates/prices.toml");
+
+    #[test]
+    fn context_windows_are_found_by_prefix_and_overridden() {
+        let p = Prices::parse(DEFAULTS, "templates/prices.toml").unwrap();
+        assert_eq!(p.window_of("claude-sonnet-4-5-20250929"), Some(200_000));
+        assert_eq!(p.window_of("gpt-scripted"), None, "never guessed");
+        let user = Prices::parse("[context_windows]\n\"claude-sonnet-4-5\" = 1000000\n", "config").unwrap();
+        let p = p.overridden(user);
+        assert_eq!(p.window_of("claude-sonnet-4-5-20250929"), Some(1_000_000));
+        assert_eq!(p.window_of("claude-sonnet-4-0"), Some(200_000));
+    }
 
     #[test]
     fn the_shipped_table_parses_is_dated_and_prices_current_claude_models() {

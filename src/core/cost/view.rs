@@ -30,6 +30,49 @@ pub struct AgentCost {
     pub usd: Option<f64>,
     /// Transcript lines skipped as malformed.
     pub skipped_lines: u64,
+    /// How full its current conversation's context is, after its latest answer; `None`
+    /// when its usage is unknown or it has not answered yet.
+    pub context: Option<ContextFill>,
+}
+
+/// How full an agent's context is: what its latest answer was given and gave (its input,
+/// cache reads and writes, and output: all of it is in the next request), against the
+/// model's window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ContextFill {
+    /// The model of that answer.
+    pub model: String,
+    /// Tokens in the conversation.
+    pub tokens: u64,
+    /// The model's context window, when the table knows it.
+    pub window: Option<u64>,
+    /// `tokens` as a percentage of `window`.
+    pub percent: Option<u64>,
+}
+
+impl ContextFill {
+    /// The fill after an answer of `model` that used `t`, with `window` the model's. Pure.
+    pub fn of(model: &str, t: &Tokens, window: Option<u64>) -> ContextFill {
+        let tokens = t.total();
+        ContextFill {
+            model: model.to_string(),
+            tokens,
+            window,
+            percent: window.filter(|w| *w > 0).map(|w| tokens * 100 / w),
+        }
+    }
+
+    /// "context 45% of 200.0k", or the tokens when the window is unknown.
+    pub fn text(&self) -> String {
+        match (self.percent, self.window) {
+            (Some(p), Some(w)) => format!("context {p}% of {}", budget::tokens(w)),
+            _ => format!(
+                "context {} ({}: window unknown)",
+                budget::tokens(self.tokens),
+                self.model
+            ),
+        }
+    }
 }
 
 pub use super::supervisor::SupervisorSpend;
@@ -138,7 +181,7 @@ pub fn render_status(v: &CostView) -> String {
             let t = &a.tokens;
             let _ = writeln!(
                 out,
-                "  {:<12} {:>8} tokens{:<10} in {} · out {} · cache +{}/{} read{}",
+                "  {:<12} {:>8} tokens{:<10} in {} · out {} · cache +{}/{} read{}{}",
                 a.agent,
                 budget::tokens(a.total_tokens),
                 money(a.usd),
@@ -146,6 +189,10 @@ pub fn render_status(v: &CostView) -> String {
                 budget::tokens(t.output),
                 budget::tokens(t.cache_creation),
                 budget::tokens(t.cache_read),
+                a.context
+                    .as_ref()
+                    .map(|c| format!(" · {}", c.text()))
+                    .unwrap_or_default(),
                 if a.skipped_lines > 0 {
                     format!(" ({} bad lines)", a.skipped_lines)
                 } else {
@@ -259,6 +306,7 @@ mod tests {
             answers: 1,
             usd,
             skipped_lines: 0,
+            context: None,
         }
     }
 
@@ -289,5 +337,27 @@ mod tests {
         assert_eq!(v.usd, None);
         assert!(render_status(&v).contains("money unknown"));
         assert_eq!(checkin_line(&v), "Cost so far: 100 tokens.");
+    }
+
+    #[test]
+    fn context_fill_is_the_latest_answer_against_the_window_and_never_guessed() {
+        let t = Tokens {
+            input: 2_000,
+            output: 1_000,
+            cache_creation: 7_000,
+            cache_read: 80_000,
+        };
+        let c = ContextFill::of("claude-sonnet-4-5", &t, Some(200_000));
+        assert_eq!((c.tokens, c.percent), (90_000, Some(45)));
+        assert_eq!(c.text(), "context 45% of 200.0k");
+        let u = ContextFill::of("gpt-scripted", &t, None);
+        assert_eq!(u.percent, None);
+        assert_eq!(u.text(), "context 90.0k (gpt-scripted: window unknown)");
+        let mut pm = agent("pm", true, 90_000, Some(1.0));
+        pm.context = Some(c);
+        let text = render_status(&CostView::new(vec![pm], None, SupervisorSpend::default()));
+        let line = text.lines().find(|l| l.trim_start().starts_with("pm")).unwrap();
+        assert!(line.ends_with("· context 45% of 200.0k"), "{line}");
+        assert!(line.chars().count() <= 100, "{line}");
     }
 }
