@@ -875,23 +875,7 @@ fn a_permission_request_survives_a_daemon_kill_and_is_decided_once() {
     w.start_idle_pm("t1")
         .new_task("permit_timeout: 60s\npermit_deadline: 120s")
         .run();
-    let req = serde_json::json!({"tool_name": "Bash", "tool_input": {"command": "pip install -e ."}});
-    let mut hook = w
-        .task()
-        .args(["hook", "permission-request"])
-        .env("TASK_NAME", "t1")
-        .env("TASK_DIR", w.project.join("tasks/t1"))
-        .env("TASK_AGENT", "dev")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    hook.stdin
-        .take()
-        .unwrap()
-        .write_all(&serde_json::to_vec(&req).unwrap())
-        .unwrap();
+    let mut hook = w.permission_hook("t1", "dev", "pip install -e .");
     // The PM is told at once, with the request's id.
     let id = wait_for("the request in the PM's check-in", 20, || {
         w.inbox("t1", "pm").iter().find_map(|m| {

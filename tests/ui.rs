@@ -381,25 +381,7 @@ fn a_permission_request_shows_under_needs_you_and_a_allows_it() {
         .run();
     let ui = UiPane::start(&w, &[]);
     ui.wait("the task", 10, |s| s.contains("nothing needs you"));
-    let req = serde_json::json!({"tool_name": "Bash", "tool_input": {"command": "pip install -e .\necho \"$(id)\""}});
-    let mut hook = w
-        .task()
-        .args(["hook", "permission-request"])
-        .env("TASK_NAME", "t1")
-        .env("TASK_DIR", w.project.join("tasks/t1"))
-        .env("TASK_AGENT", "dev")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write;
-        hook.stdin
-            .take()
-            .unwrap()
-            .write_all(&serde_json::to_vec(&req).unwrap())
-            .unwrap();
-    }
+    let hook = w.permission_hook("t1", "dev", "pip install -e .\necho \"$(id)\"");
     ui.wait("the request under Needs you", 10, |_| ui.needs_row("permit", "t1/dev"));
     let s = ui.screen();
     assert!(s.contains(r#"wants to run "pip install -e .\necho \"$(id)\"""#), "{s}");

@@ -161,6 +161,31 @@ impl World {
         }
     }
 
+    /// `task hook permission-request` as Claude Code runs it for `agent` of `task`, asking
+    /// to run `command` (given as the hook's JSON on stdin). A request no rule decides waits
+    /// for its answer, so the hook comes back running; its answer is on its stdout.
+    pub fn permission_hook(&self, task: &str, agent: &str, command: &str) -> std::process::Child {
+        use std::io::Write;
+        let req = serde_json::json!({"tool_name": "Bash", "tool_input": {"command": command}});
+        let mut hook = self
+            .task()
+            .args(["hook", "permission-request"])
+            .env("TASK_NAME", task)
+            .env("TASK_DIR", self.project.join("tasks").join(task))
+            .env("TASK_AGENT", agent)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        hook.stdin
+            .take()
+            .unwrap()
+            .write_all(&serde_json::to_vec(&req).unwrap())
+            .unwrap();
+        hook
+    }
+
     /// The usual opening: `task new <task>`, the PM's IN_PROGRESS handoff to `agent` (no
     /// body), and `agent` spawned as an idle demo agent; its pane.
     pub fn new_task_with_idle_demo(&self, task: &str, agent: &str) -> String {
