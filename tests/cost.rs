@@ -84,6 +84,12 @@ fn usage_is_summed_exactly_priced_and_a_low_budget_warns_then_refuses_the_next_s
         .unwrap_or_else(|| panic!("no check-in carried the budget warning\n{}", cc.dump()));
     assert!(warned.said.contains("explore-"), "{}", warned.said);
     assert!(warned.said.contains("Cost so far: "), "{}", warned.said);
+    // And how full the conversations are: the PM's latest answer, 1,000 of its 4,000.
+    assert!(
+        warned.said.contains("context: ") && warned.said.contains("pm 25%"),
+        "{}",
+        warned.said
+    );
     let t: chrono::DateTime<chrono::Utc> = refused["time"].as_str().unwrap().parse().unwrap();
     assert!(warned.at < std::time::SystemTime::from(t));
 

@@ -247,6 +247,15 @@ pub fn checkin_line(v: &CostView) -> String {
         return String::new();
     }
     let mut l = format!("Cost so far: {} tokens{}", budget::tokens(v.total_tokens), money(v.usd));
+    // How full each conversation is, where the window is known: the PM sees who is near it.
+    let fills: Vec<String> = v
+        .agents
+        .iter()
+        .filter_map(|a| Some(format!("{} {}%", a.agent, a.context.as_ref()?.percent?)))
+        .collect();
+    if !fills.is_empty() {
+        let _ = write!(l, "; context: {}", fills.join(", "));
+    }
     let worst = v
         .budgets
         .iter()
@@ -267,10 +276,14 @@ pub fn render_progress(v: &CostView) -> String {
         if a.known {
             let _ = writeln!(
                 out,
-                "- {}: {} tokens{}",
+                "- {}: {} tokens{}{}",
                 a.agent,
                 budget::tokens(a.total_tokens),
-                money(a.usd)
+                money(a.usd),
+                a.context
+                    .as_ref()
+                    .map(|c| format!(", {}", c.text()))
+                    .unwrap_or_default()
             );
         } else {
             let _ = writeln!(out, "- {}: unknown", a.agent);
@@ -359,5 +372,21 @@ mod tests {
         let line = text.lines().find(|l| l.trim_start().starts_with("pm")).unwrap();
         assert!(line.ends_with("· context 45% of 200.0k"), "{line}");
         assert!(line.chars().count() <= 100, "{line}");
+        // The check-in's cost line names the fills it knows; progress.md each agent's.
+        let mut dev = agent("dev", true, 10, None);
+        dev.context = Some(u);
+        let mut pm = agent("pm", true, 90_000, Some(1.0));
+        pm.context = Some(ContextFill::of("claude-sonnet-4-5", &t, Some(200_000)));
+        let v = CostView::new(vec![pm, dev], None, SupervisorSpend::default());
+        assert_eq!(checkin_line(&v), "Cost so far: 90.0k tokens; context: pm 45%.");
+        let progress = render_progress(&v);
+        assert!(
+            progress.contains("- pm: 90.0k tokens ($1.00), context 45% of 200.0k"),
+            "{progress}"
+        );
+        assert!(
+            progress.contains("- dev: 10 tokens, context 90.0k (gpt-scripted: window unknown)"),
+            "{progress}"
+        );
     }
 }
