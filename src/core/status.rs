@@ -195,8 +195,22 @@ fn table() -> Table {
     t
 }
 
-/// Human rendering of one task's status; fits 100 columns.
+/// Human rendering of one task's status; fits 100 columns. Top to bottom: the task's
+/// facts, its agents, their worktrees, the lanes, who cannot go on, and what needs a human.
 pub fn render(s: &TaskStatus) -> String {
+    let mut out = facts(s);
+    out.push('\n');
+    out.push_str(&agents_table(s));
+    out.push_str(&worktrees_table(s));
+    out.push_str(&lanes_table(s));
+    out.push_str(&attention_lines(s));
+    out.push('\n');
+    out.push_str(&needs_a_human(s));
+    out
+}
+
+/// Task, folder, phase, check-ins, counts, cost, branch and the watcher's troubles.
+fn facts(s: &TaskStatus) -> String {
     let mut out = String::new();
     out.push_str(&format!("Task:          {}", s.task));
     if let Some(t) = &s.title {
@@ -248,7 +262,12 @@ pub fn render(s: &TaskStatus) -> String {
             opt_time(w.last_drop)
         ));
     }
-    out.push('\n');
+    out
+}
+
+/// One row per agent: state, pane (and why it is stopped), idle time, last handoff.
+fn agents_table(s: &TaskStatus) -> String {
+    let mut out = String::new();
     if s.agents.is_empty() {
         out.push_str("No agents yet.\n");
     } else {
@@ -301,6 +320,12 @@ pub fn render(s: &TaskStatus) -> String {
         out.push_str(&trim_lines(&t.to_string()));
         out.push('\n');
     }
+    out
+}
+
+/// The agents working in git worktrees (nothing when none does).
+fn worktrees_table(s: &TaskStatus) -> String {
+    let mut out = String::new();
     let trees: Vec<_> = s
         .agents
         .iter()
@@ -322,6 +347,12 @@ pub fn render(s: &TaskStatus) -> String {
         out.push_str(&trim_lines(&t.to_string()));
         out.push('\n');
     }
+    out
+}
+
+/// The roster's lanes: who holds each, what is queued, the last spawn and release.
+fn lanes_table(s: &TaskStatus) -> String {
+    let mut out = String::new();
     if !s.lanes.is_empty() {
         out.push_str(&format!(
             "\nLanes (roster {}; stale after {}):\n",
@@ -366,6 +397,12 @@ pub fn render(s: &TaskStatus) -> String {
         out.push_str(&trim_lines(&t.to_string()));
         out.push('\n');
     }
+    out
+}
+
+/// Agents at a dialog or paused by a usage limit, with the episode's story.
+fn attention_lines(s: &TaskStatus) -> String {
+    let mut out = String::new();
     let waiting: Vec<&AgentRow> = s
         .agents
         .iter()
@@ -411,7 +448,12 @@ pub fn render(s: &TaskStatus) -> String {
             out.push_str(&format!("  {}  {line}\n", a.name));
         }
     }
-    out.push('\n');
+    out
+}
+
+/// Blockers, escalations, permission requests waiting, and problems reading the task.
+fn needs_a_human(s: &TaskStatus) -> String {
+    let mut out = String::new();
     if s.blockers.is_empty() {
         out.push_str("Blockers:      none\n");
     } else {
