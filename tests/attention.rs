@@ -363,3 +363,71 @@ fn a_remote_agent_at_a_dialog_is_noticed_over_ssh_and_called_once() {
     assert_eq!(w.events_of("t1", "escalation").len(), 1);
     assert_eq!(w.state("t1")["escalations"].as_array().map(Vec::len), Some(0));
 }
+
+/// What an agent's client reports through its hooks is checked against its screen: a turn
+/// said to be under way while the screen shows the agent idle (an interrupt runs no Stop
+/// hook) is set aside once and logged; so is a report from before the agent started.
+#[test]
+fn a_turn_report_the_screen_contradicts_is_set_aside_once_and_logged() {
+    let w = World::new();
+    w.start_idle_pm("t1")
+        .new_task("")
+        .env("RUST_LOG", "agent_orchestrator=debug")
+        .run();
+    let looks = || w.daemon_log().matches("looked at the agents' screens").count();
+    // The hook as Claude Code runs it: `task hook prompt-submit` with its JSON on stdin.
+    let mut hook = w.task();
+    hook.args(["hook", "prompt-submit"])
+        .env("TASK_NAME", "t1")
+        .env("TASK_AGENT", "pm")
+        .stdin(std::process::Stdio::piped());
+    let mut child = hook.spawn().unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"hook_event_name":"UserPromptSubmit","prompt":"go"}"#)
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let row = agent_row(&status_json(&w, "t1"), "pm");
+    assert_eq!(row["turn"]["state"], "working", "{row}");
+    assert_eq!(row["turn"]["set_aside"], false, "{row}");
+
+    // Once settled (10 s), the daemon's look at the idle screen sets it aside, once.
+    let corrected = wait_for("the correction", 40, || {
+        w.events_of("t1", "turn_corrected").first().cloned()
+    });
+    assert_eq!(corrected["agent"], "pm");
+    assert!(
+        corrected["data"]["why"].as_str().unwrap().contains("idle"),
+        "{corrected}"
+    );
+    let row = agent_row(&status_json(&w, "t1"), "pm");
+    assert_eq!(row["turn"]["set_aside"], true, "{row}");
+    let human = ok(&run(w.task().args(["status", "t1"])));
+    assert!(human.contains("working") && human.contains("ago, set aside"), "{human}");
+
+    // A usage limit reported before the agent started is stale: no pause, set aside.
+    let started = w.state("t1")["agents"]["pm"]["started_at"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let started: chrono::DateTime<chrono::Utc> = started.parse().unwrap();
+    let stale = serde_json::json!({
+        "state": "failed", "error": "rate_limit", "text": "You've hit your session limit · resets 3pm (UTC)",
+        "at": started - chrono::Duration::seconds(5),
+    });
+    std::fs::write(w.project.join("tasks/t1/turns/pm.json"), stale.to_string()).unwrap();
+    wait_for("the second correction", 20, || {
+        let c = w.events_of("t1", "turn_corrected");
+        (c.len() == 2).then(|| c[1].clone())
+    });
+    let c = w.events_of("t1", "turn_corrected");
+    assert!(c[1]["data"]["why"].as_str().unwrap().starts_with("stale"), "{c:?}");
+    assert!(w.events_of("t1", "paused").is_empty());
+    // Set aside means set aside: later looks neither believe nor correct it again.
+    let seen = looks();
+    wait_for("two more looks", 30, || (looks() >= seen + 2).then_some(()));
+    assert_eq!(w.events_of("t1", "turn_corrected").len(), 2);
+}

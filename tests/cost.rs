@@ -68,12 +68,19 @@ fn usage_is_summed_exactly_priced_and_a_low_budget_warns_then_refuses_the_next_s
     // explore's check-in finds 86 % of 3,500 used; the PM's next two answers pass 100 %.
     cc.start_example_with("budget: 3500 tokens\n");
 
-    let refused = wait_for("the plan spawn refused for the budget", 240, || {
+    let refused = wait_for("a spawn refused for the budget", 240, || {
         events(&cc.task_dir(), "spawn_refused")
             .into_iter()
             .find(|e| e["data"]["reason"] == "SPAWN_REJECT_BUDGET")
     });
-    assert_eq!(refused["agent"], "plan", "{refused}\n{}", cc.dump());
+    // Usage is read from Claude Code's transcript, which it writes a moment after the
+    // answer: on a loaded machine the PM's handoff answer may not be there yet when its
+    // `task spawn plan` runs 0.1 s later, and the next spawn (dev) is the one refused.
+    assert!(
+        ["plan", "dev"].contains(&refused["agent"].as_str().unwrap_or("")),
+        "{refused}\n{}",
+        cc.dump()
+    );
 
     // The PM heard the warning first, in the check-in that told it of explore's handoff.
     let warned = cc

@@ -59,6 +59,9 @@ pub async fn tend(ctx: &crate::app::session::Ctx, task: &Task, now: DateTime<Utc
     // runs while Claude Code shows the dialog, and the PM answers first; once answered,
     // the dialog takes a moment to close.
     let brokered = crate::store::permits::brokered_agents(task, now, BROKER_SETTLE).unwrap_or_default();
+    // What each agent's client said through its hooks, weighed against its screen.
+    let reports = crate::store::turns::all(task);
+    let mut corrected: Vec<(String, crate::core::turn::Report, crate::core::turn::Correction)> = Vec::new();
 
     // Decide and record under the state lock, on a fresh read.
     let todo: Vec<Change> = task.update_state(now, |fresh| {
@@ -67,11 +70,26 @@ pub async fn tend(ctx: &crate::app::session::Ctx, task: &Task, now: DateTime<Utc
             let Some(a) = fresh.agents.get_mut(&l.agent) else {
                 continue;
             };
-            let seen = match &l.seen {
-                Seen::Dialog(_) if brokered.contains(&l.agent) => &Seen::Unknown,
+            let report = reports.get(&l.agent);
+            let known = crate::core::turn::Known {
+                since: a.started_at.max(a.last_resume),
+                session: a.session_id.as_deref(),
+                set_aside: a.turn_set_aside,
+            };
+            let look = crate::core::turn::Look {
+                seen: l.seen.clone(),
+                activity: l.activity,
+            };
+            let weighed = crate::core::turn::weigh(report, &look, &known, now);
+            if let (Some(c), Some(r)) = (weighed.correction, report) {
+                a.turn_set_aside = Some(r.at);
+                corrected.push((l.agent.clone(), r.clone(), c));
+            }
+            let seen = match weighed.seen {
+                Seen::Dialog(_) if brokered.contains(&l.agent) => Seen::Unknown,
                 s => s,
             };
-            let d = decide(a.attention.as_ref(), seen, a.last_resume, now, &timing);
+            let d = decide(a.attention.as_ref(), &seen, a.last_resume, now, &timing);
             // A due resume leaves the episode as it is (it changes once delivered), so
             // the actions count on their own.
             if d.next != a.attention || !d.actions.is_empty() {
@@ -87,6 +105,21 @@ pub async fn tend(ctx: &crate::app::session::Ctx, task: &Task, now: DateTime<Utc
         }
         Ok(todo)
     })?;
+
+    for (agent, r, c) in corrected {
+        if c.contradiction {
+            tracing::warn!(task = %task.name, %agent, said = ?r.said, at = %r.at, why = %c.why, "the client's turn report is contradicted by its screen; set aside");
+            crate::store::events::append(
+                task,
+                "turn_corrected",
+                Some(&agent),
+                serde_json::json!({"said": r.said, "at": r.at, "why": c.why}),
+                now,
+            )?;
+        } else {
+            tracing::debug!(task = %task.name, %agent, why = %c.why, "turn report set aside");
+        }
+    }
 
     let mut out = Tended::default();
     let mut closed_any = false;

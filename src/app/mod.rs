@@ -33,6 +33,7 @@ pub(crate) mod spawn;
 pub(crate) mod start;
 pub(crate) mod status;
 pub(crate) mod stop;
+pub(crate) mod turn;
 pub(crate) mod watch;
 pub(crate) mod worktree;
 

@@ -100,6 +100,8 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
         }
     }
     let mut blockers = Vec::new();
+    let turns = crate::store::turns::all(task);
+    let at = crate::core::clock::now();
     for name in order {
         let l = latest.iter().find(|l| l.agent() == name);
         let st = state.agents.get(&name);
@@ -133,6 +135,14 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
             unreachable_since: st.and_then(|s| s.unreachable_since),
             attention: st.and_then(|s| s.attention.clone()),
             worktree: st.and_then(|s| s.worktree.clone()),
+            turn: turns.get(&name).map(|r| {
+                let set_aside = st.and_then(|s| s.turn_set_aside) == Some(r.at);
+                crate::core::status::TurnView {
+                    text: crate::core::turn::describe(r, set_aside, at),
+                    report: r.clone(),
+                    set_aside,
+                }
+            }),
             name,
         });
     }

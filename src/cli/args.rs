@@ -325,10 +325,11 @@ pub enum Command {
         lineage: bool,
     },
     /// A Claude Code hook of an agent the supervisor started (set in its `--settings`): reads
-    /// the hook's JSON on stdin and answers on stdout. `permission-request`: the broker.
+    /// the hook's JSON on stdin and answers on stdout. `permission-request`: the broker;
+    /// `prompt-submit`, `stop`, `stop-failure`, `notification`: the agent's turn.
     #[command(hide = true)]
     Hook {
-        /// The hook event: permission-request.
+        /// The hook event: permission-request, prompt-submit, stop, stop-failure, notification.
         event: String,
     },
     /// The built-in scripted agent of the demo runtime (started by `task start --runtime demo`).

@@ -23,5 +23,6 @@ pub mod screen;
 pub(crate) mod scribe;
 pub mod shell;
 pub(crate) mod status;
+pub(crate) mod turn;
 pub(crate) mod wire;
 pub mod worktree;

@@ -47,6 +47,20 @@ pub struct AgentRow {
     pub attention: Option<crate::core::attention::Attention>,
     /// Its git worktree (path, branch, base commit, stage), when it has one; see docs/worktrees.md.
     pub worktree: Option<crate::core::worktree::AgentWorktree>,
+    /// What its client last said about its turn through its hooks (`null` for clients
+    /// without them); see docs/json.md.
+    pub turn: Option<TurnView>,
+}
+
+/// An agent's last turn report ([`crate::core::turn`]) as status shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TurnView {
+    #[serde(flatten)]
+    pub report: crate::core::turn::Report,
+    /// Its screen contradicted it, and it no longer counts.
+    pub set_aside: bool,
+    /// One phrase: `ended 12s ago`.
+    pub text: String,
 }
 
 /// A blocker from an agent's latest handoff.
@@ -277,6 +291,7 @@ fn agents_table(s: &TaskStatus) -> String {
             "STATE",
             "PANE",
             "IDLE",
+            "TURN",
             "LAST STATUS",
             "LAST HANDOFF",
             "NEXT",
@@ -312,6 +327,7 @@ fn agents_table(s: &TaskStatus) -> String {
                 a.state.clone(),
                 pane,
                 a.idle_secs.map(idle).unwrap_or_else(|| "-".into()),
+                a.turn.as_ref().map_or_else(|| "-".into(), |t| t.text.clone()),
                 a.last_status.map(|x| x.to_string()).unwrap_or_else(|| "-".into()),
                 a.last_handoff_time.clone().unwrap_or_else(|| "-".into()),
                 a.recommended_next.clone().unwrap_or_else(|| "-".into()),

@@ -46,25 +46,51 @@ pub fn claude_rules(may_spawn: bool) -> Vec<String> {
 /// dialog (`task hook permission-request`, see [`crate::app::broker`]) and its timeout in
 /// seconds: the broker's deadline plus a margin, so that the deadline's denial, recorded
 /// once, always comes before Claude Code gives up on the hook.
+///
+/// `turn_hooks` is the `task hook` command line the turn hooks append their event to
+/// ([`crate::core::turn::EVENTS`]). They run in the background (`async`): a report never
+/// delays the agent's prompt or the end of its turn, and answers nothing.
 pub fn claude_session_settings(
     may_spawn: bool,
     rules: &crate::core::rules::Rules,
     sandbox: Option<Value>,
     hook: Option<(&str, u64)>,
+    turn_hooks: Option<&[String]>,
 ) -> String {
     let mut allow = claude_rules(may_spawn);
     allow.extend(rules.allow.iter().cloned());
     let mut v = serde_json::json!({"permissions": {"allow": allow, "deny": rules.deny}});
+    let mut hooks = Map::new();
     if let Some((h, timeout)) = hook {
-        v["hooks"] = serde_json::json!({"PermissionRequest": [
-            {"matcher": "*", "hooks": [{"type": "command", "command": h, "timeout": timeout}]}
-        ]});
+        hooks.insert(
+            "PermissionRequest".into(),
+            serde_json::json!([{"matcher": "*", "hooks": [{"type": "command", "command": h, "timeout": timeout}]}]),
+        );
+    }
+    if let Some(base) = turn_hooks {
+        for (name, event) in crate::core::turn::EVENTS {
+            let mut argv = base.to_vec();
+            argv.push(name.to_string());
+            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+            let command = crate::core::shell::shell_join(&argv);
+            hooks.insert(
+                event.into(),
+                serde_json::json!([{"hooks": [{"type": "command", "command": command, "timeout": TURN_HOOK_TIMEOUT, "async": true}]}]),
+            );
+        }
+    }
+    if !hooks.is_empty() {
+        v["hooks"] = Value::Object(hooks);
     }
     if let Some(s) = sandbox {
         v["sandbox"] = s;
     }
     v.to_string()
 }
+
+/// Seconds a turn hook may take: enough to look at the agents and run a check-in when a
+/// turn failed or waits (see [`crate::app::turn`]).
+pub const TURN_HOOK_TIMEOUT: u64 = 120;
 
 /// Kiro's `toolsSettings.shell.allowedCommands` (regular expressions) for an agent.
 pub fn kiro_commands(may_spawn: bool) -> Vec<String> {
@@ -152,9 +178,30 @@ mod tests {
         );
         let hub = claude_rules(true);
         assert!(hub.contains(&"Bash(task spawn:*)".to_string()) && hub.contains(&"Bash(task send:*)".to_string()));
-        let v: Value = serde_json::from_str(&claude_session_settings(true, &Default::default(), None, None)).unwrap();
+        let v: Value =
+            serde_json::from_str(&claude_session_settings(true, &Default::default(), None, None, None)).unwrap();
         assert_eq!(v["permissions"]["allow"].as_array().unwrap().len(), 7);
+        assert!(v.get("hooks").is_none());
         assert_eq!(kiro_commands(false)[0], "^task handoff( .*)?$");
+    }
+
+    #[test]
+    fn turn_hooks_run_in_the_background_with_the_event_quoted() {
+        let base = ["/opt/my tools/task".to_string(), "hook".to_string()];
+        let text = claude_session_settings(
+            false,
+            &Default::default(),
+            None,
+            Some(("task hook permission-request", 9)),
+            Some(&base),
+        );
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["hooks"]["PermissionRequest"][0]["hooks"][0]["timeout"], 9);
+        for (name, event) in crate::core::turn::EVENTS {
+            let h = &v["hooks"][event][0]["hooks"][0];
+            assert_eq!(h["command"], format!("'/opt/my tools/task' hook {name}"), "{event}");
+            assert_eq!(h["async"], true, "{event}");
+        }
     }
 
     #[test]

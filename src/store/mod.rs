@@ -13,4 +13,5 @@ pub(crate) mod progress;
 pub(crate) mod registry;
 pub(crate) mod roster;
 pub mod task;
+pub(crate) mod turns;
 pub mod usage;

@@ -250,16 +250,7 @@ fn parse_stamp(s: &str) -> Option<DateTime<Utc>> {
         .map(|n| n.and_utc())
 }
 
-/// A duration in seconds as people read it: `45s`, `12m`, `3h`, `2d`.
-pub fn ago(secs: i64) -> String {
-    let s = secs.max(0);
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m", s / 60),
-        3600..86400 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86400),
-    }
-}
+pub use crate::core::clock::ago;
 
 /// "since" as the age of `t` at `now` (`-` when unknown).
 pub fn since(t: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {

@@ -26,6 +26,7 @@ pub(crate) fn agent(name: &str, state: &str) -> AgentRow {
         unreachable_since: None,
         attention: None,
         worktree: None,
+        turn: None,
     }
 }
 

@@ -31,6 +31,10 @@ pub struct Liveness {
     /// What the screen shows, for [`crate::core::attention`].
     #[serde(skip)]
     pub seen: crate::core::attention::Seen,
+    /// Whether the screen shows it working or idle, to weigh its client's own reports
+    /// against ([`crate::core::turn`]); None when not looked at.
+    #[serde(skip)]
+    pub activity: Option<crate::core::turn::Activity>,
 }
 
 /// Look at every recorded agent's pane (one tmux listing, one capture per live agent),
@@ -85,6 +89,7 @@ pub async fn liveness(ctx: &Ctx, st: &crate::core::model::PmState, now: DateTime
                 idle_secs: None,
                 waiting_for_human: false,
                 seen: crate::core::attention::Seen::Unknown,
+                activity: None,
             });
             continue;
         };
@@ -97,6 +102,7 @@ pub async fn liveness(ctx: &Ctx, st: &crate::core::model::PmState, now: DateTime
                 idle_secs: None,
                 waiting_for_human: false,
                 seen: crate::core::attention::Seen::Gone,
+                activity: None,
             });
             continue;
         };
@@ -110,9 +116,11 @@ pub async fn liveness(ctx: &Ctx, st: &crate::core::model::PmState, now: DateTime
                 idle_secs: None,
                 waiting_for_human: false,
                 seen: crate::core::attention::Seen::Gone,
+                activity: None,
             },
             Some(p) => {
                 let mut waiting = false;
+                let mut activity = None;
                 let mut seen = if p.dead {
                     crate::core::attention::Seen::Gone
                 } else {
@@ -121,10 +129,9 @@ pub async fn liveness(ctx: &Ctx, st: &crate::core::model::PmState, now: DateTime
                 if !p.dead {
                     if let Ok(rt) = runtime::resolve(a.runtime.as_deref().unwrap_or("claude")) {
                         if let Ok(screen) = capture_unless_unchanged(tmux, p).await {
-                            waiting = matches!(
-                                crate::core::screen::assess(&screen, &rt.patterns),
-                                crate::core::screen::Screen::Dialog(_)
-                            );
+                            let assessed = crate::core::screen::assess(&screen, &rt.patterns);
+                            waiting = matches!(assessed, crate::core::screen::Screen::Dialog(_));
+                            activity = Some(crate::core::turn::activity(rt.patterns.is_busy(&screen), &assessed));
                             seen = crate::core::attention::observe(
                                 &screen,
                                 &rt.patterns,
@@ -141,6 +148,7 @@ pub async fn liveness(ctx: &Ctx, st: &crate::core::model::PmState, now: DateTime
                     idle_secs: (p.activity > 0).then(|| (now.timestamp() - p.activity).max(0)),
                     waiting_for_human: waiting,
                     seen,
+                    activity,
                 }
             }
         };

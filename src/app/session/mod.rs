@@ -106,7 +106,11 @@ impl Launch<'_> {
                 )));
             }
         };
-        let settings = crate::io::permissions::claude_session_settings(may_spawn, &rules, sandbox_settings, broker);
+        // The turn hooks need this `task` binary and the task folder at hand: local agents only.
+        let turn_hooks = [ctx.task_bin.display().to_string(), "hook".to_string()];
+        let turn_hooks = (!self.remote).then_some(&turn_hooks[..]);
+        let settings =
+            crate::io::permissions::claude_session_settings(may_spawn, &rules, sandbox_settings, broker, turn_hooks);
         let argv = rt.argv(&runtime::Vars {
             agent: self.agent,
             task: self.task.name.as_str(),

@@ -150,6 +150,10 @@ pub struct AgentState {
     /// human twice for one dialog nor forgets a pause.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention: Option<crate::core::attention::Attention>,
+    /// The time of its client's last turn report ([`crate::core::turn`]) that its screen
+    /// contradicted: set aside, so it is neither believed nor corrected again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_set_aside: Option<DateTime<Utc>>,
     /// When it was last sent the resume message after a usage limit (any episode): a limit
     /// that comes straight back is not nudged again at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
