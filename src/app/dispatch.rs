@@ -103,3 +103,12 @@ pub(crate) fn refusal_reason(e: &anyhow::Error) -> Option<Reason> {
             _ => None,
         })
 }
+
+impl Answer for crate::core::rotation::Rotated {
+    fn from_response(r: Response) -> Result<Self, Response> {
+        match r {
+            Response::Rotated { rotated } => Ok(*rotated),
+            other => Err(other),
+        }
+    }
+}

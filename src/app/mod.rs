@@ -24,6 +24,7 @@ pub(crate) mod handoff;
 pub(crate) mod lanes;
 pub(crate) mod progress;
 pub(crate) mod recent;
+pub(crate) mod rotate;
 pub(crate) mod runtime_check;
 pub(crate) mod send;
 pub(crate) mod service;

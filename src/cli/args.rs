@@ -233,6 +233,23 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Replace the PM's conversation by a fresh one now, its first prompt built from the task
+    /// folder (phase, decisions.md, lanes, every agent's last handoff, what waits, progress.md).
+    /// The daemon does this by itself when the PM's context passes `rotate_at:` (task.md,
+    /// default 60%) or every `rotate_every:` check-ins. The old conversation is kept and its
+    /// cost still counted. Refused to spokes.
+    Rotate {
+        /// The task.
+        task: TaskName,
+        /// The agent whose conversation to replace; only the PM for now.
+        #[arg(default_value = "pm")]
+        agent: AgentName,
+        #[command(flatten)]
+        project: ProjectArg,
+        /// Print what was done as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run check-ins in the foreground: at once when a handoff lands, and on the task's schedule; exits when the task is COMPLETE or BLOCKED.
     Watch {
         /// The task.

@@ -179,6 +179,12 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 json,
             ))
         }
+        Command::Rotate {
+            task,
+            agent,
+            project,
+            json,
+        } => block_on(commands::rotate::run(project.project.as_deref(), &task, &agent, json)),
         Command::Checkin { task, project, json } => {
             block_on(commands::checkin::run(project.project.as_deref(), &task, json))
         }

@@ -17,6 +17,7 @@ pub mod names;
 pub(crate) mod preamble;
 pub(crate) mod protocol;
 pub(crate) mod report;
+pub(crate) mod rotation;
 pub(crate) mod rules;
 pub(crate) mod sandbox;
 pub mod screen;

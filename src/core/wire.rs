@@ -30,6 +30,9 @@ pub enum Request {
     Unregister { project: String, task: String },
     /// Run a check-in now; answered with [`Response::Checkin`].
     Checkin { project: String, task: String },
+    /// Replace the PM's conversation by a fresh one now (`task rotate`); answered with
+    /// [`Response::Rotated`].
+    Rotate { project: String, task: String },
     /// The supervised tasks; answered with [`Response::Tasks`].
     Tasks,
     /// Stop the daemon cleanly (agents keep running).
@@ -115,6 +118,10 @@ pub enum Response {
     /// A check-in's report, as `task checkin --json` prints it ([`Request::Checkin`]).
     Checkin {
         report: Box<crate::core::report::CheckinReport>,
+    },
+    /// What a rotation did ([`Request::Rotate`]).
+    Rotated {
+        rotated: Box<crate::core::rotation::Rotated>,
     },
     /// What a spawn did, as `task spawn --json` prints it ([`Request::Spawn`]).
     Spawned {

@@ -108,6 +108,8 @@ pub enum Msg {
     CheckinNow(oneshot::Sender<crate::core::wire::Response>),
     /// An agent was spawned (maybe on a remote host, to be watched and pulled).
     Spawned,
+    /// Rotate the PM now for the caller named (`task rotate`), and send back the answer.
+    RotateNow(String, oneshot::Sender<crate::core::wire::Response>),
 }
 
 /// A cheap handle on a running actor.
@@ -456,6 +458,7 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
     let mut remote = true;
     // Whether the coming check-in was already held once for handoffs still settling.
     let mut held = false;
+    let mut rotation = crate::app::rotate::Watch::default();
     tracing::info!(task = %task.name, dir = %task.dir().display(), "supervising");
     loop {
         let sleep_until = due.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
@@ -473,6 +476,16 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                     if due.is_none() {
                         due = Some(Instant::now() + DEBOUNCE);
                     }
+                }
+                Some(Msg::RotateNow(by, reply)) => {
+                    let answer = match crate::app::session::Ctx::on(&tmux) {
+                        Ok(ctx) => crate::app::rotate::asked(&ctx, &task, &by).await,
+                        Err(e) => Err(e),
+                    };
+                    let _ = reply.send(answer.map_or_else(
+                        |e| crate::core::wire::Response::error(&e),
+                        |r| crate::core::wire::Response::Rotated { rotated: Box::new(r) },
+                    ));
                 }
                 Some(Msg::CheckinNow(reply)) => {
                     let sched = schedule_of(&task).ok();
@@ -555,6 +568,15 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                 // Dialogs and usage limits: the PM hears of a called human or a paused spoke at once.
                 if checkin::tend_attention(&task, &tmux, clock::now()).await.worth_a_checkin() {
                     checkin(&task, &tmux, &quiet, Trigger::Attention, Vec::new()).await;
+                }
+                // A PM conversation grown past rotate_at is replaced between check-ins (this
+                // actor delivers none meanwhile), when no handoff waits to be told or settles.
+                if let Ok(ctx) = crate::app::session::Ctx::on(&tmux) {
+                    let calm = || {
+                        let found = pending(&task, &quiet);
+                        pm_retry.is_none() && !found.wake && found.settling.is_empty()
+                    };
+                    rotation.tick(&ctx, &task, calm).await;
                 }
             }
             _ = tokio::time::sleep_until(pm_retry.unwrap_or_else(Instant::now)), if pm_retry.is_some() => {

@@ -194,6 +194,33 @@ impl Supervisor {
         });
     }
 
+    /// Ask the task's actor to rotate its PM, for the caller behind `peer`: a spoke is
+    /// refused by the gate (rotating is the hub's or a human's call), as it would be in
+    /// the CLI. The gate and the wait run apart from the supervisor loop.
+    async fn rotate(&self, s: &Supervised, peer: Option<u32>, reply: oneshot::Sender<Response>) {
+        let Some(e) = self.entries.get(&key(s)) else {
+            let _ = reply.send(Response::failure(format!(
+                "task '{}' is not supervised by the daemon",
+                s.task
+            )));
+            return;
+        };
+        let tx = e.handle.tx.clone();
+        let s = s.clone();
+        tokio::spawn(async move {
+            let resp = match super::verbs::rotation_caller(&s, peer).await {
+                Err(e) => Response::error(&e),
+                Ok(by) => {
+                    let (otx, orx) = oneshot::channel();
+                    let _ = tx.send(Msg::RotateNow(by, otx)).await;
+                    orx.await
+                        .unwrap_or_else(|_| Response::failure("the task's actor stopped"))
+                }
+            };
+            let _ = reply.send(resp);
+        });
+    }
+
     /// Run a verb (spawn, send, stop) apart from the supervisor loop: a spawn or a send can
     /// wait seconds for an agent's input area, and the PM being checked in may be the
     /// caller (its check-in must not wait on its own spawn). A stop ends supervision first.
@@ -417,6 +444,7 @@ pub async fn run() -> Result<()> {
                         let _ = reply.send(sup.unregister(&Supervised { project, task }));
                     }
                     Request::Checkin { project, task } => sup.checkin(&Supervised { project, task }, reply).await,
+                    Request::Rotate { project, task } => sup.rotate(&Supervised { project, task }, peer, reply).await,
                     req @ (Request::Spawn { .. } | Request::Send { .. } | Request::Stop { .. }) => sup.verb(req, peer, reply),
                     Request::Subscribe => {
                         let _ = reply.send(Response::failure("subscribe is served on its own connection"));

@@ -25,6 +25,16 @@ async fn gate(ctx: &Ctx, t: &Task, agent: &AgentName, verb: &str, peer: Option<u
     crate::app::gate::check_caller(t, &caller, agent.as_str(), verb)
 }
 
+/// Who asks for a PM rotation (the caller behind `peer`), once the gate lets them: the
+/// agent's name, or "a human".
+pub async fn rotation_caller(s: &crate::core::wire::Supervised, peer: Option<u32>) -> Result<String> {
+    let t = task(&s.project, &s.task)?;
+    let ctx = Ctx::from_env()?;
+    let caller = crate::app::gate::caller_of(&ctx, peer).await;
+    crate::app::gate::check_caller(&t, &caller, "pm", "rotate")?;
+    Ok(caller.agent.unwrap_or_else(|| "a human".into()))
+}
+
 fn task(project: &str, task: &str) -> Result<Task> {
     let name: TaskName = task.parse()?;
     let t = Task::new(Path::new(project), name)?;

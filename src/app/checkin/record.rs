@@ -75,6 +75,9 @@ pub(super) fn record(state: &mut PmState, cands: &[Candidate], ev: &Evaluation, 
     state.phase = ev.phase;
     state.review_rejections = ev.rejections.clone();
     state.last_checkin = Some(now);
+    if let Some(pm) = state.agents.get_mut("pm") {
+        pm.checkins += 1;
+    }
     for key in ev
         .signals
         .iter()

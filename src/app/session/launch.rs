@@ -178,6 +178,7 @@ pub(super) fn record_start(
         }
         a.session_id = Some(session_id);
         a.started_at = Some(now);
+        a.checkins = 0;
         a.last_activity = Some(now);
         Ok(())
     })

@@ -40,7 +40,7 @@ pub use prepare::{Prepared, prepare};
 pub use pull::{pull_remotes, pull_remotes_unless_fresh, remote_hosts, watched_hosts};
 pub use send::{send, send_with};
 pub use spawn::spawn_with;
-pub use start::{restart_pm, start};
+pub use start::{restart_pm, rotate_pm, start};
 pub use stop::stop;
 
 /// One agent's launch as a runtime's argv sees it. The start probe, the real start, a

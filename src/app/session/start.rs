@@ -14,6 +14,8 @@ use crate::store::task::Task;
 /// takes a bare goal to a running coordinator; a PM already running is refused, not doubled.
 pub async fn start(ctx: &Ctx, task: &Task, runtime_flag: Option<&str>, now: DateTime<Utc>) -> Result<Started> {
     crate::store::task::create_or_repair(task, now)?;
+    crate::app::rotate::policy(task)
+        .map_err(|e| Error::BadInput(format!("task '{}': {e} (task.md, Agent Config)", task.name)))?;
     let text = pm_preamble(task, now)?;
     let rt = choose_runtime(task, "pm", runtime_flag)?;
     rt.ensure_installed(&ctx.task_bin)?;
@@ -87,4 +89,21 @@ pub async fn restart_pm(ctx: &Ctx, task: &Task, now: DateTime<Utc>) -> Result<St
     .await?;
     spawn_event(task, "pm", "SPAWN_OK", &s, now)?;
     Ok(s)
+}
+
+/// Replace the PM's conversation by a fresh one (a rotation, see [`crate::core::rotation`]):
+/// its session ends and a new one starts with the PM preamble whose opening instruction is
+/// replaced by `resume_block`, under a new conversation id. The old id stays in the
+/// agent's past sessions, so its cost is still counted. Returns the start and the size of
+/// the first prompt.
+pub async fn rotate_pm(ctx: &Ctx, task: &Task, resume_block: &str, now: DateTime<Utc>) -> Result<(Started, usize)> {
+    let st = task.state()?;
+    let pm = st.agents.get("pm").cloned().unwrap_or_default();
+    let rt = runtime::resolve(pm.runtime.as_deref().unwrap_or("claude"))?;
+    let text = crate::core::rotation::resume_preamble(&pm_preamble(task, now)?, resume_block);
+    let session = pm.session.clone().unwrap_or_else(|| ctx.session_name(task, "pm"));
+    ctx.tmux.kill_session(&session).await?;
+    let s = start_agent(ctx, task, "pm", "hub", &rt, &text, &task.project, now, None).await?;
+    spawn_event(task, "pm", "SPAWN_OK", &s, now)?;
+    Ok((s, text.len()))
 }

@@ -13,6 +13,7 @@ pub(crate) mod new;
 pub(crate) mod permit;
 pub(crate) mod prepare;
 pub(crate) mod progress;
+pub(crate) mod rotate;
 pub(crate) mod runtime;
 pub(crate) mod send;
 pub(crate) mod service;

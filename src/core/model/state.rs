@@ -150,6 +150,9 @@ pub struct AgentState {
     /// human twice for one dialog nor forgets a pause.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention: Option<crate::core::attention::Attention>,
+    /// Check-ins delivered to its current conversation (the PM's): `rotate_every:` counts them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub checkins: u32,
     /// The time of its client's last turn report ([`crate::core::turn`]) that its screen
     /// contradicted: set aside, so it is neither believed nor corrected again.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,0 +1,50 @@
+//! `task rotate <task> [agent]`: replace the PM's conversation by a fresh one now
+//! ([`app::rotate`]), by the daemon's actor when one supervises the task (so it falls
+//! between its check-ins), else here. Refused to spokes, like spawn and send.
+
+use std::path::Path;
+
+use crate::app;
+use crate::app::session::Ctx;
+use crate::core::names::{AgentName, TaskName};
+use crate::core::wire::Request;
+
+use crate::cli::output::print_json;
+
+pub(crate) async fn run(project: Option<&Path>, name: &TaskName, agent: &AgentName, json: bool) -> anyhow::Result<()> {
+    if agent.as_str() != "pm" {
+        return Err(crate::core::error::Error::BadInput(format!(
+            "only the PM's conversation can be rotated for now, not {agent}'s; a spoke that runs long \
+             can hand off IN_PROGRESS and be spawned again with its handoff"
+        ))
+        .into());
+    }
+    let t = app::locate(project, name)?;
+    let ctx = Ctx::from_env()?;
+    let s = app::dispatch::supervised(&t);
+    let req = Request::Rotate {
+        project: s.project,
+        task: s.task,
+    };
+    let r = match app::dispatch::via_daemon::<crate::core::rotation::Rotated>(&req, "task rotate")? {
+        Some(r) => r,
+        None => {
+            app::gate::check(&t, &ctx, "pm", "rotate")?;
+            let by = std::env::var("TASK_AGENT").unwrap_or_else(|_| "a human".into());
+            app::rotate::asked(&ctx, &t, &by).await?
+        }
+    };
+    if json {
+        print_json(&r)?;
+    } else {
+        println!(
+            "Rotated the PM of task '{}': a fresh conversation ({}) in session {}, first prompt {} bytes; the old one ({}) is kept and still counted.",
+            r.task,
+            r.new_session.as_deref().unwrap_or("?"),
+            r.session,
+            r.preamble_bytes,
+            r.old_session.as_deref().unwrap_or("?")
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,173 @@
+//! PM rotation, end to end on the demo runtime: the real binary and daemon, a real tmux
+//! server on a private socket, an idle demo PM. `rotate_every:` stands in for a context
+//! fill (the demo runtime reports none); the real-Claude test of a fill crossing
+//! `rotate_at:` is in claude_rotation.rs.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+fn pm(w: &World) -> Value {
+    w.state("t1")["agents"]["pm"].clone()
+}
+
+fn checkin(w: &World) {
+    let out = ok(&run(w.task().args(["checkin", "t1", "--json"])));
+    let r: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["delivery"]["outcome"], "delivered", "{r}");
+}
+
+#[test]
+fn the_pm_is_rotated_after_rotate_every_check_ins_and_by_hand_and_hears_each_handoff_once() {
+    let w = World::new();
+    w.start_idle_pm("t1")
+        .new_task("rotate_every: 2")
+        .env("RUST_LOG", "agent_orchestrator=debug")
+        .run();
+    std::fs::create_dir_all(w.project.join("tasks/t1/scratchpad/pm")).unwrap();
+    std::fs::write(
+        w.project.join("tasks/t1/scratchpad/pm/decisions.md"),
+        "- chose the pool design: fewer threads\n",
+    )
+    .unwrap();
+    let first = pm(&w)["session_id"].as_str().unwrap().to_string();
+    // A spoke's handoff and two check-ins reach this PM.
+    w.handoff("t1", "explore", "COMPLETE")
+        .body("## Summary\nMapped the writer.\n")
+        .write();
+    checkin(&w);
+    checkin(&w);
+    let rotated = wait_until(
+        "the rotation",
+        std::time::Duration::from_secs(30),
+        std::time::Duration::from_millis(100),
+        || w.events_of("t1", "pm_rotated").first().cloned(),
+        || format!("{}\n{}", pm(&w), w.daemon_log()),
+    );
+    assert_eq!(rotated["data"]["trigger"], "every", "{rotated}");
+    assert_eq!(rotated["data"]["checkins"], 2, "{rotated}");
+    assert_eq!(rotated["data"]["old_session"], first.as_str(), "{rotated}");
+    let pm1 = pm(&w);
+    let second = pm1["session_id"].as_str().unwrap().to_string();
+    assert_ne!(second, first);
+    assert_eq!(rotated["data"]["new_session"], second.as_str());
+    assert!(
+        pm1["past_sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == first.as_str()),
+        "{pm1}"
+    );
+    assert_eq!(
+        pm1["checkins"],
+        Value::Null,
+        "a fresh conversation has had no check-in: {pm1}"
+    );
+    assert_eq!(w.events_of("t1", "pm_rotated").len(), 1);
+
+    // The new PM's first prompt: the preamble, its first instruction replaced by the
+    // resume block from the task folder.
+    let pane = w.pane("t1", "pm");
+    w.wait_demo_prompt(&pane);
+    let preambles = newest_preamble(&w);
+    assert!(!preambles.contains("Begin now:"), "{preambles}");
+    for want in [
+        "## You are taking over",
+        "it had 2 check-ins",
+        "Phase: ",
+        "- chose the pool design: fewer threads",
+        "explore: explore-",
+        "COMPLETE — Mapped the writer.",
+        "Continue where the previous PM left off",
+    ] {
+        assert!(preambles.contains(want), "{want:?} missing:\n{preambles}");
+    }
+    assert_eq!(
+        rotated["data"]["preamble_bytes"].as_u64().unwrap() as usize,
+        preambles.len()
+    );
+
+    // The next handoff reaches the new PM exactly once.
+    let inbox_before = w.inbox("t1", "pm").len();
+    let dev = w
+        .handoff("t1", "dev", "COMPLETE")
+        .body("## Summary\nWrote it.\n")
+        .write();
+    let dev = std::path::Path::new(&dev)
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    wait_for("the check-in naming dev's handoff", 30, || {
+        w.inbox("t1", "pm")[inbox_before..]
+            .iter()
+            .any(|m| m.contains(&dev))
+            .then_some(())
+    });
+    let told: usize = w.inbox("t1", "pm").iter().filter(|m| m.contains(&dev)).count();
+    assert_eq!(told, 1);
+
+    // By hand: a spoke is refused; a human rotates at once.
+    let o = run(w
+        .task()
+        .env("TASK_NAME", "t1")
+        .env("TASK_AGENT", "dev")
+        .env("TASK_ROLE", "spoke")
+        .args(["rotate", "t1"]));
+    assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
+    assert!(stderr(&o).contains("for the hub"), "{}", stderr(&o));
+    let o = run(w.task().args(["rotate", "t1", "dev"]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("only the PM"), "{}", stderr(&o));
+    let out = ok(&run(w.task().args(["rotate", "t1", "--json"])));
+    let r: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["trigger"], "asked", "{r}");
+    assert_eq!(r["by"], "a human", "{r}");
+    assert_eq!(r["old_session"], second.as_str(), "{r}");
+    assert_ne!(pm(&w)["session_id"], second.as_str());
+    assert_eq!(w.events_of("t1", "pm_rotated").len(), 2);
+    // The PM's restarts are not deaths: nothing was reported dead or restarted.
+    assert!(w.events_of("t1", "agent_died").is_empty());
+    assert!(w.events_of("t1", "pm_restart").is_empty());
+}
+
+#[test]
+fn a_bad_rotation_setting_is_refused_at_start_and_an_unknown_fill_never_rotates() {
+    let w = World::new();
+    w.new_task("t1", "rotate_every: often");
+    let o = run(w
+        .task()
+        .env("AO_DEMO_IDLE", "1")
+        .args(["start", "t1", "--runtime", "demo"]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("rotate_every: \"often\""), "{}", stderr(&o));
+    assert!(w.state("t1")["agents"]["pm"].is_null(), "nothing started");
+
+    // The default rotate_at needs a fill; the demo runtime reports none: never rotated.
+    let w = World::new();
+    w.start_idle_pm("t1")
+        .new_task("")
+        .env("RUST_LOG", "agent_orchestrator=debug")
+        .run();
+    let first = pm(&w)["session_id"].clone();
+    checkin(&w);
+    checkin(&w);
+    let looks = || w.daemon_log().matches("looked at the agents' screens").count();
+    let seen = looks();
+    wait_for("two more looks", 30, || (looks() >= seen + 2).then_some(()));
+    assert_eq!(pm(&w)["session_id"], first);
+    assert!(w.events_of("t1", "pm_rotated").is_empty());
+}
+
+fn newest_preamble(w: &World) -> String {
+    let dir = w.project.join("tasks/t1/scratchpad/pm");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("preamble-"))
+        .collect();
+    files.sort_by_key(|p| std::fs::metadata(p).unwrap().modified().unwrap());
+    std::fs::read_to_string(files.last().unwrap()).unwrap()
+}
