@@ -6,6 +6,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::claude::*;
 use common::model::Usage;
 use common::*;
@@ -250,4 +252,72 @@ fn transcript_lines_per_id(cc: &Cc) -> std::collections::BTreeMap<String, usize>
         }
     }
     n
+}
+
+/// Issue 26: a PM whose conversation fills its context past `rotate_at:` is replaced by a
+/// fresh conversation, which starts from the task folder and finishes the task; every
+/// spoke's handoff is told once across the rotation.
+#[test]
+fn a_pm_past_rotate_at_is_rotated_into_a_fresh_conversation_that_finishes_the_task() {
+    let cc = Cc::new();
+    let cfg = cc.w.dir.path().join("config/agent-orchestrator");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(cfg.join("config.toml"), format!("[context_windows]\n\"{MODEL}\" = 4000\n")).unwrap();
+    cc.model.answer_as(MODEL);
+    // 150 tokens a message: 60% of 4,000 is passed at the 16th message, in the PM's turn
+    // on plan's handoff, which starts dev. Dev's handoff waits for the rotation, so the
+    // new PM hears of it.
+    cc.model.usage_grows("pm", 150);
+    let dir = cc.task_dir();
+    cc.model.hold_until("dev", "tool: task handoff", move || {
+        !events(&dir, "pm_rotated").is_empty()
+    });
+    cc.start_example_with("rotate_at: 60%\n");
+    let rotated = wait_until(
+        "the rotation",
+        Duration::from_secs(240),
+        Duration::from_millis(200),
+        || events(&cc.task_dir(), "pm_rotated").into_iter().next(),
+        || cc.dump(),
+    );
+    assert_eq!(rotated["data"]["trigger"], "context", "{rotated}");
+    assert!(rotated["data"]["percent"].as_u64().unwrap() >= 60, "{rotated}");
+    let old = rotated["data"]["old_session"].as_str().unwrap().to_string();
+    let new = rotated["data"]["new_session"].as_str().unwrap().to_string();
+    assert_ne!(old, new);
+    cc.wait_phase("COMPLETE", 240);
+    // The new conversation began with the resume block (a long first prompt is read from
+    // its file) and nothing of the old one: no check-in in it.
+    let first = cc
+        .model
+        .seen()
+        .into_iter()
+        .find(|s| {
+            s.main
+                && s.agent.as_deref() == Some("pm")
+                && serde_json::to_string(&s.messages).unwrap().contains("## You are taking over")
+        })
+        .unwrap_or_else(|| panic!("no PM request carried the resume block\n{}", cc.dump()));
+    let history = serde_json::to_string(&first.messages).unwrap();
+    assert!(!history.contains("Check-in for task"), "history carried over: {history}");
+    assert!(history.contains("Phase: "), "{history}");
+    assert!(history.contains("plan: plan-"), "{history}");
+    assert!(history.contains("- dev: running since"), "{history}");
+    // The new PM heard of dev's handoff in a check-in, and finished the task.
+    let dev_told = cc
+        .model
+        .seen()
+        .into_iter()
+        .filter(|s| s.agent.as_deref() == Some("pm") && s.new_turn && s.said.contains("Check-in for task") && s.said.contains("dev-"))
+        .count();
+    assert_eq!(dev_told, 1, "{}", cc.dump());
+    assert_eq!(events(&cc.task_dir(), "pm_rotated").len(), 1, "{}", cc.dump());
+    // Both conversations' cost is counted: the old one is among the PM's past sessions.
+    let st = cc.state();
+    assert!(
+        st["agents"]["pm"]["past_sessions"].as_array().unwrap().iter().any(|s| s == old.as_str()),
+        "{st}"
+    );
+    assert!(events(&cc.task_dir(), "agent_died").is_empty(), "{}", cc.dump());
+    cc.assert_each_handoff_told_once();
 }

@@ -269,7 +269,9 @@ impl Cc {
         v
     }
 
-    /// Every spoke handoff reached the PM (a turn of the PM's conversation) exactly once.
+    /// Every spoke handoff reached the PM in a check-in (a turn of the PM's conversations)
+    /// exactly once. A rotated PM's first prompt lists the last handoffs too: that is its
+    /// memory, not a check-in.
     pub fn assert_each_handoff_told_once(&self) {
         let files = self.spoke_handoffs();
         assert_eq!(
@@ -279,7 +281,12 @@ impl Cc {
             self.dump()
         );
         for f in &files {
-            let n = self.model.turns_saying("pm", f).len();
+            let n = self
+                .model
+                .turns_saying("pm", f)
+                .into_iter()
+                .filter(|t| t.said.contains("Check-in for task"))
+                .count();
             assert_eq!(n, 1, "{f} reached the PM {n} times\n{}", self.dump());
         }
     }

@@ -89,6 +89,9 @@ struct Steer {
     silent_on_permits: bool,
     /// Agent → the usage its main answers report (default [`DEFAULT_USAGE`]).
     usage: BTreeMap<String, Usage>,
+    /// Agent → input tokens per message of the conversation: usage that grows with the
+    /// conversation, as a real one's does (for context fills and rotation).
+    per_message: BTreeMap<String, u64>,
     /// The model every answer names (default: the model asked for).
     model: Option<String>,
     /// Streamed tool calls start with this text block (two content blocks in one answer:
@@ -217,6 +220,12 @@ impl ModelServer {
     /// Report `usage` in every main answer to `agent` (known numbers for cost tests).
     pub fn usage_for(&self, agent: &str, usage: Usage) {
         self.inner.lock().unwrap().steer.usage.insert(agent.into(), usage);
+    }
+
+    /// Report `per_message` input tokens for every message of `agent`'s conversation in
+    /// each main answer: its context fills as the conversation grows.
+    pub fn usage_grows(&self, agent: &str, per_message: u64) {
+        self.inner.lock().unwrap().steer.per_message.insert(agent.into(), per_message);
     }
 
     /// Name `model` in every answer, whatever model was asked for.
@@ -406,7 +415,13 @@ fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
         let usage = agent
             .as_ref()
             .filter(|_| main)
-            .and_then(|a| g.steer.usage.get(a).copied())
+            .and_then(|a| {
+                g.steer
+                    .per_message
+                    .get(a)
+                    .map(|k| [k * msgs.len() as u64, 20, 0, 0])
+                    .or_else(|| g.steer.usage.get(a).copied())
+            })
             .unwrap_or(DEFAULT_USAGE);
         (model, usage, preface)
     };
@@ -659,6 +674,29 @@ fn intent_of(text: &str, task_hint: &str) -> Option<Intent> {
     }
     let agent = field(text, "# Agent: ")?;
     let task = field(text, "**Task:** ")?;
+    // A PM taking over from a rotated conversation goes on from the last handoffs listed.
+    if agent == "pm" && text.contains("## You are taking over") {
+        let listed = text
+            .split("### Each agent's last handoff")
+            .nth(1)
+            .and_then(|r| r.split("\n### ").next())
+            .unwrap_or("");
+        let reported: Vec<&str> = listed
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix("- "))
+            .filter_map(|l| l.split_once(": ").map(|(a, _)| a))
+            .collect();
+        let next = match ROUTE.iter().rposition(|r| reported.contains(r)) {
+            None => Some(ROUTE[0].to_string()),
+            Some(i) => ROUTE.get(i + 1).map(|s| s.to_string()),
+        };
+        // An agent still running is waited for, not started again.
+        let running = |a: &str| text.contains(&format!("- {a}: running since"));
+        return Some(match next {
+            Some(a) if running(&a) => Intent::Wait,
+            to => Intent::Delegate { task, to },
+        });
+    }
     Some(if agent == "pm" {
         Intent::Delegate {
             task,
