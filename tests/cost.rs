@@ -262,7 +262,11 @@ fn a_pm_past_rotate_at_is_rotated_into_a_fresh_conversation_that_finishes_the_ta
     let cc = Cc::new();
     let cfg = cc.w.dir.path().join("config/agent-orchestrator");
     std::fs::create_dir_all(&cfg).unwrap();
-    std::fs::write(cfg.join("config.toml"), format!("[context_windows]\n\"{MODEL}\" = 4000\n")).unwrap();
+    std::fs::write(
+        cfg.join("config.toml"),
+        format!("[context_windows]\n\"{MODEL}\" = 4000\n"),
+    )
+    .unwrap();
     cc.model.answer_as(MODEL);
     // 150 tokens a message: 60% of 4,000 is passed at the 16th message, in the PM's turn
     // on plan's handoff, which starts dev. Dev's handoff waits for the rotation, so the
@@ -295,11 +299,16 @@ fn a_pm_past_rotate_at_is_rotated_into_a_fresh_conversation_that_finishes_the_ta
         .find(|s| {
             s.main
                 && s.agent.as_deref() == Some("pm")
-                && serde_json::to_string(&s.messages).unwrap().contains("## You are taking over")
+                && serde_json::to_string(&s.messages)
+                    .unwrap()
+                    .contains("## You are taking over")
         })
         .unwrap_or_else(|| panic!("no PM request carried the resume block\n{}", cc.dump()));
     let history = serde_json::to_string(&first.messages).unwrap();
-    assert!(!history.contains("Check-in for task"), "history carried over: {history}");
+    assert!(
+        !history.contains("Check-in for task"),
+        "history carried over: {history}"
+    );
     assert!(history.contains("Phase: "), "{history}");
     assert!(history.contains("plan: plan-"), "{history}");
     assert!(history.contains("- dev: running since"), "{history}");
@@ -308,16 +317,57 @@ fn a_pm_past_rotate_at_is_rotated_into_a_fresh_conversation_that_finishes_the_ta
         .model
         .seen()
         .into_iter()
-        .filter(|s| s.agent.as_deref() == Some("pm") && s.new_turn && s.said.contains("Check-in for task") && s.said.contains("dev-"))
+        .filter(|s| {
+            s.agent.as_deref() == Some("pm")
+                && s.new_turn
+                && s.said.contains("Check-in for task")
+                && s.said.contains("dev-")
+        })
         .count();
     assert_eq!(dev_told, 1, "{}", cc.dump());
     assert_eq!(events(&cc.task_dir(), "pm_rotated").len(), 1, "{}", cc.dump());
     // Both conversations' cost is counted: the old one is among the PM's past sessions.
     let st = cc.state();
     assert!(
-        st["agents"]["pm"]["past_sessions"].as_array().unwrap().iter().any(|s| s == old.as_str()),
+        st["agents"]["pm"]["past_sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == old.as_str()),
         "{st}"
     );
     assert!(events(&cc.task_dir(), "agent_died").is_empty(), "{}", cc.dump());
     cc.assert_each_handoff_told_once();
+}
+
+/// A conversation compacted by the client itself is counted and logged (the transcript's
+/// `compact_boundary`), here by `/compact` typed into the idle PM of a finished task.
+#[test]
+fn a_compaction_by_the_client_is_counted_and_logged() {
+    let cc = Cc::new();
+    cc.start_example();
+    cc.wait_phase("COMPLETE", 240);
+    let session = format!("={}:", cc.state()["agents"]["pm"]["session"].as_str().unwrap());
+    cc.w.tmux(&["send-keys", "-t", &session, "-l", "/compact"]);
+    cc.w.tmux(&["send-keys", "-t", &session, "Enter"]);
+    let st = wait_until(
+        "the compaction counted",
+        Duration::from_secs(90),
+        Duration::from_millis(500),
+        || {
+            let st = status(&cc);
+            let pm = st["task"]["cost"]["agents"]
+                .as_array()?
+                .iter()
+                .find(|a| a["agent"] == "pm")?
+                .clone();
+            (pm["compactions"] == 1).then_some(st)
+        },
+        || cc.dump(),
+    );
+    let _ = st;
+    let logged = events(&cc.task_dir(), "compacted");
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert_eq!(logged[0]["agent"], "pm");
+    assert_eq!(logged[0]["data"]["trigger"], "manual", "{:?}", logged[0]);
 }

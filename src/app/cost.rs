@@ -47,10 +47,14 @@ fn unknown_why(a: &AgentState) -> Option<String> {
     }
 }
 
+/// A compaction read from an agent's transcript for the first time.
+pub type Compacted = (String, crate::core::cost::usage::Compaction);
+
 /// Read every local Claude Code agent's new transcript lines into `file`; returns whether
-/// anything moved (so the caller saves only then).
-pub fn read_transcripts(state: &PmState, cwd: &Path, projects: &Path, file: &mut UsageFile) -> bool {
+/// anything moved (so the caller saves only then), and the compactions newly read.
+pub fn read_transcripts(state: &PmState, cwd: &Path, projects: &Path, file: &mut UsageFile) -> (bool, Vec<Compacted>) {
     let mut moved = false;
+    let mut compacted = Vec::new();
     for (name, a) in &state.agents {
         if unknown_why(a).is_some() || a.host.remote().is_some() {
             continue;
@@ -64,6 +68,7 @@ pub fn read_transcripts(state: &PmState, cwd: &Path, projects: &Path, file: &mut
                 .entry(id.clone())
                 .or_default();
             let before = t.offset;
+            let compactions = t.compactions;
             let p = transcript_path(projects, cwd, id);
             match usage_file::read_new(&p, t) {
                 Ok(warnings) => {
@@ -76,9 +81,14 @@ pub fn read_transcripts(state: &PmState, cwd: &Path, projects: &Path, file: &mut
                 }
             }
             moved |= t.offset != before;
+            if t.compactions > compactions {
+                if let Some(c) = &t.last_compaction {
+                    compacted.push((name.clone(), c.clone()));
+                }
+            }
         }
     }
-    moved
+    (moved, compacted)
 }
 
 /// The first read of a remote transcript moves this much per ssh round trip.
@@ -148,11 +158,12 @@ pub async fn read_remote(task: &Task, state: &PmState) {
 fn agent_cost(name: &str, a: &AgentState, file: &UsageFile, prices: &Prices) -> AgentCost {
     let why = unknown_why(a);
     let mut by_model = ByModel::new();
-    let (mut answers, mut skipped) = (0, 0);
+    let (mut answers, mut skipped, mut compactions) = (0, 0, 0);
     for t in file.agents.get(name).map(|m| m.values()).into_iter().flatten() {
         usage::merge(&mut by_model, &t.by_model);
         answers += t.messages;
         skipped += t.skipped;
+        compactions += t.compactions;
     }
     let tokens = usage::sum(&by_model);
     // The current conversation's latest answer says how full its context is.
@@ -173,6 +184,7 @@ fn agent_cost(name: &str, a: &AgentState, file: &UsageFile, prices: &Prices) -> 
         answers,
         skipped_lines: skipped,
         context,
+        compactions,
     }
 }
 
@@ -193,10 +205,20 @@ pub fn gather_for_checkin(task: &Task, state: &PmState, now: DateTime<Utc>) -> R
 fn gather_with(task: &Task, state: &PmState, now: DateTime<Utc>, for_progress: bool) -> Result<CostView> {
     let mut file = usage_file::load(task);
     let cwd = crate::app::session::local_cwd(task).unwrap_or_else(|_| task.project.clone());
-    let moved = match claude_projects() {
+    let (moved, compacted) = match claude_projects() {
         Some(projects) => read_transcripts(state, &cwd, &projects, &mut file),
-        None => false,
+        None => (false, Vec::new()),
     };
+    for (agent, c) in compacted {
+        tracing::warn!(task = %task.name, %agent, trigger = %c.trigger, pre_tokens = ?c.pre_tokens, "the agent's client compacted its conversation");
+        let _ = crate::store::events::append(
+            task,
+            "compacted",
+            Some(&agent),
+            serde_json::json!({"trigger": c.trigger, "pre_tokens": c.pre_tokens}),
+            now,
+        );
+    }
     let prices = crate::io::prices::load();
     let agents: Vec<AgentCost> = state
         .agents
@@ -395,9 +417,9 @@ mod tests {
             },
         );
         let mut file = UsageFile::default();
-        assert!(read_transcripts(&st, cwd, &projects, &mut file));
+        assert!(read_transcripts(&st, cwd, &projects, &mut file).0);
         assert!(
-            !read_transcripts(&st, cwd, &projects, &mut file),
+            !read_transcripts(&st, cwd, &projects, &mut file).0,
             "nothing new the second time"
         );
         let prices = Prices::default();

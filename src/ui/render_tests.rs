@@ -189,6 +189,7 @@ fn a_task_line_carries_what_the_team_has_cost() {
         usd: Some(0.42),
         skipped_lines: 0,
         context: None,
+        compactions: 0,
     };
     tasks[0].status.cost = Some(CostView::new(vec![dev], None, Default::default()));
     let lines = text(&draw_at(100, 24, &tasks, &UiState::default(), COLOR));

@@ -225,7 +225,12 @@ impl ModelServer {
     /// Report `per_message` input tokens for every message of `agent`'s conversation in
     /// each main answer: its context fills as the conversation grows.
     pub fn usage_grows(&self, agent: &str, per_message: u64) {
-        self.inner.lock().unwrap().steer.per_message.insert(agent.into(), per_message);
+        self.inner
+            .lock()
+            .unwrap()
+            .steer
+            .per_message
+            .insert(agent.into(), per_message);
     }
 
     /// Name `model` in every answer, whatever model was asked for.

@@ -99,6 +99,42 @@ pub struct Transcript {
     /// The latest message ids with the model and tokens counted for them, oldest first.
     #[serde(default)]
     pub recent: Vec<(String, String, Tokens)>,
+    /// Times the client compacted this conversation by itself (or was told to: `/compact`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub compactions: u64,
+    /// The latest of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_compaction: Option<Compaction>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// A compaction, as the transcript records it (`compact_boundary`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Compaction {
+    /// `auto` (the client, near its window's end) or `manual` (`/compact`).
+    pub trigger: String,
+    /// The conversation's tokens before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct SystemLine {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    subtype: Option<String>,
+    #[serde(rename = "compactMetadata")]
+    meta: Option<CompactMeta>,
+}
+
+#[derive(Deserialize)]
+struct CompactMeta {
+    trigger: Option<String>,
+    #[serde(rename = "preTokens")]
+    pre_tokens: Option<u64>,
 }
 
 /// What one feed did.
@@ -168,6 +204,9 @@ impl Transcript {
         // change a total, so they are not parsed at all, and a first read of a long
         // transcript stays close to the cost of reading its bytes.
         if !carries_usage(line) {
+            if names_compact_boundary(line) {
+                self.compaction(line);
+            }
             return Ok(());
         }
         let l: Line = serde_json::from_slice(line).map_err(|e| format!("not a transcript entry ({e})"))?;
@@ -212,6 +251,35 @@ impl Transcript {
     }
 }
 
+impl Transcript {
+    /// Count a `compact_boundary` line; any other line naming it is not one.
+    fn compaction(&mut self, line: &[u8]) {
+        let Ok(l) = serde_json::from_slice::<SystemLine>(line) else {
+            return;
+        };
+        if l.kind.as_deref() != Some("system") || l.subtype.as_deref() != Some("compact_boundary") {
+            return;
+        }
+        self.compactions += 1;
+        self.last_compaction = Some(Compaction {
+            trigger: l
+                .meta
+                .as_ref()
+                .and_then(|m| m.trigger.clone())
+                .unwrap_or_else(|| "unknown".into()),
+            pre_tokens: l.meta.and_then(|m| m.pre_tokens),
+        });
+    }
+}
+
+/// Whether a line names `compact_boundary` (a literal search).
+fn names_compact_boundary(line: &[u8]) -> bool {
+    static COMPACT: std::sync::OnceLock<regex::bytes::Regex> = std::sync::OnceLock::new();
+    COMPACT
+        .get_or_init(|| regex::bytes::Regex::new("\"compact_boundary\"").expect("a literal pattern"))
+        .is_match(line)
+}
+
 /// Whether a line names `"usage"` (a literal search, vectorised by the regex crate).
 fn carries_usage(line: &[u8]) -> bool {
     static USAGE: std::sync::OnceLock<regex::bytes::Regex> = std::sync::OnceLock::new();
@@ -228,6 +296,26 @@ mod tests {
         format!(
             "{{\"type\":\"assistant\",\"message\":{{\"id\":\"{id}\",\"model\":\"{model}\",\"role\":\"assistant\",\"usage\":{{\"input_tokens\":{i},\"output_tokens\":{o},\"cache_creation_input_tokens\":{cw},\"cache_read_input_tokens\":{cr}}}}}}}\n"
         )
+    }
+
+    #[test]
+    fn compactions_are_counted_from_their_boundary_lines() {
+        let mut t = Transcript::default();
+        let text = concat!(
+            "{\"type\":\"system\",\"subtype\":\"compact_boundary\",\"content\":\"Conversation compacted\",\"compactMetadata\":{\"trigger\":\"auto\",\"preTokens\":167000}}\n",
+            "{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"the word compact_boundary in a prompt\"}}\n",
+            "{\"type\":\"system\",\"subtype\":\"compact_boundary\",\"compactMetadata\":{\"trigger\":\"manual\"}}\n",
+        );
+        t.feed(text.as_bytes());
+        assert_eq!(t.compactions, 2);
+        assert_eq!(
+            t.last_compaction,
+            Some(Compaction {
+                trigger: "manual".into(),
+                pre_tokens: None
+            })
+        );
+        assert_eq!(t.messages, 0);
     }
 
     #[test]

@@ -33,6 +33,17 @@ pub struct AgentCost {
     /// How full its current conversation's context is, after its latest answer; `None`
     /// when its usage is unknown or it has not answered yet.
     pub context: Option<ContextFill>,
+    /// Times its client compacted a conversation of its by itself (over its sessions).
+    pub compactions: u64,
+}
+
+/// " (compacted 2×)" when the client compacted the agent's conversations by itself.
+fn compacted(n: u64) -> String {
+    if n == 0 {
+        String::new()
+    } else {
+        format!(" (compacted {n}×)")
+    }
 }
 
 /// How full an agent's context is: what its latest answer was given and gave (its input,
@@ -191,7 +202,7 @@ pub fn render_status(v: &CostView) -> String {
                 budget::tokens(t.cache_read),
                 a.context
                     .as_ref()
-                    .map(|c| format!(" · {}", c.text()))
+                    .map(|c| format!(" · {}{}", c.text(), compacted(a.compactions)))
                     .unwrap_or_default(),
                 if a.skipped_lines > 0 {
                     format!(" ({} bad lines)", a.skipped_lines)
@@ -251,7 +262,14 @@ pub fn checkin_line(v: &CostView) -> String {
     let fills: Vec<String> = v
         .agents
         .iter()
-        .filter_map(|a| Some(format!("{} {}%", a.agent, a.context.as_ref()?.percent?)))
+        .filter_map(|a| {
+            Some(format!(
+                "{} {}%{}",
+                a.agent,
+                a.context.as_ref()?.percent?,
+                compacted(a.compactions)
+            ))
+        })
         .collect();
     if !fills.is_empty() {
         let _ = write!(l, "; context: {}", fills.join(", "));
@@ -282,7 +300,7 @@ pub fn render_progress(v: &CostView) -> String {
                 money(a.usd),
                 a.context
                     .as_ref()
-                    .map(|c| format!(", {}", c.text()))
+                    .map(|c| format!(", {}{}", c.text(), compacted(a.compactions)))
                     .unwrap_or_default()
             );
         } else {
@@ -320,6 +338,7 @@ mod tests {
             usd,
             skipped_lines: 0,
             context: None,
+            compactions: 0,
         }
     }
 
@@ -377,8 +396,13 @@ mod tests {
         dev.context = Some(u);
         let mut pm = agent("pm", true, 90_000, Some(1.0));
         pm.context = Some(ContextFill::of("claude-sonnet-4-5", &t, Some(200_000)));
-        let v = CostView::new(vec![pm, dev], None, SupervisorSpend::default());
+        let mut v = CostView::new(vec![pm, dev], None, SupervisorSpend::default());
         assert_eq!(checkin_line(&v), "Cost so far: 90.0k tokens; context: pm 45%.");
+        v.agents[0].compactions = 2;
+        assert_eq!(
+            checkin_line(&v),
+            "Cost so far: 90.0k tokens; context: pm 45% (compacted 2×)."
+        );
         let progress = render_progress(&v);
         assert!(
             progress.contains("- pm: 90.0k tokens ($1.00), context 45% of 200.0k"),
