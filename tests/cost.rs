@@ -370,4 +370,34 @@ fn a_compaction_by_the_client_is_counted_and_logged() {
     assert_eq!(logged.len(), 1, "{logged:?}");
     assert_eq!(logged[0]["agent"], "pm");
     assert_eq!(logged[0]["data"]["trigger"], "manual", "{:?}", logged[0]);
+    // The models the pinned Claude Code asked for by default are priced and windowed:
+    // `task doctor` finds nothing missing, and the task's money is known.
+    let o = run(&mut cc.task(&["doctor", "--json"]));
+    let checks: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let models = checks
+        .as_array()
+        .or_else(|| checks["checks"].as_array())
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "models")
+        .cloned()
+        .unwrap_or_else(|| panic!("no models check: {checks}"));
+    assert_eq!(models["level"], "ok", "{models}");
+    let st = status(&cc);
+    assert!(st["task"]["cost"]["usd"].is_number(), "{}", st["task"]["cost"]);
+    let defaults: Vec<serde_json::Value> = st["task"]["cost"]["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["context"].as_object().cloned())
+        .filter(|c| {
+            let m = c["model"].as_str().unwrap_or("");
+            m.starts_with("claude-opus-4-8") || m.starts_with("claude-sonnet-5")
+        })
+        .map(serde_json::Value::Object)
+        .collect();
+    assert!(!defaults.is_empty(), "{}", st["task"]["cost"]);
+    for c in defaults {
+        assert_eq!(c["window"], 1_000_000, "{c}");
+    }
 }

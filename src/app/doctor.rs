@@ -37,9 +37,26 @@ pub async fn run(project: Option<&Path>, ctx: &crate::app::context::Ctx) -> Vec<
     out.push(git(root.as_deref()));
     if let Some(root) = &root {
         out.extend(remotes(root).await);
+        out.push(models(root));
     }
     out.push(notify());
     out
+}
+
+/// The models the project's tasks used (from each task's usage.json, as read from the
+/// transcripts) that the price table has no price or window for.
+fn models(root: &Path) -> Check {
+    let prices = crate::io::prices::load();
+    let mut used = std::collections::BTreeSet::new();
+    for t in task::list_tasks(root).unwrap_or_default() {
+        let file = crate::store::usage::load(&t);
+        for tr in file.agents.values().flat_map(|s| s.values()) {
+            used.extend(tr.by_model.keys().filter(|m| m.as_str() != "unknown").cloned());
+        }
+    }
+    let no_price: Vec<String> = used.iter().filter(|m| prices.of(m).is_none()).cloned().collect();
+    let no_window: Vec<String> = used.iter().filter(|m| prices.window_of(m).is_none()).cloned().collect();
+    doctor::models(&no_price, &no_window)
 }
 
 /// git for the agents' worktrees: a problem only when a task of the project asks for them.

@@ -202,6 +202,32 @@ pub fn render(checks: &[Check]) -> String {
     out
 }
 
+/// The models the project's agents used that the price table lacks: money and context
+/// fills for them show as unknown (and a PM on such a model is never rotated by its fill).
+pub fn models(no_price: &[String], no_window: &[String]) -> Check {
+    if no_price.is_empty() && no_window.is_empty() {
+        return Check::ok("models", "every model in use has a price and a context window");
+    }
+    let mut detail = Vec::new();
+    if !no_price.is_empty() {
+        detail.push(format!("no price for {} (money shows as unknown)", no_price.join(", ")));
+    }
+    if !no_window.is_empty() {
+        detail.push(format!(
+            "no context window for {} (fills unknown; the PM is not rotated by its fill)",
+            no_window.join(", ")
+        ));
+    }
+    let example = no_price.first().or(no_window.first()).cloned().unwrap_or_default();
+    Check::warning(
+        "models",
+        detail.join("; "),
+        format!(
+            "add [prices.\"{example}\"] (input, output, cache_write, cache_read in USD per million tokens) and [context_windows] \"{example}\" = <tokens> to ~/.config/agent-orchestrator/config.toml"
+        ),
+    )
+}
+
 #[cfg(test)]
 mod tests {
 

@@ -127,6 +127,13 @@ mod tests {
         ] {
             assert!(p.of(m).is_some(), "{m}");
         }
+        // The pinned Claude Code's defaults (`opus`, `sonnet`): priced and windowed as
+        // published, not by an older model's prefix.
+        assert_eq!(p.of("claude-opus-4-8").map(|x| x.input), Some(5.0));
+        assert_eq!(p.of("claude-sonnet-5").map(|x| (x.input, x.output)), Some((2.0, 10.0)));
+        assert_eq!(p.window_of("claude-opus-4-8"), Some(1_000_000));
+        assert_eq!(p.window_of("claude-sonnet-5"), Some(1_000_000));
+        assert_eq!(p.window_of("claude-opus-4-1-20250805"), Some(200_000));
     }
 
     #[test]
