@@ -66,6 +66,9 @@ fn the_pm_is_rotated_after_rotate_every_check_ins_and_by_hand_and_hears_each_han
         "a fresh conversation has had no check-in: {pm1}"
     );
     assert_eq!(w.events_of("t1", "pm_rotated").len(), 1);
+    let st: Value = serde_json::from_str(&ok(&run(w.task().args(["status", "t1", "--json"])))).unwrap();
+    assert_eq!(st["task"]["rotation"]["every"], 2, "{}", st["task"]["rotation"]);
+    assert_eq!(st["task"]["rotation"]["pm_checkins"], 0, "{}", st["task"]["rotation"]);
 
     // The new PM's first prompt: the preamble, its first instruction replaced by the
     // resume block from the task folder.
@@ -159,6 +162,12 @@ fn a_bad_rotation_setting_is_refused_at_start_and_an_unknown_fill_never_rotates(
     wait_for("two more looks", 30, || (looks() >= seen + 2).then_some(()));
     assert_eq!(pm(&w)["session_id"], first);
     assert!(w.events_of("t1", "pm_rotated").is_empty());
+    // And status says why.
+    let human = ok(&run(w.task().args(["status", "t1"])));
+    assert!(
+        human.contains("Rotation:      at 60% of the PM's context — off in effect: the PM's context fill is unknown (the demo runtime keeps no usage record we read)"),
+        "{human}"
+    );
 }
 
 fn newest_preamble(w: &World) -> String {

@@ -182,6 +182,9 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
             row
         })
         .collect();
+    let cost = crate::app::cost::gather(task, &state, now)
+        .map_err(|e| tracing::warn!(task = %task.name, error = %e, "cannot gather usage"))
+        .ok();
     Ok(TaskStatus {
         roster,
         lanes,
@@ -216,9 +219,22 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
         problems,
         git: state.git.clone(),
         watcher: handoffs::watch_stats::load(),
-        cost: crate::app::cost::gather(task, &state, now)
-            .map_err(|e| tracing::warn!(task = %task.name, error = %e, "cannot gather usage"))
-            .ok(),
+        rotation: crate::core::status::rotation_view(
+            crate::app::rotate::policy(task),
+            state.agents.get("pm").map(|_| {
+                match cost.as_ref().and_then(|c| c.agents.iter().find(|a| a.agent == "pm")) {
+                    Some(a) if !a.known => Err(a.unknown_why.clone().unwrap_or_else(|| "not read".into())),
+                    Some(a) => match &a.context {
+                        Some(c) if c.window.is_none() => Err(format!("no context window known for {}", c.model)),
+                        Some(c) => Ok(c.percent),
+                        None => Ok(None),
+                    },
+                    None => Err("its usage was not gathered".into()),
+                }
+            }),
+            state.agents.get("pm").map_or(0, |a| a.checkins),
+        ),
+        cost,
     })
 }
 

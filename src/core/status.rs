@@ -52,6 +52,82 @@ pub struct AgentRow {
     pub turn: Option<TurnView>,
 }
 
+/// The PM rotation's settings and where the PM stands against them.
+#[derive(Debug, Clone, Serialize)]
+pub struct RotationView {
+    /// `rotate_at:` in percent; null when off.
+    pub at_percent: Option<u64>,
+    /// `rotate_every:` check-ins; null when off.
+    pub every: Option<u32>,
+    /// The PM's current conversation's fill, when known.
+    pub pm_percent: Option<u64>,
+    /// Check-ins delivered to its current conversation.
+    pub pm_checkins: u32,
+    /// Why rotation cannot happen as set (a fill unknown, a bad setting), when so.
+    pub note: Option<String>,
+}
+
+/// The rotation line, or None for a task with no PM yet. Pure.
+pub fn rotation_view(
+    policy: std::result::Result<crate::core::rotation::Policy, String>,
+    pm_known: Option<std::result::Result<Option<u64>, String>>,
+    pm_checkins: u32,
+) -> Option<RotationView> {
+    let known = pm_known?;
+    let p = match policy {
+        Ok(p) => p,
+        Err(e) => {
+            return Some(RotationView {
+                at_percent: None,
+                every: None,
+                pm_percent: None,
+                pm_checkins,
+                note: Some(format!("off: {e}")),
+            });
+        }
+    };
+    let (pm_percent, unknown_why) = match known {
+        Ok(p) => (p, None),
+        Err(why) => (None, Some(why)),
+    };
+    let note = match (p.at_percent, p.every, &unknown_why) {
+        (None, None, _) => Some("off (rotate_at: off)".to_string()),
+        (Some(_), None, Some(why)) => Some(format!(
+            "off in effect: the PM's context fill is unknown ({why}); set rotate_every: to rotate by check-ins"
+        )),
+        (Some(_), Some(_), Some(why)) => Some(format!("by check-ins only: the PM's context fill is unknown ({why})")),
+        _ => None,
+    };
+    Some(RotationView {
+        at_percent: p.at_percent,
+        every: p.every,
+        pm_percent,
+        pm_checkins,
+        note,
+    })
+}
+
+fn rotation_line(r: &RotationView) -> String {
+    let mut parts = Vec::new();
+    if let Some(at) = r.at_percent {
+        parts.push(match r.pm_percent {
+            Some(now) => format!("at {at}% of the PM's context (now {now}%)"),
+            None => format!("at {at}% of the PM's context"),
+        });
+    }
+    if let Some(n) = r.every {
+        parts.push(format!("every {n} check-ins ({} so far)", r.pm_checkins));
+    }
+    let mut line = parts.join(", ");
+    if let Some(n) = &r.note {
+        if !line.is_empty() {
+            line.push_str(" — ");
+        }
+        line.push_str(n);
+    }
+    format!("Rotation:      {line}\n")
+}
+
 /// An agent's last turn report ([`crate::core::turn`]) as status shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct TurnView {
@@ -191,6 +267,8 @@ pub struct TaskStatus {
     /// The daemon's file watcher, daemon-wide: its event queue overflows (each one a
     /// rescan of every task's handoffs) since it started; `None` when no daemon saved any.
     pub watcher: Option<crate::core::model::WatchStats>,
+    /// The PM rotation (null before the PM started).
+    pub rotation: Option<RotationView>,
     /// What the team has cost (`null` when it could not be gathered); see docs/json.md.
     pub cost: Option<crate::core::cost::view::CostView>,
     /// The task's git side (start commit, task branch and its head); `null` outside git.
@@ -248,6 +326,9 @@ fn facts(s: &TaskStatus) -> String {
     out.push_str(&format!("Artifacts:     {}\n", s.artifacts));
     if let Some(c) = &s.cost {
         out.push_str(&crate::core::cost::view::render_status(c));
+    }
+    if let Some(r) = &s.rotation {
+        out.push_str(&rotation_line(r));
     }
     if let Some(g) = &s.git {
         out.push_str(&match (&g.branch, &g.head) {
@@ -565,4 +646,46 @@ pub fn render_list(project: &std::path::Path, rows: &[ListRow]) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::rotation::Policy;
+
+    #[test]
+    fn rotation_says_where_the_pm_stands_and_why_it_cannot_rotate() {
+        let on = Policy {
+            at_percent: Some(60),
+            every: None,
+        };
+        assert!(rotation_view(Ok(on), None, 0).is_none(), "no PM yet");
+        let r = rotation_view(Ok(on), Some(Ok(Some(12))), 3).unwrap();
+        assert_eq!(
+            rotation_line(&r),
+            "Rotation:      at 60% of the PM's context (now 12%)\n"
+        );
+        let r = rotation_view(
+            Ok(on),
+            Some(Err("the demo runtime keeps no usage record we read".into())),
+            0,
+        )
+        .unwrap();
+        assert!(
+            rotation_line(&r).contains("off in effect: the PM's context fill is unknown (the demo runtime"),
+            "{}",
+            rotation_line(&r)
+        );
+        let both = Policy {
+            at_percent: Some(60),
+            every: Some(20),
+        };
+        let r = rotation_view(Ok(both), Some(Err("x".into())), 4).unwrap();
+        assert_eq!(
+            rotation_line(&r),
+            "Rotation:      at 60% of the PM's context, every 20 check-ins (4 so far) — by check-ins only: the PM's context fill is unknown (x)\n"
+        );
+        let r = rotation_view(Err("rotate_at: \"x\" is not a percentage".into()), Some(Ok(None)), 0).unwrap();
+        assert!(rotation_line(&r).contains("off: rotate_at"), "{}", rotation_line(&r));
+    }
 }

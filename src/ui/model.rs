@@ -287,6 +287,18 @@ pub fn rows(tasks: &[TaskView], filter: &str) -> Vec<Row> {
 }
 
 /// The lane word for an agent: `busy`, `stale`, `queued` (a spawn waits), or `-`.
+/// How full an agent's context is (`ctx 45%`, with `+c` after a compaction by its client),
+/// or `ctx -` when unknown.
+pub fn fill_word(s: &TaskStatus, agent: &str) -> String {
+    let a = s.cost.as_ref().and_then(|c| c.agents.iter().find(|a| a.agent == agent));
+    let pct = a.and_then(|a| a.context.as_ref()?.percent);
+    let compacted = if a.is_some_and(|a| a.compactions > 0) { "+c" } else { "" };
+    match pct {
+        Some(p) => format!("ctx {p}%{compacted}"),
+        None => "ctx -".into(),
+    }
+}
+
 pub fn lane_word(s: &TaskStatus, agent: &str) -> String {
     match s.lanes.iter().find(|l| l.agent == agent) {
         Some(l) if l.queued.is_some() => format!("{}+queued", l.state),

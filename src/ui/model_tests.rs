@@ -51,6 +51,7 @@ pub(crate) fn task(name: &str, agents: Vec<AgentRow>) -> TaskView {
             lanes: Vec::new(),
             problems: Vec::new(),
             watcher: None,
+            rotation: None,
             cost: None,
             git: None,
         },

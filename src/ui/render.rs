@@ -282,7 +282,8 @@ fn draw_tasks(f: &mut Frame, r: Rect, v: &View, ui: &UiState, theme: Theme) {
                 ];
                 if !narrow {
                     spans.push(Span::raw(fit(&format!("next:{next}"), 12)));
-                    spans.push(Span::raw(fit(&a.host, w.saturating_sub(62))));
+                    spans.push(Span::raw(fit(&model::fill_word(s, &a.name), 10)));
+                    spans.push(Span::raw(fit(&a.host, w.saturating_sub(72))));
                 }
                 ListItem::new(Line::from(spans))
             }

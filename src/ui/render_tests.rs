@@ -191,12 +191,33 @@ fn a_task_line_carries_what_the_team_has_cost() {
         context: None,
         compactions: 0,
     };
+    let mut dev = dev;
+    dev.context = Some(crate::core::cost::view::ContextFill::of(
+        "claude-sonnet-5",
+        &Tokens {
+            input: 90_000,
+            output: 0,
+            cache_creation: 0,
+            cache_read: 0,
+        },
+        Some(200_000),
+    ));
+    dev.compactions = 1;
     tasks[0].status.cost = Some(CostView::new(vec![dev], None, Default::default()));
     let lines = text(&draw_at(100, 24, &tasks, &UiState::default(), COLOR));
     assert!(
         lines
             .iter()
             .any(|l| l.contains("t1 · PLANNING") && l.contains("15.0k tokens ($0.42)")),
+        "{lines:#?}"
+    );
+    // Each agent's row says how full its context is; unknown fills say so.
+    assert!(
+        lines.iter().any(|l| l.contains("  dev") && l.contains("ctx 45%+c")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| !l.contains("  dev") && l.contains("ctx -")),
         "{lines:#?}"
     );
 }

@@ -177,6 +177,7 @@ fn unreadable(t: &Task, problem: String) -> crate::core::status::TaskStatus {
         lanes: Vec::new(),
         problems: vec![problem],
         watcher: None,
+        rotation: None,
         cost: None,
         git: None,
     }
