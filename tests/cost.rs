@@ -401,3 +401,85 @@ fn a_compaction_by_the_client_is_counted_and_logged() {
         assert_eq!(c["window"], 1_000_000, "{c}");
     }
 }
+
+/// Issue 26 item 4: a spoke whose context fills up is asked for a checkpoint, writes it,
+/// and goes on in a fresh session in the same lane, from that checkpoint; the PM is told,
+/// and the task completes with every step's handoff told once.
+#[test]
+fn a_spoke_past_rotate_at_checkpoints_and_goes_on_in_a_fresh_session_in_its_lane() {
+    let cc = Cc::new();
+    let cfg = cc.w.dir.path().join("config/agent-orchestrator");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(
+        cfg.join("config.toml"),
+        format!("[context_windows]\n\"{MODEL}\" = 4000\n"),
+    )
+    .unwrap();
+    cc.model.answer_as(MODEL);
+    // Dev's first conversation is 75% full and reads rather than hands off.
+    cc.model.full_first("dev", 3000);
+    cc.start_example_with("rotate_at: 60%\n");
+    let asked = wait_until(
+        "the checkpoint request",
+        Duration::from_secs(240),
+        Duration::from_millis(200),
+        || events(&cc.task_dir(), "checkpoint_asked").into_iter().next(),
+        || cc.dump(),
+    );
+    assert_eq!(asked["agent"], "dev", "{asked}");
+    assert_eq!(asked["data"]["percent"], 75, "{asked}");
+    let old_session = cc.state()["agents"]["dev"]["session_id"].as_str().unwrap().to_string();
+    let rotated = wait_until(
+        "the fresh session",
+        Duration::from_secs(120),
+        Duration::from_millis(200),
+        || events(&cc.task_dir(), "spoke_rotated").into_iter().next(),
+        || cc.dump(),
+    );
+    let checkpoint = rotated["data"]["checkpoint"].as_str().unwrap().to_string();
+    assert!(checkpoint.starts_with("dev-"), "{rotated}");
+    // The lane was never released in between: no release, no new spawn through the gate.
+    let st = cc.state();
+    assert_eq!(
+        st["lanes"]["dev"]["holder"]["pane"], st["agents"]["dev"]["pane"],
+        "{st}"
+    );
+    assert_ne!(st["agents"]["dev"]["session_id"].as_str().unwrap(), old_session);
+    assert!(
+        st["agents"]["dev"]["past_sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == old_session.as_str())
+    );
+    cc.wait_phase("COMPLETE", 240);
+    let released: Vec<_> = events(&cc.task_dir(), "lane_released")
+        .into_iter()
+        .filter(|e| e["agent"] == "dev")
+        .collect();
+    assert_eq!(released.len(), 1, "released once, at its final handoff: {released:?}");
+    // The fresh session started from the original instructions and the checkpoint.
+    let first = cc
+        .model
+        .seen()
+        .into_iter()
+        .find(|s| {
+            s.main
+                && s.agent.as_deref() == Some("dev")
+                && serde_json::to_string(&s.messages)
+                    .unwrap()
+                    .contains("## Continue from your checkpoint")
+        })
+        .unwrap_or_else(|| panic!("no fresh dev conversation\n{}", cc.dump()));
+    let m = serde_json::to_string(&first.messages).unwrap();
+    assert!(
+        m.contains("the fix is half written") && m.contains("Do the dev step of the task"),
+        "{m}"
+    );
+    assert!(!m.contains("write a checkpoint handoff now"), "no history: {m}");
+    // The PM was told, once.
+    let told = cc.model.turns_saying("pm", "rotated: dev at 75%");
+    assert_eq!(told.len(), 1, "{}", cc.dump());
+    assert_eq!(events(&cc.task_dir(), "checkpoint_asked").len(), 1);
+    assert_eq!(events(&cc.task_dir(), "spoke_rotated").len(), 1);
+}

@@ -271,3 +271,188 @@ pub async fn asked(ctx: &crate::app::session::Ctx, task: &Task, by: &str) -> Res
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+
+/// Spokes whose context filled up (each local Claude Code spoke working on a PM handoff):
+/// asked once for a checkpoint handoff (verified delivery), then continued in a fresh
+/// session in the same lane and folder from that checkpoint, or, after
+/// `checkpoint_grace:` with none, from what it last said. Runs under the check-in lock (a
+/// rotation, like a check-in, must not overlap one). Returns the signals for the PM.
+pub async fn tend_spokes(
+    ctx: &crate::app::session::Ctx,
+    task: &Task,
+    now: DateTime<Utc>,
+) -> Vec<crate::core::checkin::signals::Signal> {
+    let Ok(p) = policy(task) else { return Vec::new() };
+    let Ok(st) = task.state() else { return Vec::new() };
+    let spokes: Vec<String> = st
+        .agents
+        .iter()
+        .filter(|(n, a)| {
+            n.as_str() != "pm"
+                && a.host.remote().is_none()
+                && a.status == crate::core::model::AgentStatus::Running
+                && (a.checkpoint_asked.is_some() || st.lanes.get(n.as_str()).is_some_and(|l| l.holder.is_some()))
+        })
+        .map(|(n, _)| n.clone())
+        .collect();
+    if spokes.is_empty() || (p.at_percent.is_none() && spokes.iter().all(|n| st.agents[n].checkpoint_asked.is_none())) {
+        return Vec::new();
+    }
+    let Some(_lock) = task.try_lock_checkin().ok().flatten() else {
+        return Vec::new();
+    };
+    let fills: std::collections::BTreeMap<String, u64> = crate::app::cost::gather(task, &st, now)
+        .map(|v| {
+            v.agents
+                .into_iter()
+                .filter_map(|a| Some((a.agent, a.context?.percent?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let grace = task
+        .spec()
+        .ok()
+        .and_then(|s| {
+            s.setting("checkpoint_grace")
+                .and_then(crate::core::clock::parse_duration)
+        })
+        .unwrap_or(rotation::CHECKPOINT_GRACE);
+    let mut out = Vec::new();
+    for agent in spokes {
+        let Ok(st) = task.state() else { break };
+        let Some(a) = st.agents.get(&agent) else { continue };
+        let holds_lane = st.lanes.get(&agent).is_some_and(|l| l.holder.is_some());
+        let checkpoint = a.checkpoint_asked.and_then(|t| checkpoint_since(task, &agent, t));
+        let step = rotation::spoke_step(
+            p.at_percent,
+            fills.get(&agent).copied(),
+            a.checkpoint_asked,
+            holds_lane,
+            checkpoint.as_ref().map(|(f, _)| f.as_str()),
+            grace,
+            now,
+        );
+        match step {
+            rotation::SpokeStep::Nothing => {}
+            rotation::SpokeStep::Forget => set_asked(task, &agent, None, now),
+            rotation::SpokeStep::Ask { percent } => {
+                let text = rotation::checkpoint_message(task.name.as_str(), &agent, "task", percent);
+                let sent = crate::app::session::send_with(
+                    ctx,
+                    task,
+                    &agent,
+                    &text,
+                    Some(std::time::Duration::from_secs(15)),
+                    true,
+                )
+                .await;
+                let delivered = matches!(&sent, Ok(r) if r.outcome == crate::core::report::Outcome::Delivered);
+                // Typed but not confirmed (a busy client keeps it queued) counts as asked
+                // too: asking again would queue a second request behind the first.
+                let typed = delivered || matches!(&sent, Ok(r) if r.enters > 0);
+                if typed {
+                    set_asked(task, &agent, Some(now), now);
+                }
+                let _ = crate::store::events::append(
+                    task,
+                    "checkpoint_asked",
+                    Some(&agent),
+                    serde_json::json!({"percent": percent, "delivered": delivered}),
+                    now,
+                );
+                tracing::info!(task = %task.name, %agent, percent, delivered, "asked a spoke with a full context for a checkpoint");
+            }
+            rotation::SpokeStep::FromCheckpoint { .. } | rotation::SpokeStep::FromTranscript => {
+                let said = match &checkpoint {
+                    Some(_) => None,
+                    None => last_said(task, a),
+                };
+                let block = rotation::continue_block(
+                    checkpoint.as_ref().map(|(f, b)| (f.as_str(), b.as_str())),
+                    said.as_deref(),
+                );
+                let percent = fills.get(&agent).copied();
+                match crate::app::session::respawn_in_lane(ctx, task, &agent, &block, now).await {
+                    Ok(started) => {
+                        set_asked(task, &agent, None, now);
+                        let file = checkpoint.as_ref().map(|(f, _)| f.clone());
+                        let _ = crate::store::events::append(
+                            task,
+                            "spoke_rotated",
+                            Some(&agent),
+                            serde_json::json!({"percent": percent, "checkpoint": file, "session": started.session}),
+                            now,
+                        );
+                        tracing::info!(task = %task.name, %agent, checkpoint = ?file, "spoke continued in a fresh session");
+                        out.push(crate::core::checkin::signals::Signal {
+                            kind: crate::core::checkin::signals::SignalKind::Rotated,
+                            agent: agent.clone(),
+                            file: file.clone(),
+                            text: match &file {
+                                Some(f) => format!(
+                                    "rotated: {agent}{} goes on in a fresh session from its checkpoint {f}; nothing to do, wait for its handoff",
+                                    percent.map(|p| format!(" at {p}%")).unwrap_or_default()
+                                ),
+                                None => format!(
+                                    "rotated: {agent}{} wrote no checkpoint in time and goes on in a fresh session from what it last said; wait for its handoff",
+                                    percent.map(|p| format!(" at {p}%")).unwrap_or_default()
+                                ),
+                            },
+                        });
+                    }
+                    Err(e) => {
+                        tracing::warn!(task = %task.name, %agent, error = %e, "could not continue the spoke in a fresh session");
+                        set_asked(task, &agent, None, now);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn set_asked(task: &Task, agent: &str, asked: Option<DateTime<Utc>>, now: DateTime<Utc>) {
+    let r = task.update_state(now, |st| {
+        if let Some(a) = st.agents.get_mut(agent) {
+            a.checkpoint_asked = asked;
+        }
+        Ok(())
+    });
+    if let Err(e) = r {
+        tracing::warn!(task = %task.name, agent, error = %e, "cannot record the checkpoint request");
+    }
+}
+
+/// `agent`'s newest handoff, when it is IN_PROGRESS and was written after `since`: its
+/// checkpoint (file name, body).
+fn checkpoint_since(task: &Task, agent: &str, since: DateTime<Utc>) -> Option<(String, String)> {
+    let (names, _) = crate::store::handoffs::list(&task.handoffs()).ok()?;
+    let latest = crate::store::progress::latest_by_agent(&task.handoffs(), &names).ok()?;
+    let l = latest.into_iter().find(|l| l.agent() == agent)?;
+    if l.handoff.status != crate::core::handoff::Status::InProgress {
+        return None;
+    }
+    let path = task.handoffs().join(&l.file);
+    let written: DateTime<Utc> = std::fs::metadata(&path).ok()?.modified().ok()?.into();
+    if written + chrono::Duration::seconds(1) < since {
+        return None;
+    }
+    let body = std::fs::read_to_string(&path).ok()?;
+    Some((l.file.clone(), rotation::tail(&body, rotation::PART_MAX)))
+}
+
+/// What a spoke last said, from its current conversation's transcript.
+fn last_said(task: &Task, a: &crate::core::model::AgentState) -> Option<String> {
+    let id = a.session_id.as_deref()?;
+    let projects = crate::app::cost::claude_projects()?;
+    let cwd = a
+        .worktree
+        .as_ref()
+        .map(|w| w.path.join(&w.cwd))
+        .or_else(|| crate::app::session::local_cwd(task).ok())?;
+    let path = crate::app::cost::transcript_path(&projects, &cwd, id);
+    let bytes = std::fs::read(path).ok()?;
+    let from = bytes.len().saturating_sub(256 * 1024);
+    let text = String::from_utf8_lossy(&bytes[from..]);
+    Some(rotation::assistant_tail(&text, 3000))
+}

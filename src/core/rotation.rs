@@ -182,6 +182,114 @@ pub struct Rotated {
     pub session: String,
 }
 
+/// The message that asks a spoke for a checkpoint handoff.
+pub const CHECKPOINT_TEMPLATE: &str = include_str!("../../templates/checkpoint.md");
+
+/// How long a spoke asked for a checkpoint has to write it (task.md `checkpoint_grace:`)
+/// before it is restarted from what it last said.
+pub const CHECKPOINT_GRACE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The checkpoint request for `agent` of `task`. Pure.
+pub fn checkpoint_message(task: &str, agent: &str, task_bin: &str, percent: u64) -> String {
+    crate::core::preamble::fill(
+        CHECKPOINT_TEMPLATE,
+        &[
+            ("task", task),
+            ("agent", agent),
+            ("task_bin", task_bin),
+            ("percent", &percent.to_string()),
+        ],
+    )
+    .trim_end()
+    .to_string()
+}
+
+/// Where a spoke whose context filled up stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpokeStep {
+    /// Nothing to do.
+    Nothing,
+    /// Its fill passed `rotate_at:`: ask it for a checkpoint.
+    Ask { percent: u64 },
+    /// It wrote its checkpoint (this handoff): continue in a fresh session from it.
+    FromCheckpoint { file: String },
+    /// The grace passed with no checkpoint: continue from what it last said.
+    FromTranscript,
+    /// It finished (or was stopped) since it was asked: forget the request.
+    Forget,
+}
+
+/// What a spoke's rotation does next. Pure. `asked`: when it was asked for a checkpoint;
+/// `holds_lane`: it still works on its PM handoff; `checkpoint`: its newest handoff if
+/// IN_PROGRESS and written after it was asked.
+pub fn spoke_step(
+    at_percent: Option<u64>,
+    fill: Option<u64>,
+    asked: Option<DateTime<Utc>>,
+    holds_lane: bool,
+    checkpoint: Option<&str>,
+    grace: std::time::Duration,
+    now: DateTime<Utc>,
+) -> SpokeStep {
+    match asked {
+        None => match (at_percent, fill) {
+            (Some(at), Some(p)) if holds_lane && p >= at => SpokeStep::Ask { percent: p },
+            _ => SpokeStep::Nothing,
+        },
+        Some(_) if !holds_lane => SpokeStep::Forget,
+        Some(_) if checkpoint.is_some() => SpokeStep::FromCheckpoint {
+            file: checkpoint.unwrap_or_default().to_string(),
+        },
+        Some(t) if now - t >= chrono::Duration::from_std(grace).unwrap_or_default() => SpokeStep::FromTranscript,
+        Some(_) => SpokeStep::Nothing,
+    }
+}
+
+/// What a spoke last said, from its Claude Code transcript (JSONL): the text of its last
+/// assistant messages, oldest first, at most `max` characters. Pure.
+pub fn assistant_tail(jsonl: &str, max: usize) -> String {
+    let mut said: Vec<String> = Vec::new();
+    for line in jsonl.lines().rev() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if v["type"] != "assistant" {
+            continue;
+        }
+        let text: Vec<&str> = v["message"]["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["type"] == "text")
+            .filter_map(|c| c["text"].as_str())
+            .collect();
+        if text.is_empty() {
+            continue;
+        }
+        said.push(text.join("\n"));
+        if said.iter().map(|s| s.chars().count()).sum::<usize>() >= max {
+            break;
+        }
+    }
+    said.reverse();
+    tail(&said.join("\n\n"), max)
+}
+
+/// What a fresh session of a spoke continues from, after its original instructions.
+pub fn continue_block(checkpoint: Option<(&str, &str)>, said: Option<&str>) -> String {
+    match (checkpoint, said) {
+        (Some((file, body)), _) => format!(
+            "## Continue from your checkpoint\nYour previous session filled its context and wrote this checkpoint ({file}). Continue from it: do not redo what it says is done.\n\n{}\n",
+            body.trim()
+        ),
+        (None, Some(said)) => format!(
+            "## Continue where your previous session stopped\nYour previous session filled its context before writing a checkpoint. The last things it said:\n\n{}\n\nCheck the files before redoing anything.\n",
+            said.trim()
+        ),
+        (None, None) => "## Continue where your previous session stopped\nYour previous session filled its context before writing a checkpoint. Check the files for what is done before redoing anything.\n".into(),
+    }
+}
+
 /// One line for an agent's lane: who holds it since when, and what is queued.
 pub fn lane_line(agent: &str, holder: Option<(&DateTime<Utc>, &str)>, queued: Option<&str>) -> Option<String> {
     let mut s = match holder {

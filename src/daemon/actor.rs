@@ -577,6 +577,11 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                         pm_retry.is_none() && !found.wake && found.settling.is_empty()
                     };
                     rotation.tick(&ctx, &task, calm).await;
+                    // Spokes whose context filled up: a checkpoint, then a fresh session.
+                    let sigs = crate::app::rotate::tend_spokes(&ctx, &task, clock::now()).await;
+                    if !sigs.is_empty() {
+                        checkin(&task, &tmux, &quiet, Trigger::Attention, sigs).await;
+                    }
                 }
             }
             _ = tokio::time::sleep_until(pm_retry.unwrap_or_else(Instant::now)), if pm_retry.is_some() => {

@@ -92,6 +92,10 @@ struct Steer {
     /// Agent → input tokens per message of the conversation: usage that grows with the
     /// conversation, as a real one's does (for context fills and rotation).
     per_message: BTreeMap<String, u64>,
+    /// Agent → the input tokens of every answer in its first conversation, which also does
+    /// not hand off by itself (it reads first): a spoke whose context is full, continued
+    /// by the supervisor in a fresh conversation (which reports the default usage).
+    full_first: BTreeMap<String, u64>,
     /// The model every answer names (default: the model asked for).
     model: Option<String>,
     /// Streamed tool calls start with this text block (two content blocks in one answer:
@@ -233,6 +237,12 @@ impl ModelServer {
             .insert(agent.into(), per_message);
     }
 
+    /// `agent`'s first conversation reports `tokens` of input in every answer and does not
+    /// hand off by itself; a conversation continued from a checkpoint is an ordinary one.
+    pub fn full_first(&self, agent: &str, tokens: u64) {
+        self.inner.lock().unwrap().steer.full_first.insert(agent.into(), tokens);
+    }
+
     /// Name `model` in every answer, whatever model was asked for.
     pub fn answer_as(&self, model: &str) {
         self.inner.lock().unwrap().steer.model = Some(model.into());
@@ -358,7 +368,16 @@ fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
         let long = agent.as_ref().and_then(|a| g.steer.long_body.get(a).copied());
         let compound = agent.as_ref().is_some_and(|a| g.steer.compound.contains(a));
         let permits = if g.steer.silent_on_permits { None } else { Some("allow") };
-        script(&msgs, ask.as_deref(), long, compound, permits).unwrap_or_else(|| Reply::Text("Understood.".into()))
+        let reply =
+            script(&msgs, ask.as_deref(), long, compound, permits).unwrap_or_else(|| Reply::Text("Understood.".into()));
+        // A first conversation that is full reads rather than hands off.
+        let first_full = agent.as_ref().is_some_and(|a| g.steer.full_first.contains_key(a)) && !continued(&msgs);
+        match reply {
+            Reply::Tool(c) if first_full && c.contains("task handoff") && !c.contains("IN_PROGRESS") => {
+                Reply::Text("Reading the code first; I will hand off when done.".into())
+            }
+            r => r,
+        }
     } else {
         Reply::Text(match wire {
             // Gemini CLI's side calls (next speaker, routing) ask for JSON with these fields.
@@ -425,6 +444,13 @@ fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
                     .per_message
                     .get(a)
                     .map(|k| [k * msgs.len() as u64, 20, 0, 0])
+                    .or_else(|| {
+                        g.steer
+                            .full_first
+                            .get(a)
+                            .filter(|_| !continued(&msgs))
+                            .map(|t| [*t, 20, 0, 0])
+                    })
                     .or_else(|| g.steer.usage.get(a).copied())
             })
             .unwrap_or(DEFAULT_USAGE);
@@ -642,6 +668,13 @@ fn with_files_read(us: Vec<(String, bool)>) -> Result<Vec<(String, bool)>, Strin
     Ok(out)
 }
 
+/// Whether a conversation was started by the supervisor to continue a spoke's work.
+fn continued(msgs: &[Value]) -> bool {
+    serde_json::to_string(msgs)
+        .unwrap_or_default()
+        .contains("Continue from your checkpoint")
+}
+
 /// What the agent has been asked to do: the last preamble or check-in it was given.
 #[derive(Debug, Clone, PartialEq)]
 enum Intent {
@@ -651,9 +684,21 @@ enum Intent {
     Wait,
     /// A spoke hands off.
     HandOff { task: String, agent: String },
+    /// A spoke asked for a checkpoint writes one (IN_PROGRESS).
+    Checkpoint { task: String, agent: String },
 }
 
 fn intent_of(text: &str, task_hint: &str) -> Option<Intent> {
+    if text.contains("write a checkpoint handoff now") {
+        let task = text
+            .split("task handoff ")
+            .nth(1)?
+            .split_whitespace()
+            .next()?
+            .to_string();
+        let agent = text.split("--from ").nth(1)?.split_whitespace().next()?.to_string();
+        return Some(Intent::Checkpoint { task, agent });
+    }
     if text.contains("Check-in for task") {
         let task = text
             .split("Check-in for task ")
@@ -662,9 +707,11 @@ fn intent_of(text: &str, task_hint: &str) -> Option<Intent> {
             .unwrap_or(task_hint)
             .to_string();
         // The furthest spoke along the route that reported in this check-in.
+        // A checkpoint (IN_PROGRESS) is not a finished step.
         let reported: Vec<&str> = text
             .lines()
             .filter_map(|l| l.trim_start().strip_prefix("- "))
+            .filter(|l| !l.contains(".md: IN_PROGRESS"))
             .filter_map(|l| l.split_once(".md: ").map(|(f, _)| f))
             .filter_map(handoff_agent)
             .collect();
@@ -776,6 +823,12 @@ fn script(
         }
     }
     match &intent {
+        Intent::Checkpoint { task, agent } => {
+            steps.push(Step::Run(format!(
+                "task handoff {task} --from {agent} --status IN_PROGRESS --body-file - <<'EOF'\n## Completed Work\nRead the code; the fix is half written.\n## Next Steps\nFinish the fix, then hand off for review.\nEOF"
+            )));
+            steps.push(Step::Say("Checkpoint written.".into()));
+        }
         Intent::Wait => steps.push(Step::Say(
             "Nothing to act on yet; waiting for the next check-in.".into(),
         )),

@@ -39,7 +39,7 @@ pub use liveness::liveness;
 pub use prepare::{Prepared, prepare};
 pub use pull::{pull_remotes, pull_remotes_unless_fresh, remote_hosts, watched_hosts};
 pub use send::{send, send_with};
-pub use spawn::spawn_with;
+pub use spawn::{respawn_in_lane, spawn_with};
 pub use start::{restart_pm, rotate_pm, start};
 pub use stop::stop;
 

@@ -205,3 +205,63 @@ pub(super) fn read_spawn_handoff(task: &Task, handoff_arg: &Path) -> Result<(Pat
         ))),
     }
 }
+
+/// Start `agent` again in a fresh conversation, in the lane it holds and the folder (its
+/// worktree's, reused) it worked in: a spoke whose context filled up
+/// ([`crate::app::rotate`]). Its preamble is the spoke preamble with its original PM
+/// handoff followed by `continue_from` (its checkpoint, or what it last said). The lane is
+/// never released: its holder only gets the new pane. The caller holds the check-in lock,
+/// so no check-in's lane settling sees the old pane gone in between.
+pub async fn respawn_in_lane(
+    ctx: &Ctx,
+    task: &Task,
+    agent: &str,
+    continue_from: &str,
+    now: DateTime<Utc>,
+) -> Result<crate::core::report::Started> {
+    let st = task.state()?;
+    let holder = st.lanes.get(agent).and_then(|l| l.holder.clone()).ok_or_else(|| {
+        Error::BadInput(format!(
+            "task '{}': {agent} holds no lane; nothing to continue",
+            task.name
+        ))
+    })?;
+    let a = st.agents.get(agent).cloned().unwrap_or_default();
+    if a.host.remote().is_some() {
+        return Err(Error::BadInput(format!(
+            "task '{}': {agent} runs on a remote host; it is not restarted in place",
+            task.name
+        )));
+    }
+    let roster = crate::store::roster::for_task(task)?;
+    let role = roster.role_of(agent).as_str().to_string();
+    let (path, contents) = read_spawn_handoff(task, Path::new(&holder.handoff))?;
+    let mut warnings = Vec::new();
+    let handoff_text = format!(
+        "{}\n\n{}",
+        handoff::decode(&contents.bytes, &mut warnings).trim_end(),
+        continue_from.trim()
+    );
+    let rt = crate::io::runtime::resolve(a.runtime.as_deref().unwrap_or("claude"))?;
+    let cwd = local_cwd(task)?;
+    let isolation = a
+        .worktree
+        .as_ref()
+        .map(|w| w.isolation)
+        .unwrap_or(crate::core::worktree::Isolation::Shared);
+    let placed = crate::app::worktree::place(task, agent, isolation, &cwd, now).await?;
+    let cwd = placed.as_ref().map_or_else(|| cwd.clone(), |p| p.cwd.clone());
+    let block = placed.as_ref().map(crate::app::worktree::Placement::preamble_block);
+    let place = Place::Local {
+        cwd: &cwd,
+        worktree: block.as_deref(),
+    };
+    let text = spoke_preamble(task, agent, &roster, &place, &path, &handoff_text, now);
+    if let Some(s) = &a.session {
+        ctx.tmux.kill_session(s).await?;
+    }
+    let started = start_agent(ctx, task, agent, &role, &rt, &text, &cwd, now, None).await?;
+    crate::app::lanes::record_pane(task, agent, &started.pane, now)?;
+    spawn_event(task, agent, "SPAWN_OK", &started, now)?;
+    Ok(started)
+}

@@ -56,6 +56,9 @@ pub enum SignalKind {
     /// An agent asks for a permission no rule decides; the PM answers with `task permit`
     /// (told at every check-in until answered).
     PermissionRequest,
+    /// A spoke whose context filled up goes on in a fresh session, in its lane, from its
+    /// checkpoint (told once).
+    Rotated,
 }
 
 /// How a permission request's line in a check-in begins, before its id.
@@ -83,6 +86,7 @@ impl SignalKind {
             SignalKind::Merged => "merged",
             SignalKind::MergeConflict => "merge conflict",
             SignalKind::PermissionRequest => "permission",
+            SignalKind::Rotated => "rotated",
         }
     }
 }

@@ -150,6 +150,10 @@ pub struct AgentState {
     /// human twice for one dialog nor forgets a pause.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention: Option<crate::core::attention::Attention>,
+    /// When it was asked for a checkpoint because its context filled up (a spoke; see
+    /// [`crate::core::rotation::spoke_step`]), until it is continued in a fresh session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_asked: Option<DateTime<Utc>>,
     /// Check-ins delivered to its current conversation (the PM's): `rotate_every:` counts them.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub checkins: u32,

@@ -84,3 +84,65 @@ fn the_resume_preamble_replaces_the_first_instruction() {
     }
     assert_eq!(lane_line("x", None, None), None);
 }
+
+#[test]
+fn a_spoke_is_asked_then_continued_from_its_checkpoint_or_what_it_said() {
+    let t0: DateTime<Utc> = "2026-11-27T10:00:00Z".parse().unwrap();
+    let g = CHECKPOINT_GRACE;
+    let later = |s: i64| t0 + chrono::Duration::seconds(s);
+    assert_eq!(
+        spoke_step(Some(60), Some(59), None, true, None, g, t0),
+        SpokeStep::Nothing
+    );
+    assert_eq!(
+        spoke_step(Some(60), Some(61), None, true, None, g, t0),
+        SpokeStep::Ask { percent: 61 }
+    );
+    assert_eq!(spoke_step(None, Some(99), None, true, None, g, t0), SpokeStep::Nothing);
+    assert_eq!(
+        spoke_step(Some(60), Some(99), None, false, None, g, t0),
+        SpokeStep::Nothing
+    );
+    assert_eq!(
+        spoke_step(Some(60), Some(99), Some(t0), true, None, g, later(60)),
+        SpokeStep::Nothing
+    );
+    assert_eq!(
+        spoke_step(Some(60), Some(99), Some(t0), true, Some("dev-1.md"), g, later(60)),
+        SpokeStep::FromCheckpoint {
+            file: "dev-1.md".into()
+        }
+    );
+    assert_eq!(
+        spoke_step(Some(60), Some(99), Some(t0), true, None, g, later(600)),
+        SpokeStep::FromTranscript
+    );
+    assert_eq!(
+        spoke_step(Some(60), Some(99), Some(t0), false, None, g, later(600)),
+        SpokeStep::Forget
+    );
+}
+
+#[test]
+fn the_checkpoint_request_and_what_a_fresh_spoke_continues_from() {
+    let m = checkpoint_message("t1", "dev", "task", 62);
+    assert!(m.starts_with("Your conversation's context is 62% full."), "{m}");
+    assert!(m.contains("task handoff t1 --from dev --status IN_PROGRESS"), "{m}");
+    let b = continue_block(Some(("dev-2.md", "## Completed Work\nhalf\n")), None);
+    assert!(b.contains("(dev-2.md)") && b.contains("## Completed Work\nhalf"), "{b}");
+    let jsonl = [
+        r#"{"type":"user","message":{"content":"go"}}"#,
+        r#"{"type":"assistant","message":{"content":[{"type":"text","text":"I read writer.rs."}]}}"#,
+        r#"{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash"}]}}"#,
+        "not json",
+        r#"{"type":"assistant","message":{"content":[{"type":"text","text":"The pool leaks on error."}]}}"#,
+    ]
+    .join("\n");
+    assert_eq!(
+        assistant_tail(&jsonl, 1000),
+        "I read writer.rs.\n\nThe pool leaks on error."
+    );
+    let b = continue_block(None, Some(&assistant_tail(&jsonl, 1000)));
+    assert!(b.contains("The pool leaks on error."), "{b}");
+    assert!(continue_block(None, None).contains("Check the files"));
+}
