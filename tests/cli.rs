@@ -471,6 +471,7 @@ fn help_lists_each_verb_with_its_own_description() {
         ("spawn", "Start an agent in its own tmux session"),
         ("send", "Type a message into a running agent"),
         ("permit", "Answer a permission request"),
+        ("rotate", "Replace the PM's conversation by a fresh one now"),
         ("checkin", "One check-in"),
         ("watch", "Run check-ins in the foreground"),
         ("stop", "End the task's agent sessions"),
