@@ -136,6 +136,41 @@ fn parts(task: &Task, why: &Why, now: DateTime<Utc>) -> Result<Parts> {
     })
 }
 
+/// How long a rotation waits for the new PM to finish reading its first prompt.
+const FIRST_TURN: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Wait (still holding the check-in lock) until the new PM's first turn is over, so that
+/// a check-in due meanwhile reaches it as a turn of its own rather than typed into a client
+/// still starting up. A Claude Code PM says so through its Stop hook; a PM without hooks is
+/// taken as done once its screen is idle. Bounded by [`FIRST_TURN`]; logged when it runs out.
+async fn first_turn_over(ctx: &crate::app::session::Ctx, task: &Task, since: DateTime<Utc>) {
+    let hooked = task
+        .state()
+        .ok()
+        .and_then(|st| st.agents.get("pm").and_then(|a| a.runtime.clone()))
+        .and_then(|r| crate::io::runtime::resolve(&r).ok())
+        .is_some_and(|rt| rt.sandbox_kind() == Some(crate::io::runtime::SandboxKind::Claude));
+    let started = std::time::Instant::now();
+    while started.elapsed() < FIRST_TURN {
+        let over = if hooked {
+            crate::store::turns::all(task).get("pm").is_some_and(|r| {
+                r.at >= since
+                    && matches!(
+                        r.said,
+                        crate::core::turn::Said::Ended | crate::core::turn::Said::Failed { .. }
+                    )
+            })
+        } else {
+            pm_idle(ctx, task).await
+        };
+        if over {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    tracing::warn!(task = %task.name, secs = FIRST_TURN.as_secs(), "the new PM's first turn did not end in time; check-ins go on");
+}
+
 fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
@@ -167,8 +202,10 @@ pub async fn rotate(
     }
     let old_session = pm.session_id.clone();
     let block = rotation::resume_block(&parts(task, &why, now)?);
+    let begun = crate::core::clock::now();
     let (started, preamble_bytes) = crate::app::session::rotate_pm(ctx, task, &block, now).await?;
     let new_session = task.state()?.agents.get("pm").and_then(|a| a.session_id.clone());
+    first_turn_over(ctx, task, begun).await;
     let r = Rotated {
         task: task.name.to_string(),
         old_session,
