@@ -326,6 +326,14 @@ fn a_pm_past_rotate_at_is_rotated_into_a_fresh_conversation_that_finishes_the_ta
         .count();
     assert_eq!(dev_told, 1, "{}", cc.dump());
     assert_eq!(events(&cc.task_dir(), "pm_rotated").len(), 1, "{}", cc.dump());
+    // Bounded: the PM's context at the latest check-in is below where it was rotated.
+    let trend = status(&cc)["task"]["cost"]["supervisor"]["pm_context_trend"].clone();
+    let at_rotation = rotated["data"]["tokens"].as_u64().unwrap();
+    assert!(
+        trend["last"].as_u64().unwrap() < at_rotation,
+        "{trend} vs {at_rotation}"
+    );
+    assert!(trend["first"].as_u64().unwrap() > 0, "{trend}");
     // Both conversations' cost is counted: the old one is among the PM's past sessions.
     let st = cc.state();
     assert!(

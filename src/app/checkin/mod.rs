@@ -515,6 +515,8 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
             "recorded": recorded,
             // The PM's tokens as read before this check-in: what later ones cost it.
             "pm_tokens": spend.as_ref().and_then(|v| v.agents.iter().find(|a| a.agent == "pm" && a.known)).map(|a| a.total_tokens),
+            // Its current conversation's size before this check-in: the input this one costs.
+            "pm_context": spend.as_ref().and_then(|v| v.agents.iter().find(|a| a.agent == "pm")).and_then(|a| a.context.as_ref()).map(|c| c.tokens),
         }),
         now,
     );

@@ -15,8 +15,9 @@ pub const BYTES_PER_TOKEN: u64 = 4;
 /// One delivery or skip by the supervisor, as the event log records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sent {
-    /// A check-in delivered: its bytes, and the PM's tokens before it (when known).
-    Checkin(u64, Option<u64>),
+    /// A check-in delivered: its bytes, the PM's tokens before it, and the PM's context
+    /// (its current conversation's tokens) before it, when known.
+    Checkin(u64, Option<u64>, Option<u64>),
     /// Another message delivered, with its bytes.
     Message(u64),
     /// A scheduled check-in skipped as quiet.
@@ -29,7 +30,7 @@ impl Sent {
         let bytes = data["bytes"].as_u64().unwrap_or(0);
         let delivered = data["outcome"] == "delivered";
         Some(match kind {
-            "checkin" if delivered => Sent::Checkin(bytes, data["pm_tokens"].as_u64()),
+            "checkin" if delivered => Sent::Checkin(bytes, data["pm_tokens"].as_u64(), data["pm_context"].as_u64()),
             // Budget wrap-ups, and the resume message after a usage limit.
             "supervisor_message" | "resumed" if delivered => Sent::Message(bytes),
             "checkin_skipped" if data["why"] == "nothing new" => Sent::SkippedQuiet,
@@ -57,19 +58,49 @@ pub struct Tally {
     pub first_checkin: Option<DateTime<Utc>>,
     /// The PM's tokens when it was.
     pub pm_at_first: Option<u64>,
+    /// The PM's context at each check-in delivered (where known), oldest first; at most
+    /// [`CONTEXTS_KEPT`], halved by keeping every other one when full, so a long run's
+    /// shape stays.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pm_contexts: Vec<u64>,
+}
+
+/// How many PM context figures a tally keeps.
+pub const CONTEXTS_KEPT: usize = 512;
+
+/// The PM's context per check-in, early in the run and lately: the mean of the first and
+/// of the last tenth of the figures (at least one each), and their ratio. A PM whose
+/// conversation only grows shows a ratio that grows with the run; rotation keeps it near
+/// one. `None` with fewer than two figures. Pure.
+pub fn context_trend(contexts: &[u64]) -> Option<(u64, u64, f64)> {
+    if contexts.len() < 2 {
+        return None;
+    }
+    let n = (contexts.len() / 10).max(1);
+    let mean = |xs: &[u64]| xs.iter().sum::<u64>() / xs.len() as u64;
+    let first = mean(&contexts[..n]);
+    let last = mean(&contexts[contexts.len() - n..]);
+    Some((first, last, last as f64 / first.max(1) as f64))
 }
 
 impl Tally {
     /// Count one.
     pub fn add(&mut self, at: DateTime<Utc>, s: Sent) {
         match s {
-            Sent::Checkin(b, pm) => {
+            Sent::Checkin(b, pm, context) => {
                 if self.first_checkin.is_none() {
                     self.first_checkin = Some(at);
                     self.pm_at_first = pm;
                 }
                 self.checkins += 1;
                 self.checkin_bytes += b;
+                if let Some(c) = context {
+                    if self.pm_contexts.len() >= CONTEXTS_KEPT {
+                        let halved: Vec<u64> = self.pm_contexts.iter().copied().step_by(2).collect();
+                        self.pm_contexts = halved;
+                    }
+                    self.pm_contexts.push(c);
+                }
             }
             Sent::Message(b) => {
                 self.messages += 1;
@@ -94,6 +125,11 @@ impl Tally {
                 self.checkins as f64 / hours
             }),
             pm_tokens_per_checkin: pm_now.and_then(|n| pm_tokens_per_checkin(self.pm_at_first, n, self.checkins)),
+            pm_context_trend: context_trend(&self.pm_contexts).map(|(first, last, ratio)| ContextTrend {
+                first,
+                last,
+                ratio: (ratio * 100.0).round() / 100.0,
+            }),
         }
     }
 }
@@ -118,6 +154,19 @@ pub struct SupervisorSpend {
     /// The PM's tokens since the first check-in it was delivered, per check-in: what the
     /// schedule costs in the PM's own answers (`null` when unknown or before any).
     pub pm_tokens_per_checkin: Option<u64>,
+    /// The PM's context per check-in, early and lately (`null` before two are known).
+    pub pm_context_trend: Option<ContextTrend>,
+}
+
+/// See [`context_trend`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContextTrend {
+    /// Mean PM context (tokens) over the first tenth of the check-ins.
+    pub first: u64,
+    /// Over the last tenth.
+    pub last: u64,
+    /// `last / first`, to two decimals.
+    pub ratio: f64,
 }
 
 /// What each check-in costs in the PM's own tokens: its tokens now less its tokens when
@@ -188,5 +237,25 @@ mod tests {
             "no figure from before it was recorded"
         );
         assert_eq!(pm_tokens_per_checkin(Some(5000), 9000, 0), None);
+    }
+
+    #[test]
+    fn the_pms_context_per_checkin_is_compared_early_and_late() {
+        assert_eq!(context_trend(&[5]), None);
+        assert_eq!(context_trend(&[1000, 3000]), Some((1000, 3000, 3.0)));
+        // Twenty figures: the first two against the last two.
+        let grows: Vec<u64> = (1..=20).map(|i| i * 1000).collect();
+        assert_eq!(context_trend(&grows), Some((1500, 19500, 13.0)));
+        let mut t = Tally::default();
+        let t0: DateTime<Utc> = "2026-11-23T09:00:00Z".parse().unwrap();
+        for i in 0..(CONTEXTS_KEPT as u64 + 10) {
+            t.add(t0, Sent::Checkin(10, None, Some(i)));
+        }
+        t.add(t0, Sent::Checkin(10, None, None));
+        assert!(t.pm_contexts.len() <= CONTEXTS_KEPT, "{}", t.pm_contexts.len());
+        assert_eq!(t.pm_contexts.first(), Some(&0));
+        assert_eq!(t.pm_contexts.last(), Some(&(CONTEXTS_KEPT as u64 + 9)));
+        let s = t.spend(t0, None);
+        assert!(s.pm_context_trend.unwrap().ratio > 5.0);
     }
 }

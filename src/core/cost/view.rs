@@ -243,6 +243,15 @@ pub fn render_status(v: &CostView) -> String {
             .map(|t| format!("; the PM spends ~{} tokens per check-in", budget::tokens(t)))
             .unwrap_or_default(),
     );
+    if let Some(t) = &s.pm_context_trend {
+        let _ = writeln!(
+            out,
+            "               the PM's context per check-in: {} early, {} lately (×{:.1})",
+            budget::tokens(t.first),
+            budget::tokens(t.last),
+            t.ratio
+        );
+    }
     out
 }
 
