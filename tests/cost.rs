@@ -491,3 +491,38 @@ fn a_spoke_past_rotate_at_checkpoints_and_goes_on_in_a_fresh_session_in_its_lane
     assert_eq!(events(&cc.task_dir(), "checkpoint_asked").len(), 1);
     assert_eq!(events(&cc.task_dir(), "spoke_rotated").len(), 1);
 }
+
+/// Issue 26, a long run in small: the review rejects the work six times, so the PM's one
+/// conversation would grow through sixteen check-ins; it is rotated whenever it passes
+/// 60% of its window, each new conversation goes on from the files, every handoff is told
+/// once across the rotations, and the task completes.
+#[test]
+fn a_long_run_rotates_the_pm_again_and_again_and_tells_every_handoff_once() {
+    let cc = Cc::new();
+    let cfg = cc.w.dir.path().join("config/agent-orchestrator");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(
+        cfg.join("config.toml"),
+        format!("[context_windows]\n\"{MODEL}\" = 9000\n"),
+    )
+    .unwrap();
+    cc.model.answer_as(MODEL);
+    // ~900 tokens a check-in: 60% of 9,000 is passed every six or so.
+    cc.model.usage_grows("pm", 150);
+    cc.model.reject_reviews(6);
+    cc.start_example_with("rotate_at: 60%\n");
+    cc.wait_phase("COMPLETE", 600);
+    let rotations = events(&cc.task_dir(), "pm_rotated");
+    assert!(rotations.len() >= 2, "{} rotations\n{}", rotations.len(), cc.dump());
+    let reviews = cc.spoke_handoffs().iter().filter(|f| f.starts_with("review-")).count();
+    assert_eq!(reviews, 7, "six rejections, then the approval");
+    cc.assert_every_handoff_told_once();
+    // Bounded: no check-in found the PM's conversation much past where it is rotated.
+    let contexts: Vec<u64> = events(&cc.task_dir(), "checkin")
+        .iter()
+        .filter_map(|e| e["data"]["pm_context"].as_u64())
+        .collect();
+    assert!(contexts.len() >= 14, "{contexts:?}");
+    let max = *contexts.iter().max().unwrap();
+    assert!(max < 5400 + 2000, "{contexts:?}");
+}

@@ -139,11 +139,12 @@ fn parts(task: &Task, why: &Why, now: DateTime<Utc>) -> Result<Parts> {
 /// How long a rotation waits for the new PM to finish reading its first prompt.
 const FIRST_TURN: std::time::Duration = std::time::Duration::from_secs(120);
 
-/// Wait (still holding the check-in lock) until the new PM's first turn is over, so that
-/// a check-in due meanwhile reaches it as a turn of its own rather than typed into a client
-/// still starting up. A Claude Code PM says so through its Stop hook; a PM without hooks is
-/// taken as done once its screen is idle. Bounded by [`FIRST_TURN`]; logged when it runs out.
-async fn first_turn_over(ctx: &crate::app::session::Ctx, task: &Task, since: DateTime<Utc>) {
+/// Wait until the PM's turn begun at `since` is over: after a rotation (still holding the
+/// check-in lock), so that a check-in due meanwhile reaches the new PM as a turn of its own
+/// rather than typed into a client still starting up; after a check-in, before rotating. A
+/// Claude Code PM says so through its Stop hook; a PM without hooks is taken as done once
+/// its screen is idle. Bounded by [`FIRST_TURN`]; logged when it runs out.
+async fn first_turn_over(ctx: &crate::app::session::Ctx, task: &Task, since: DateTime<Utc>) -> bool {
     let hooked = task
         .state()
         .ok()
@@ -164,11 +165,12 @@ async fn first_turn_over(ctx: &crate::app::session::Ctx, task: &Task, since: Dat
             pm_idle(ctx, task).await
         };
         if over {
-            return;
+            return true;
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
-    tracing::warn!(task = %task.name, secs = FIRST_TURN.as_secs(), "the new PM's first turn did not end in time; check-ins go on");
+    tracing::warn!(task = %task.name, secs = FIRST_TURN.as_secs(), "the PM's turn did not end in time; going on");
+    false
 }
 
 fn file_name(path: &str) -> &str {
@@ -242,6 +244,34 @@ pub struct Watch {
 }
 
 impl Watch {
+    /// Right after a check-in was delivered: when a rotation is due (by the fill read
+    /// before it), wait for that check-in's turn to be over and rotate then, so a team
+    /// whose handoffs never pause still gets its PM rotated.
+    pub async fn after_checkin(&mut self, ctx: &crate::app::session::Ctx, task: &Task, sent_at: DateTime<Utc>) {
+        if self.failed.is_some_and(|t| t.elapsed() < RETRY_AFTER_FAILURE) {
+            return;
+        }
+        let Some(why) = self.wanted.clone().or_else(|| due(task, crate::core::clock::now())) else {
+            return;
+        };
+        if !first_turn_over(ctx, task, sent_at).await {
+            self.wanted = Some(why);
+            return;
+        }
+        match rotate(ctx, task, why.clone(), crate::core::clock::now()).await {
+            Ok(Some(_)) => {
+                self.wanted = None;
+                self.looked = None;
+            }
+            Ok(None) => self.wanted = Some(why),
+            Err(e) => {
+                tracing::warn!(task = %task.name, error = %e, "PM rotation failed; trying again in a minute");
+                self.failed = Some(std::time::Instant::now());
+                self.wanted = None;
+            }
+        }
+    }
+
     /// Look, and rotate when due and `quiet` (no check-in due or pending in the actor) and
     /// the PM idle. Returns the rotation when one was made.
     pub async fn tick(

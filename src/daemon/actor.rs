@@ -515,12 +515,24 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                 } else if found.wake {
                     // A failed check-in (the state could not be saved, say) is retried too;
                     // checkin::storage paces the attempts and calls a human once.
-                    let retry = match checkin(&task, &tmux, &quiet, Trigger::Handoff, Vec::new()).await {
-                        Some(r) => !r.skipped && r.delivery.as_ref().is_none_or(|d| d.outcome != Outcome::Delivered),
+                    let sent_at = clock::now();
+                    let report = checkin(&task, &tmux, &quiet, Trigger::Handoff, Vec::new()).await;
+                    let delivered = report
+                        .as_ref()
+                        .is_some_and(|r| r.delivery.as_ref().is_some_and(|d| d.outcome == Outcome::Delivered));
+                    let retry = match &report {
+                        Some(r) => !r.skipped && !delivered,
                         None => true,
                     };
                     if retry {
                         due = Some(Instant::now() + RETRY_AFTER);
+                    }
+                    // A team that never pauses still gets its PM rotated: once this
+                    // check-in's turn is over, when a rotation is due.
+                    if delivered {
+                        if let Ok(ctx) = crate::app::session::Ctx::on(&tmux) {
+                            rotation.after_checkin(&ctx, &task, sent_at).await;
+                        }
                     }
                     next_at = next_due(&task, clock::now(), &mut warned);
                 }

@@ -269,6 +269,19 @@ impl Cc {
         v
     }
 
+    /// Every spoke handoff, however many, reached the PM in exactly one check-in.
+    pub fn assert_every_handoff_told_once(&self) {
+        for f in &self.spoke_handoffs() {
+            let n = self
+                .model
+                .turns_saying("pm", f)
+                .into_iter()
+                .filter(|t| t.said.contains("Check-in for task"))
+                .count();
+            assert_eq!(n, 1, "{f} reached the PM {n} times\n{}", self.dump());
+        }
+    }
+
     /// Every spoke handoff reached the PM in a check-in (a turn of the PM's conversations)
     /// exactly once. A rotated PM's first prompt lists the last handoffs too: that is its
     /// memory, not a check-in.

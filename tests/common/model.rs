@@ -96,6 +96,8 @@ struct Steer {
     /// not hand off by itself (it reads first): a spoke whose context is full, continued
     /// by the supervisor in a fresh conversation (which reports the default usage).
     full_first: BTreeMap<String, u64>,
+    /// How many of the review's verdicts are still to be REJECTED (a review loop).
+    rejections: usize,
     /// The model every answer names (default: the model asked for).
     model: Option<String>,
     /// Streamed tool calls start with this text block (two content blocks in one answer:
@@ -243,6 +245,12 @@ impl ModelServer {
         self.inner.lock().unwrap().steer.full_first.insert(agent.into(), tokens);
     }
 
+    /// The review rejects the work `n` times before it approves: the PM sends dev back
+    /// each time (a long run's loop).
+    pub fn reject_reviews(&self, n: usize) {
+        self.inner.lock().unwrap().steer.rejections = n;
+    }
+
     /// Name `model` in every answer, whatever model was asked for.
     pub fn answer_as(&self, model: &str) {
         self.inner.lock().unwrap().steer.model = Some(model.into());
@@ -375,6 +383,13 @@ fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
         match reply {
             Reply::Tool(c) if first_full && c.contains("task handoff") && !c.contains("IN_PROGRESS") => {
                 Reply::Text("Reading the code first; I will hand off when done.".into())
+            }
+            Reply::Tool(c) if g.steer.rejections > 0 && c.contains("--from review") && c.contains("APPROVED") => {
+                g.steer.rejections -= 1;
+                Reply::Tool(
+                    c.replace("**Verdict:** APPROVED", "**Verdict:** REJECTED")
+                        .replace("The review step is done.", "Rejected: the fix misses the error path."),
+                )
             }
             r => r,
         }
@@ -716,6 +731,13 @@ fn intent_of(text: &str, task_hint: &str) -> Option<Intent> {
             .filter_map(handoff_agent)
             .collect();
         let last = ROUTE.iter().rposition(|r| reported.contains(r));
+        // A rejected review sends the work back to dev.
+        if text.contains("review rejected") {
+            return Some(Intent::Delegate {
+                task,
+                to: Some("dev".into()),
+            });
+        }
         return Some(match last {
             None => Intent::Wait,
             Some(i) => Intent::Delegate {
@@ -738,8 +760,12 @@ fn intent_of(text: &str, task_hint: &str) -> Option<Intent> {
             .filter_map(|l| l.trim_start().strip_prefix("- "))
             .filter_map(|l| l.split_once(": ").map(|(a, _)| a))
             .collect();
+        let rejected = listed
+            .lines()
+            .any(|l| l.contains("- review:") && l.contains("Rejected:"));
         let next = match ROUTE.iter().rposition(|r| reported.contains(r)) {
             None => Some(ROUTE[0].to_string()),
+            Some(_) if rejected => Some("dev".to_string()),
             Some(i) => ROUTE.get(i + 1).map(|s| s.to_string()),
         };
         // An agent still running is waited for, not started again.
