@@ -254,20 +254,25 @@ fn transcript_lines_per_id(cc: &Cc) -> std::collections::BTreeMap<String, usize>
     n
 }
 
+/// Every answer names [`MODEL`], whose context window is `window` tokens.
+fn with_window(cc: &Cc, window: u64) {
+    let cfg = cc.w.dir.path().join("config/agent-orchestrator");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(
+        cfg.join("config.toml"),
+        format!("[context_windows]\n\"{MODEL}\" = {window}\n"),
+    )
+    .unwrap();
+    cc.model.answer_as(MODEL);
+}
+
 /// Issue 26: a PM whose conversation fills its context past `rotate_at:` is replaced by a
 /// fresh conversation, which starts from the task folder and finishes the task; every
 /// spoke's handoff is told once across the rotation.
 #[test]
 fn a_pm_past_rotate_at_is_rotated_into_a_fresh_conversation_that_finishes_the_task() {
     let cc = Cc::new();
-    let cfg = cc.w.dir.path().join("config/agent-orchestrator");
-    std::fs::create_dir_all(&cfg).unwrap();
-    std::fs::write(
-        cfg.join("config.toml"),
-        format!("[context_windows]\n\"{MODEL}\" = 4000\n"),
-    )
-    .unwrap();
-    cc.model.answer_as(MODEL);
+    with_window(&cc, 4000);
     // 150 tokens a message: 60% of 4,000 is passed at the 16th message, in the PM's turn
     // on plan's handoff, which starts dev. Dev's handoff waits for the rotation, so the
     // new PM hears of it.
@@ -416,14 +421,7 @@ fn a_compaction_by_the_client_is_counted_and_logged() {
 #[test]
 fn a_spoke_past_rotate_at_checkpoints_and_goes_on_in_a_fresh_session_in_its_lane() {
     let cc = Cc::new();
-    let cfg = cc.w.dir.path().join("config/agent-orchestrator");
-    std::fs::create_dir_all(&cfg).unwrap();
-    std::fs::write(
-        cfg.join("config.toml"),
-        format!("[context_windows]\n\"{MODEL}\" = 4000\n"),
-    )
-    .unwrap();
-    cc.model.answer_as(MODEL);
+    with_window(&cc, 4000);
     // Dev's first conversation is 75% full and reads rather than hands off.
     cc.model.full_first("dev", 3000);
     cc.start_example_with("rotate_at: 60%\n");
@@ -499,14 +497,7 @@ fn a_spoke_past_rotate_at_checkpoints_and_goes_on_in_a_fresh_session_in_its_lane
 #[test]
 fn a_long_run_rotates_the_pm_again_and_again_and_tells_every_handoff_once() {
     let cc = Cc::new();
-    let cfg = cc.w.dir.path().join("config/agent-orchestrator");
-    std::fs::create_dir_all(&cfg).unwrap();
-    std::fs::write(
-        cfg.join("config.toml"),
-        format!("[context_windows]\n\"{MODEL}\" = 9000\n"),
-    )
-    .unwrap();
-    cc.model.answer_as(MODEL);
+    with_window(&cc, 9000);
     // ~900 tokens a check-in: 60% of 9,000 is passed every six or so.
     cc.model.usage_grows("pm", 150);
     cc.model.reject_reviews(6);
@@ -525,4 +516,47 @@ fn a_long_run_rotates_the_pm_again_and_again_and_tells_every_handoff_once() {
     assert!(contexts.len() >= 14, "{contexts:?}");
     let max = *contexts.iter().max().unwrap();
     assert!(max < 5400 + 2000, "{contexts:?}");
+}
+
+/// Issue 26 item 4, the fallback: a spoke that writes no checkpoint within
+/// `checkpoint_grace:` goes on in a fresh session from the last things it said.
+#[test]
+fn a_spoke_that_writes_no_checkpoint_goes_on_from_what_it_last_said() {
+    let cc = Cc::new();
+    with_window(&cc, 4000);
+    cc.model.full_first("dev", 3000);
+    cc.model.no_checkpoint("dev");
+    cc.start_example_with("rotate_at: 60%\ncheckpoint_grace: 3s\n");
+    let rotated = wait_until(
+        "the fresh session",
+        Duration::from_secs(240),
+        Duration::from_millis(200),
+        || events(&cc.task_dir(), "spoke_rotated").into_iter().next(),
+        || cc.dump(),
+    );
+    assert_eq!(rotated["agent"], "dev", "{rotated}");
+    assert!(rotated["data"]["checkpoint"].is_null(), "{rotated}");
+    cc.wait_phase("COMPLETE", 240);
+    let first = cc
+        .model
+        .seen()
+        .into_iter()
+        .find(|s| {
+            s.main
+                && s.agent.as_deref() == Some("dev")
+                && serde_json::to_string(&s.messages)
+                    .unwrap()
+                    .contains("## Continue where your previous session stopped")
+        })
+        .unwrap_or_else(|| panic!("no fresh dev conversation\n{}", cc.dump()));
+    let m = serde_json::to_string(&first.messages).unwrap();
+    assert!(m.contains("still leaks a handle"), "what it last said: {m}");
+    assert!(!m.contains("write a checkpoint handoff now"), "no history: {m}");
+    assert_eq!(
+        cc.model.turns_saying("pm", "wrote no checkpoint in time").len(),
+        1,
+        "{}",
+        cc.dump()
+    );
+    cc.assert_each_handoff_told_once();
 }

@@ -98,6 +98,8 @@ struct Steer {
     full_first: BTreeMap<String, u64>,
     /// How many of the review's verdicts are still to be REJECTED (a review loop).
     rejections: usize,
+    /// Agents that do not write the checkpoint they are asked for.
+    no_checkpoint: std::collections::BTreeSet<String>,
     /// The model every answer names (default: the model asked for).
     model: Option<String>,
     /// Streamed tool calls start with this text block (two content blocks in one answer:
@@ -251,6 +253,11 @@ impl ModelServer {
         self.inner.lock().unwrap().steer.rejections = n;
     }
 
+    /// `agent` answers a checkpoint request without writing one.
+    pub fn no_checkpoint(&self, agent: &str) {
+        self.inner.lock().unwrap().steer.no_checkpoint.insert(agent.into());
+    }
+
     /// Name `model` in every answer, whatever model was asked for.
     pub fn answer_as(&self, model: &str) {
         self.inner.lock().unwrap().steer.model = Some(model.into());
@@ -383,6 +390,14 @@ fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
         match reply {
             Reply::Tool(c) if first_full && c.contains("task handoff") && !c.contains("IN_PROGRESS") => {
                 Reply::Text("Reading the code first; I will hand off when done.".into())
+            }
+            Reply::Tool(c)
+                if c.contains("--status IN_PROGRESS")
+                    && agent
+                        .as_ref()
+                        .is_some_and(|a| g.steer.no_checkpoint.contains(a) && c.contains(&format!("--from {a} "))) =>
+            {
+                Reply::Text("The error path in writer.rs still leaks a handle; I am on it.".into())
             }
             Reply::Tool(c) if g.steer.rejections > 0 && c.contains("--from review") && c.contains("APPROVED") => {
                 g.steer.rejections -= 1;
@@ -685,9 +700,8 @@ fn with_files_read(us: Vec<(String, bool)>) -> Result<Vec<(String, bool)>, Strin
 
 /// Whether a conversation was started by the supervisor to continue a spoke's work.
 fn continued(msgs: &[Value]) -> bool {
-    serde_json::to_string(msgs)
-        .unwrap_or_default()
-        .contains("Continue from your checkpoint")
+    let all = serde_json::to_string(msgs).unwrap_or_default();
+    all.contains("## Continue from your checkpoint") || all.contains("## Continue where your previous session stopped")
 }
 
 /// What the agent has been asked to do: the last preamble or check-in it was given.
