@@ -14,8 +14,9 @@ use crate::cli::output::print_json;
 pub(crate) async fn run(project: Option<&Path>, name: &TaskName, agent: &AgentName, json: bool) -> anyhow::Result<()> {
     if agent.as_str() != "pm" {
         return Err(crate::core::error::Error::BadInput(format!(
-            "only the PM's conversation can be rotated for now, not {agent}'s; a spoke that runs long \
-             can hand off IN_PROGRESS and be spawned again with its handoff"
+            "only the PM's conversation is rotated by hand, not {agent}'s; a spoke is asked for a \
+             checkpoint and continued in a fresh session by the supervisor once its context passes \
+             rotate_at: (task.md)"
         ))
         .into());
     }
