@@ -89,10 +89,53 @@ pub fn parse_bytes(bytes: &[u8], truncated: bool) -> Handoff {
     parse_into(&text, &mut warnings)
 }
 
+/// Parse in steps: the markdown's outline (title, `##` sections, paragraphs), then the
+/// title, the header fields, the limit flags, their clean-up, the status, the sections.
 fn parse_into(text: &str, warnings: &mut Vec<String>) -> Handoff {
+    let outline = outline(text);
+    let mut h = Handoff {
+        title_agent: None,
+        timestamp: None,
+        target: None,
+        status: Status::Blocked,
+        status_written: None,
+        recommended_next: None,
+        cycle_result: None,
+        verdict: None,
+        budget_exceeded: false,
+        scope_escalation: false,
+        sections: Sections::default(),
+        warnings: Vec::new(),
+    };
+    h.title_agent = title_agent(outline.title.as_deref(), warnings);
+    let status_raw = header_fields(text, &outline.paragraphs, &mut h, warnings);
+    limit_flags(text, &mut h);
+    tidy_fields(&mut h);
+    h.status = resolve_status(
+        status_raw.as_deref(),
+        h.cycle_result.as_deref(),
+        &mut h.status_written,
+        warnings,
+    );
+    known_sections(text, &outline.sections, &mut h.sections, warnings);
+    h.warnings = std::mem::take(warnings);
+    h
+}
+
+/// The markdown's shape, as byte ranges into the text.
+struct Outline {
+    /// The first H1's text.
+    title: Option<String>,
+    /// The `##` sections, in order (a later H1 ends the one before it).
+    sections: Vec<Section>,
+    /// Top-level paragraphs, each with whether it comes before the first section.
+    paragraphs: Vec<(Range<usize>, bool)>,
+}
+
+fn outline(text: &str) -> Outline {
     let mut title: Option<String> = None;
     let mut sections: Vec<Section> = Vec::new();
-    let mut paragraphs: Vec<(Range<usize>, bool)> = Vec::new(); // (range, before first section)
+    let mut paragraphs: Vec<(Range<usize>, bool)> = Vec::new();
 
     let mut in_heading: Option<(HeadingLevel, usize)> = None;
     let mut heading_text = String::new();
@@ -155,37 +198,43 @@ fn parse_into(text: &str, warnings: &mut Vec<String>) -> Handoff {
             _ => {}
         }
     }
+    Outline {
+        title,
+        sections,
+        paragraphs,
+    }
+}
 
-    let mut h = Handoff {
-        title_agent: None,
-        timestamp: None,
-        target: None,
-        status: Status::Blocked,
-        status_written: None,
-        recommended_next: None,
-        cycle_result: None,
-        verdict: None,
-        budget_exceeded: false,
-        scope_escalation: false,
-        sections: Sections::default(),
-        warnings: Vec::new(),
-    };
-
-    match title.as_deref() {
+/// The agent named by a `# Handoff: <agent>` title.
+fn title_agent(title: Option<&str>, warnings: &mut Vec<String>) -> Option<String> {
+    match title {
         Some(t) => match t.split_once(':') {
             Some((k, v)) if k.trim().eq_ignore_ascii_case("handoff") => {
                 let v = v.trim();
-                if !v.is_empty() {
-                    h.title_agent = Some(v.to_string());
-                }
+                (!v.is_empty()).then(|| v.to_string())
             }
-            _ => warnings.push(format!("title {:?} is not '# Handoff: <agent>'", one_line(t, 60))),
+            _ => {
+                warnings.push(format!("title {:?} is not '# Handoff: <agent>'", one_line(t, 60)));
+                None
+            }
         },
-        None => warnings.push("no '# Handoff: <agent>' title".into()),
+        None => {
+            warnings.push("no '# Handoff: <agent>' title".into());
+            None
+        }
     }
+}
 
+/// The `**Key:** value` fields of the paragraphs into `h` (the first of each wins);
+/// returns the status as written.
+fn header_fields(
+    text: &str,
+    paragraphs: &[(Range<usize>, bool)],
+    h: &mut Handoff,
+    warnings: &mut Vec<String>,
+) -> Option<String> {
     let mut status_raw: Option<String> = None;
-    for (range, in_header) in &paragraphs {
+    for (range, in_header) in paragraphs {
         for line in text[range.clone()].lines() {
             if let Some((key, value)) = header_field(line, *in_header) {
                 let slot = match key.as_str() {
@@ -211,6 +260,11 @@ fn parse_into(text: &str, warnings: &mut Vec<String>) -> Handoff {
             }
         }
     }
+    status_raw
+}
+
+/// `budget_exceeded:` and `scope_escalation:` lines anywhere outside code fences.
+fn limit_flags(text: &str, h: &mut Handoff) {
     let mut fenced = false;
     for line in text.lines() {
         let t = line.trim_start();
@@ -224,6 +278,10 @@ fn parse_into(text: &str, warnings: &mut Vec<String>) -> Handoff {
             None => {}
         }
     }
+}
+
+/// Results and verdicts as one upper-case word; agent names as one word, `none` as absent.
+fn tidy_fields(h: &mut Handoff) {
     for s in [&mut h.cycle_result, &mut h.verdict].into_iter().flatten() {
         *s = first_word(s).to_ascii_uppercase();
     }
@@ -237,19 +295,15 @@ fn parse_into(text: &str, warnings: &mut Vec<String>) -> Handoff {
             }
         }
     }
+}
 
-    h.status = resolve_status(
-        status_raw.as_deref(),
-        h.cycle_result.as_deref(),
-        &mut h.status_written,
-        warnings,
-    );
-
+/// The protocol's sections into `sec` (the first of each kind wins), the rest kept as other.
+fn known_sections(text: &str, sections: &[Section], sec: &mut Sections, warnings: &mut Vec<String>) {
     let mut seen: Vec<Known> = Vec::new();
-    for s in &sections {
+    for s in sections {
         let body = text[s.body.clone()].trim().to_string();
         let Some(kind) = classify_heading(&s.heading) else {
-            h.sections.other.push((s.heading.clone(), body));
+            sec.other.push((s.heading.clone(), body));
             continue;
         };
         if seen.contains(&kind) {
@@ -264,7 +318,6 @@ fn parse_into(text: &str, warnings: &mut Vec<String>) -> Handoff {
                 .filter(|t| !t.is_empty())
                 .collect()
         };
-        let sec = &mut h.sections;
         match kind {
             Known::Instructions => sec.instructions = Some(body),
             Known::Context => sec.context = Some(body),
@@ -289,9 +342,6 @@ fn parse_into(text: &str, warnings: &mut Vec<String>) -> Handoff {
             Known::Outcome => sec.outcome = Some(body),
         }
     }
-
-    h.warnings = std::mem::take(warnings);
-    h
 }
 
 fn resolve_status(
