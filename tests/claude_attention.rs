@@ -78,13 +78,7 @@ fn a_usage_limit_in_real_claude_code_is_paused_and_resumed_after_its_reset_with_
     assert_eq!(resets_at.timestamp() as u64, reset_secs, "{line}");
     let st = cc.state();
     assert_eq!(st["agents"]["explore"]["attention"]["kind"], "paused", "{st}");
-    let resumed = wait_until(
-        "the resume",
-        Duration::from_secs(120),
-        Duration::from_millis(100),
-        || events(&cc.task_dir(), "resumed").into_iter().next(),
-        || cc.dump(),
-    );
+    let resumed = cc.wait_event("resumed", 120);
     assert_eq!(resumed["data"]["outcome"], "delivered", "{resumed}\n{}", cc.dump());
     let at: chrono::DateTime<chrono::Utc> = serde_json::from_value(resumed["time"].clone()).unwrap();
     assert!(at.timestamp() as u64 > reset_secs, "not before the reset: {at}");
@@ -157,13 +151,7 @@ fn a_usage_limit_the_screen_cannot_see_is_known_from_the_clients_stop_failure_ho
     let explore = agent_in(&status, "explore");
     assert_eq!(explore["turn"]["state"], "failed", "{explore}");
     assert_eq!(explore["turn"]["error"], "rate_limit", "{explore}");
-    let resumed = wait_until(
-        "the resume",
-        Duration::from_secs(120),
-        Duration::from_millis(100),
-        || events(&cc.task_dir(), "resumed").into_iter().next(),
-        || cc.dump(),
-    );
+    let resumed = cc.wait_event("resumed", 120);
     assert_eq!(resumed["data"]["outcome"], "delivered", "{resumed}\n{}", cc.dump());
     cc.wait_phase("COMPLETE", 240);
     assert!(events(&cc.task_dir(), "escalation").is_empty(), "{}", cc.dump());

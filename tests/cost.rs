@@ -282,13 +282,7 @@ fn a_pm_past_rotate_at_is_rotated_into_a_fresh_conversation_that_finishes_the_ta
         !events(&dir, "pm_rotated").is_empty()
     });
     cc.start_example_with("rotate_at: 60%\n");
-    let rotated = wait_until(
-        "the rotation",
-        Duration::from_secs(240),
-        Duration::from_millis(200),
-        || events(&cc.task_dir(), "pm_rotated").into_iter().next(),
-        || cc.dump(),
-    );
+    let rotated = cc.wait_event("pm_rotated", 240);
     assert_eq!(rotated["data"]["trigger"], "context", "{rotated}");
     assert!(rotated["data"]["percent"].as_u64().unwrap() >= 60, "{rotated}");
     let old = rotated["data"]["old_session"].as_str().unwrap().to_string();
@@ -297,19 +291,7 @@ fn a_pm_past_rotate_at_is_rotated_into_a_fresh_conversation_that_finishes_the_ta
     cc.wait_phase("COMPLETE", 240);
     // The new conversation began with the resume block (a long first prompt is read from
     // its file) and nothing of the old one: no check-in in it.
-    let first = cc
-        .model
-        .seen()
-        .into_iter()
-        .find(|s| {
-            s.main
-                && s.agent.as_deref() == Some("pm")
-                && serde_json::to_string(&s.messages)
-                    .unwrap()
-                    .contains("## You are taking over")
-        })
-        .unwrap_or_else(|| panic!("no PM request carried the resume block\n{}", cc.dump()));
-    let history = serde_json::to_string(&first.messages).unwrap();
+    let history = cc.first_request_with("pm", "## You are taking over");
     assert!(
         !history.contains("Check-in for task"),
         "history carried over: {history}"
@@ -425,23 +407,11 @@ fn a_spoke_past_rotate_at_checkpoints_and_goes_on_in_a_fresh_session_in_its_lane
     // Dev's first conversation is 75% full and reads rather than hands off.
     cc.model.full_first("dev", 3000);
     cc.start_example_with("rotate_at: 60%\n");
-    let asked = wait_until(
-        "the checkpoint request",
-        Duration::from_secs(240),
-        Duration::from_millis(200),
-        || events(&cc.task_dir(), "checkpoint_asked").into_iter().next(),
-        || cc.dump(),
-    );
+    let asked = cc.wait_event("checkpoint_asked", 240);
     assert_eq!(asked["agent"], "dev", "{asked}");
     assert_eq!(asked["data"]["percent"], 75, "{asked}");
     let old_session = cc.state()["agents"]["dev"]["session_id"].as_str().unwrap().to_string();
-    let rotated = wait_until(
-        "the fresh session",
-        Duration::from_secs(120),
-        Duration::from_millis(200),
-        || events(&cc.task_dir(), "spoke_rotated").into_iter().next(),
-        || cc.dump(),
-    );
+    let rotated = cc.wait_event("spoke_rotated", 120);
     let checkpoint = rotated["data"]["checkpoint"].as_str().unwrap().to_string();
     assert!(checkpoint.starts_with("dev-"), "{rotated}");
     // The lane was never released in between: no release, no new spawn through the gate.
@@ -465,19 +435,7 @@ fn a_spoke_past_rotate_at_checkpoints_and_goes_on_in_a_fresh_session_in_its_lane
         .collect();
     assert_eq!(released.len(), 1, "released once, at its final handoff: {released:?}");
     // The fresh session started from the original instructions and the checkpoint.
-    let first = cc
-        .model
-        .seen()
-        .into_iter()
-        .find(|s| {
-            s.main
-                && s.agent.as_deref() == Some("dev")
-                && serde_json::to_string(&s.messages)
-                    .unwrap()
-                    .contains("## Continue from your checkpoint")
-        })
-        .unwrap_or_else(|| panic!("no fresh dev conversation\n{}", cc.dump()));
-    let m = serde_json::to_string(&first.messages).unwrap();
+    let m = cc.first_request_with("dev", "## Continue from your checkpoint");
     assert!(
         m.contains("the fix is half written") && m.contains("Do the dev step of the task"),
         "{m}"
@@ -527,29 +485,11 @@ fn a_spoke_that_writes_no_checkpoint_goes_on_from_what_it_last_said() {
     cc.model.full_first("dev", 3000);
     cc.model.no_checkpoint("dev");
     cc.start_example_with("rotate_at: 60%\ncheckpoint_grace: 3s\n");
-    let rotated = wait_until(
-        "the fresh session",
-        Duration::from_secs(240),
-        Duration::from_millis(200),
-        || events(&cc.task_dir(), "spoke_rotated").into_iter().next(),
-        || cc.dump(),
-    );
+    let rotated = cc.wait_event("spoke_rotated", 240);
     assert_eq!(rotated["agent"], "dev", "{rotated}");
     assert!(rotated["data"]["checkpoint"].is_null(), "{rotated}");
     cc.wait_phase("COMPLETE", 240);
-    let first = cc
-        .model
-        .seen()
-        .into_iter()
-        .find(|s| {
-            s.main
-                && s.agent.as_deref() == Some("dev")
-                && serde_json::to_string(&s.messages)
-                    .unwrap()
-                    .contains("## Continue where your previous session stopped")
-        })
-        .unwrap_or_else(|| panic!("no fresh dev conversation\n{}", cc.dump()));
-    let m = serde_json::to_string(&first.messages).unwrap();
+    let m = cc.first_request_with("dev", "## Continue where your previous session stopped");
     assert!(m.contains("still leaks a handle"), "what it last said: {m}");
     assert!(!m.contains("write a checkpoint handoff now"), "no history: {m}");
     assert_eq!(

@@ -269,6 +269,30 @@ impl Cc {
         v
     }
 
+    /// The first `kind` event of the task, waited for (the panes and the model's log
+    /// shown when it never comes).
+    pub fn wait_event(&self, kind: &str, secs: u64) -> serde_json::Value {
+        wait_until(
+            &format!("a {kind} event"),
+            Duration::from_secs(secs),
+            Duration::from_millis(100),
+            || events(&self.task_dir(), kind).into_iter().next(),
+            || self.dump(),
+        )
+    }
+
+    /// The messages (as JSON text) of `agent`'s first request to its model whose
+    /// conversation holds `text`: how a conversation began.
+    pub fn first_request_with(&self, agent: &str, text: &str) -> String {
+        self.model
+            .seen()
+            .into_iter()
+            .filter(|s| s.main && s.agent.as_deref() == Some(agent))
+            .map(|s| serde_json::to_string(&s.messages).unwrap())
+            .find(|m| m.contains(text))
+            .unwrap_or_else(|| panic!("no request of {agent} holds {text:?}\n{}", self.dump()))
+    }
+
     /// Every spoke handoff, however many, reached the PM in exactly one check-in.
     pub fn assert_every_handoff_told_once(&self) {
         for f in &self.spoke_handoffs() {
