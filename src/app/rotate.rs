@@ -136,15 +136,15 @@ fn parts(task: &Task, why: &Why, now: DateTime<Utc>) -> Result<Parts> {
     })
 }
 
-/// How long a rotation waits for the new PM to finish reading its first prompt.
-const FIRST_TURN: std::time::Duration = std::time::Duration::from_secs(120);
+/// How long a rotation waits for the PM's turn to be over (the new PM's first, or a check-in's).
+const TURN_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Wait until the PM's turn begun at `since` is over: after a rotation (still holding the
 /// check-in lock), so that a check-in due meanwhile reaches the new PM as a turn of its own
 /// rather than typed into a client still starting up; after a check-in, before rotating. A
 /// Claude Code PM says so through its Stop hook; a PM without hooks is taken as done once
-/// its screen is idle. Bounded by [`FIRST_TURN`]; logged when it runs out.
-async fn first_turn_over(ctx: &crate::app::session::Ctx, task: &Task, since: DateTime<Utc>) -> bool {
+/// its screen is idle. Bounded by [`TURN_WAIT`]; logged when it runs out.
+async fn turn_over(ctx: &crate::app::session::Ctx, task: &Task, since: DateTime<Utc>) -> bool {
     let hooked = task
         .state()
         .ok()
@@ -152,7 +152,7 @@ async fn first_turn_over(ctx: &crate::app::session::Ctx, task: &Task, since: Dat
         .and_then(|r| crate::io::runtime::resolve(&r).ok())
         .is_some_and(|rt| rt.sandbox_kind() == Some(crate::io::runtime::SandboxKind::Claude));
     let started = std::time::Instant::now();
-    while started.elapsed() < FIRST_TURN {
+    while started.elapsed() < TURN_WAIT {
         let over = if hooked {
             crate::store::turns::all(task).get("pm").is_some_and(|r| {
                 r.at >= since
@@ -169,7 +169,7 @@ async fn first_turn_over(ctx: &crate::app::session::Ctx, task: &Task, since: Dat
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
-    tracing::warn!(task = %task.name, secs = FIRST_TURN.as_secs(), "the PM's turn did not end in time; going on");
+    tracing::warn!(task = %task.name, secs = TURN_WAIT.as_secs(), "the PM's turn did not end in time; going on");
     false
 }
 
@@ -207,7 +207,7 @@ pub async fn rotate(
     let begun = crate::core::clock::now();
     let (started, preamble_bytes) = crate::app::session::rotate_pm(ctx, task, &block, now).await?;
     let new_session = task.state()?.agents.get("pm").and_then(|a| a.session_id.clone());
-    first_turn_over(ctx, task, begun).await;
+    turn_over(ctx, task, begun).await;
     let r = Rotated {
         task: task.name.to_string(),
         old_session,
@@ -254,20 +254,31 @@ impl Watch {
         let Some(why) = self.wanted.clone().or_else(|| due(task, crate::core::clock::now())) else {
             return;
         };
-        if !first_turn_over(ctx, task, sent_at).await {
+        if !turn_over(ctx, task, sent_at).await {
             self.wanted = Some(why);
             return;
         }
+        self.attempt(ctx, task, why).await;
+    }
+
+    /// Rotate now for `why`: done (forget it), not now (a check-in holds the lock: keep it
+    /// wanted), or failed (try again in a minute).
+    async fn attempt(&mut self, ctx: &crate::app::session::Ctx, task: &Task, why: Why) -> Option<Rotated> {
         match rotate(ctx, task, why.clone(), crate::core::clock::now()).await {
-            Ok(Some(_)) => {
+            Ok(Some(r)) => {
                 self.wanted = None;
                 self.looked = None;
+                Some(r)
             }
-            Ok(None) => self.wanted = Some(why),
+            Ok(None) => {
+                self.wanted = Some(why);
+                None
+            }
             Err(e) => {
                 tracing::warn!(task = %task.name, error = %e, "PM rotation failed; trying again in a minute");
                 self.failed = Some(std::time::Instant::now());
                 self.wanted = None;
+                None
             }
         }
     }
@@ -300,20 +311,7 @@ impl Watch {
             tracing::debug!(task = %task.name, "PM rotation due; waiting for the PM to be idle");
             return None;
         }
-        match rotate(ctx, task, why, crate::core::clock::now()).await {
-            Ok(Some(r)) => {
-                self.wanted = None;
-                self.looked = None;
-                Some(r)
-            }
-            Ok(None) => None,
-            Err(e) => {
-                tracing::warn!(task = %task.name, error = %e, "PM rotation failed; trying again in a minute");
-                self.failed = Some(std::time::Instant::now());
-                self.wanted = None;
-                None
-            }
-        }
+        self.attempt(ctx, task, why).await
     }
 }
 
