@@ -256,14 +256,7 @@ fn transcript_lines_per_id(cc: &Cc) -> std::collections::BTreeMap<String, usize>
 
 /// Every answer names [`MODEL`], whose context window is `window` tokens.
 fn with_window(cc: &Cc, window: u64) {
-    let cfg = cc.w.dir.path().join("config/agent-orchestrator");
-    std::fs::create_dir_all(&cfg).unwrap();
-    std::fs::write(
-        cfg.join("config.toml"),
-        format!("[context_windows]\n\"{MODEL}\" = {window}\n"),
-    )
-    .unwrap();
-    cc.model.answer_as(MODEL);
+    cc.with_window(MODEL, window);
 }
 
 /// Issue 26: a PM whose conversation fills its context past `rotate_at:` is replaced by a

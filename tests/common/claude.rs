@@ -142,6 +142,19 @@ impl Cc {
         }
     }
 
+    /// Every answer names `model`, whose context window is `window` tokens (as a user's
+    /// config.toml would say), so context fills are known at a size a test can reach.
+    pub fn with_window(&self, model: &str, window: u64) {
+        let cfg = self.w.dir.path().join("config/agent-orchestrator");
+        std::fs::create_dir_all(&cfg).unwrap();
+        std::fs::write(
+            cfg.join("config.toml"),
+            format!("[context_windows]\n\"{model}\" = {window}\n"),
+        )
+        .unwrap();
+        self.model.answer_as(model);
+    }
+
     /// `task` with the user's environment: Claude Code's login and the model's address.
     pub fn task(&self, args: &[&str]) -> Command {
         let mut c = self.w.task();
@@ -173,6 +186,16 @@ impl Cc {
     pub fn start_example_with(&self, config: &str) {
         self.ok(&["new", TASK]);
         let md = std::fs::read_to_string(repo().join("tasks.example").join(TASK).join("task.md")).unwrap();
+        // A setting given here replaces the example's own (task.md refuses one set twice).
+        let keys: Vec<&str> = config
+            .lines()
+            .filter_map(|l| l.split_once(':').map(|(k, _)| k))
+            .collect();
+        let md: String = md
+            .lines()
+            .filter(|l| !keys.iter().any(|k| l.starts_with(&format!("{k}:"))))
+            .map(|l| format!("{l}\n"))
+            .collect();
         std::fs::write(self.task_dir().join("task.md"), format!("{md}{config}")).unwrap();
         if self.runtime == "claude" {
             let out = self.ok(&["setup-agents", "--runtime", "claude"]);

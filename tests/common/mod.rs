@@ -8,6 +8,7 @@ pub mod driver;
 mod flow;
 pub mod git;
 mod leftovers;
+pub mod longhaul;
 pub mod model;
 pub mod sshd;
 mod wait;

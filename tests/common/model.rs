@@ -100,6 +100,8 @@ struct Steer {
     rejections: usize,
     /// Agents that do not write the checkpoint they are asked for.
     no_checkpoint: std::collections::BTreeSet<String>,
+    /// Agent → IN_PROGRESS reports it writes before each final handoff.
+    progress: BTreeMap<String, usize>,
     /// The model every answer names (default: the model asked for).
     model: Option<String>,
     /// Streamed tool calls start with this text block (two content blocks in one answer:
@@ -210,7 +212,7 @@ impl ModelServer {
     }
 
     /// Hold `agent`'s answer that starts with `prefix` (as in [`Seen::answer`]) until `until`
-    /// returns true (at most 60 s): the agent is provably busy until something has happened.
+    /// returns true (at most 3 min): the agent is provably busy until something has happened.
     pub fn hold_until(&self, agent: &str, prefix: &str, until: impl Fn() -> bool + Send + Sync + 'static) {
         self.inner
             .lock()
@@ -218,6 +220,12 @@ impl ModelServer {
             .steer
             .hold_until
             .insert(agent.into(), (prefix.into(), Arc::new(until)));
+    }
+
+    /// Whether the hold set by [`ModelServer::hold_until`] for `agent` has been taken: an
+    /// answer of the agent's is being held now (or was).
+    pub fn hold_taken(&self, agent: &str) -> bool {
+        !self.inner.lock().unwrap().steer.hold_until.contains_key(agent)
     }
 
     /// Answer `agent`'s next main request with the subscription usage limit, resetting at `reset`.
@@ -251,6 +259,12 @@ impl ModelServer {
     /// each time (a long run's loop).
     pub fn reject_reviews(&self, n: usize) {
         self.inner.lock().unwrap().steer.rejections = n;
+    }
+
+    /// Have `agent` report progress `n` times (IN_PROGRESS handoffs) before each final
+    /// handoff, as a spoke on a long step does.
+    pub fn progress_reports(&self, agent: &str, n: usize) {
+        self.inner.lock().unwrap().steer.progress.insert(agent.into(), n);
     }
 
     /// `agent` answers a checkpoint request without writing one.
@@ -380,11 +394,17 @@ fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
             limited = g.steer.limit.remove(a);
         }
         let ask = agent.as_ref().and_then(|a| g.steer.ask_first.get(a).cloned());
-        let long = agent.as_ref().and_then(|a| g.steer.long_body.get(a).copied());
-        let compound = agent.as_ref().is_some_and(|a| g.steer.compound.contains(a));
-        let permits = if g.steer.silent_on_permits { None } else { Some("allow") };
-        let reply =
-            script(&msgs, ask.as_deref(), long, compound, permits).unwrap_or_else(|| Reply::Text("Understood.".into()));
+        let style = Style {
+            ask_first: ask.as_deref(),
+            long_body: agent.as_ref().and_then(|a| g.steer.long_body.get(a).copied()),
+            compound: agent.as_ref().is_some_and(|a| g.steer.compound.contains(a)),
+            permits: if g.steer.silent_on_permits { None } else { Some("allow") },
+            progress: agent
+                .as_ref()
+                .and_then(|a| g.steer.progress.get(a).copied())
+                .unwrap_or(0),
+        };
+        let reply = script(&msgs, &style).unwrap_or_else(|| Reply::Text("Understood.".into()));
         // A first conversation that is full reads rather than hands off.
         let first_full = agent.as_ref().is_some_and(|a| g.steer.full_first.contains_key(a)) && !continued(&msgs);
         match reply {
@@ -436,7 +456,7 @@ fn handle(mut req: tiny_http::Request, inner: &Mutex<Inner>) {
         }
     }
     if let Some(f) = until {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let deadline = std::time::Instant::now() + Duration::from_secs(180);
         while !f() && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -745,6 +765,14 @@ fn intent_of(text: &str, task_hint: &str) -> Option<Intent> {
             .filter_map(handoff_agent)
             .collect();
         let last = ROUTE.iter().rposition(|r| reported.contains(r));
+        // A spoke that died is started again with the same step.
+        let died = text
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix("- blocked: "))
+            .find_map(|l| l.split_once(" — agent died").map(|(a, _)| a.to_string()));
+        if let Some(agent) = died {
+            return Some(Intent::Delegate { task, to: Some(agent) });
+        }
         // A rejected review sends the work back to dev.
         if text.contains("review rejected") {
             return Some(Intent::Delegate {
@@ -834,13 +862,41 @@ fn permit_ids(text: &str) -> Vec<String> {
     out
 }
 
-fn script(
-    msgs: &[Value],
-    ask_first: Option<&str>,
+/// How one agent's answers are steered (see the [`ModelServer`] methods that set each).
+#[derive(Debug, Clone, Copy)]
+struct Style<'a> {
+    /// A command to run before the handoff.
+    ask_first: Option<&'a str>,
+    /// Handoff bodies this many lines long, written to a file first.
     long_body: Option<usize>,
+    /// Delegate in one compound command.
     compound: bool,
-    permits: Option<&str>,
-) -> Option<Reply> {
+    /// The answer given to the permission requests a check-in names (None: left unanswered).
+    permits: Option<&'a str>,
+    /// IN_PROGRESS reports written before a spoke's final handoff, in the same turn.
+    progress: usize,
+}
+
+impl Default for Style<'_> {
+    fn default() -> Self {
+        Style {
+            ask_first: None,
+            long_body: None,
+            compound: false,
+            permits: Some("allow"),
+            progress: 0,
+        }
+    }
+}
+
+fn script(msgs: &[Value], style: &Style) -> Option<Reply> {
+    let Style {
+        ask_first,
+        long_body,
+        compound,
+        permits,
+        progress,
+    } = *style;
     let us = match with_files_read(users(msgs).collect()) {
         Ok(us) => us,
         Err(path) => return Some(Reply::Read { path }),
@@ -873,6 +929,11 @@ fn script(
             "Nothing to act on yet; waiting for the next check-in.".into(),
         )),
         Intent::HandOff { task, agent } => {
+            for i in 1..=progress {
+                steps.push(Step::Run(format!(
+                    "task handoff {task} --from {agent} --status IN_PROGRESS --body-file - <<'EOF'\n## Completed Work\nPart {i} of the {agent} step is done.\n## Next Steps\nThe rest of the step.\nEOF"
+                )));
+            }
             let (mut status, next, mut body) = spoke_report(agent);
             // Told that its first command was denied and to hand off BLOCKED: it does.
             let denied = ask_first
@@ -1158,7 +1219,7 @@ mod tests {
     #[test]
     fn the_pm_delegates_along_the_route_then_completes() {
         let pre = user("# Agent: pm\n**Task:** t1\n...");
-        let r = script(std::slice::from_ref(&pre), None, None, false, Some("allow")).unwrap();
+        let r = script(std::slice::from_ref(&pre), &Style::default()).unwrap();
         assert!(matches!(&r, Reply::Tool(c) if c.starts_with("task handoff t1 --from pm --target explore")));
         let msgs = [
             pre.clone(),
@@ -1166,47 +1227,64 @@ mod tests {
             result("/p/tasks/t1/handoffs/pm-20251127-090000.md\n"),
         ];
         assert_eq!(
-            script(&msgs, None, None, false, Some("allow")).unwrap(),
+            script(&msgs, &Style::default()).unwrap(),
             Reply::Tool("task spawn t1 explore --handoff /p/tasks/t1/handoffs/pm-20251127-090000.md".into())
         );
         let ci = user(
             "Check-in for task t1 (09:10) — phase EXPLORING.\nNew handoffs (1):\n- explore-20251127-091000.md: COMPLETE — done (recommends plan)\n",
         );
         let msgs = [pre.clone(), assistant(), ci];
-        assert!(
-            matches!(script(&msgs, None, None, false, Some("allow")).unwrap(), Reply::Tool(c) if c.contains("--target plan"))
-        );
+        assert!(matches!(script(&msgs, &Style::default()).unwrap(), Reply::Tool(c) if c.contains("--target plan")));
         let ci = user(
             "Check-in for task t1 (09:10) — phase REVIEW.\nNew handoffs (1):\n- review-20251127-091000-2.md: COMPLETE — ok\n",
         );
         assert!(
-            matches!(script(&[pre, assistant(), ci], None, None, false, Some("allow")).unwrap(), Reply::Tool(c) if c.contains("--status COMPLETE"))
+            matches!(script(&[pre, assistant(), ci], &Style::default()).unwrap(), Reply::Tool(c) if c.contains("--status COMPLETE"))
         );
     }
 
     #[test]
     fn a_spoke_hands_off_once_and_a_late_message_changes_nothing() {
         let pre = user("# Agent: dev\n**Task:** t1\n");
-        let r = script(
-            std::slice::from_ref(&pre),
-            Some("sh -c true"),
-            None,
-            false,
-            Some("allow"),
-        )
-        .unwrap();
+        let asking = Style {
+            ask_first: Some("sh -c true"),
+            ..Style::default()
+        };
+        let r = script(std::slice::from_ref(&pre), &asking).unwrap();
         assert_eq!(r, Reply::Tool("sh -c true".into()));
         let msgs = [pre.clone(), assistant(), result("")];
         assert!(
-            matches!(script(&msgs, Some("sh -c true"), None, false, Some("allow")).unwrap(), Reply::Tool(c) if c.contains("--status NEEDS_REVIEW --next review"))
+            matches!(script(&msgs, &asking).unwrap(), Reply::Tool(c) if c.contains("--status NEEDS_REVIEW --next review"))
         );
         assert_eq!(handoff_agent("review-20251127-091000-2"), Some("review"));
         assert_eq!(handoff_agent("my-agent-20251127-091000"), Some("my-agent"));
         let msgs = [pre, assistant(), result("/x.md"), assistant(), user("continue")];
-        assert!(matches!(
-            script(&msgs, None, None, false, Some("allow")).unwrap(),
-            Reply::Text(_)
-        ));
+        assert!(matches!(script(&msgs, &Style::default()).unwrap(), Reply::Text(_)));
+    }
+
+    #[test]
+    fn a_spoke_reports_progress_first_and_a_dead_spoke_is_sent_again() {
+        let pre = user("# Agent: dev\n**Task:** t1\n");
+        let twice = Style {
+            progress: 2,
+            ..Style::default()
+        };
+        let mut msgs = vec![pre];
+        for status in ["IN_PROGRESS", "IN_PROGRESS", "NEEDS_REVIEW"] {
+            let r = script(&msgs, &twice).unwrap();
+            assert!(
+                matches!(&r, Reply::Tool(c) if c.contains(&format!("--status {status}"))),
+                "{r:?}"
+            );
+            msgs.extend([assistant(), result("/p/tasks/t1/handoffs/dev-20251127-090000.md")]);
+        }
+        let pm = user("# Agent: pm\n**Task:** t1\n");
+        let ci = user(
+            "Check-in for task t1 (09:10) — phase DEV.\nSignals:\n- blocked: dev — agent died: it was killed by signal 9; restart it with `task spawn` or reassign the work\n",
+        );
+        assert!(
+            matches!(script(&[pm, assistant(), ci], &Style::default()).unwrap(), Reply::Tool(c) if c.contains("--target dev"))
+        );
     }
 
     const DATE: &str = "<system-reminder>\n# currentDate\nToday's date is 2026-11-26.\n</system-reminder>\n";
@@ -1253,7 +1331,7 @@ mod tests {
         let prompt = user(&format!(
             "{DATE}Read the file /t/tasks/t1/scratchpad/dev/preamble.md now and follow the instructions in it exactly."
         ));
-        let r = script(std::slice::from_ref(&prompt), None, None, false, Some("allow")).unwrap();
+        let r = script(std::slice::from_ref(&prompt), &Style::default()).unwrap();
         assert_eq!(
             r,
             Reply::Read {
@@ -1265,7 +1343,7 @@ mod tests {
         let msgs = [prompt, assistant(), file];
         assert_eq!(agent_of(&msgs).as_deref(), Some("dev"));
         assert!(
-            matches!(script(&msgs, None, None, false, Some("allow")).unwrap(), Reply::Tool(c) if c.starts_with("task handoff t1 --from dev"))
+            matches!(script(&msgs, &Style::default()).unwrap(), Reply::Tool(c) if c.starts_with("task handoff t1 --from dev"))
         );
         assert_eq!(unnumbered("    12→text"), "text");
         assert_eq!(unnumbered("2026 is a year"), "2026 is a year");

@@ -26,6 +26,10 @@
 //!   ao-bench permit [--runs N]
 //!       the permission broker: a request decided by rule (the whole hook) beside
 //!       `task --version`; a request to the PM's check-in beside a handoff's check-in.
+//!   ao-bench longhaul [--rejections N] [--progress N] [--full-secs N] [--no-faults]
+//!       issue 26's long-haul run (real Claude Code against the tests' scripted model,
+//!       faults on the way): runs `cargo bench --bench longhaul` in the source tree, since
+//!       the scripted model server lives with the tests.
 //!   ao-bench generate DIR [--handoffs N] [--artifacts N]
 //!       only write the generated task (DIR/tasks/bench).
 //!
@@ -116,6 +120,26 @@ fn runtime_has(prog: &str) -> bool {
     agent_orchestrator::io::program::which(prog).is_some()
 }
 
+/// The long-haul run is a cargo bench beside the tests (it needs their scripted model
+/// server): run it in the tree this binary was built from, and exit with its status.
+fn longhaul(args: &[String]) {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let status = Command::new("cargo")
+        .args(["bench", "--bench", "longhaul", "--manifest-path"])
+        .arg(&manifest)
+        .arg("--")
+        .args(args)
+        .status()
+        .unwrap_or_else(|e| {
+            eprintln!(
+                "ao-bench: cannot run cargo for the long-haul bench ({e}); run `cargo bench --bench longhaul` in {}",
+                manifest.parent().unwrap().display()
+            );
+            std::process::exit(2);
+        });
+    std::process::exit(status.code().unwrap_or(1));
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if !task_bin().exists() {
@@ -135,6 +159,7 @@ fn main() {
         Some("ui") => ui::bench_ui(&args),
         Some("usage") => usage::bench_usage(&args),
         Some("worktree") => worktree::bench_worktree(&args),
+        Some("longhaul") => longhaul(&args[1..]),
         Some("generate") => {
             let dir = PathBuf::from(args.get(1).expect("ao-bench generate DIR"));
             std::fs::create_dir_all(&dir).unwrap();
@@ -143,7 +168,7 @@ fn main() {
         }
         _ => {
             eprintln!(
-                "usage: ao-bench status [--handoffs N] [--artifacts N] [--runs N] | tmux [--runs N] | daemon | remote [--handoffs N] [--runs N] | soak [--tasks N] [--minutes N] | permit [--runs N] | ui [--tasks N] [--idle-secs N] | usage [--agents N] [--mb N] | worktree [--files N] [--runs N] | generate DIR"
+                "usage: ao-bench status [--handoffs N] [--artifacts N] [--runs N] | tmux [--runs N] | daemon | remote [--handoffs N] [--runs N] | soak [--tasks N] [--minutes N] | permit [--runs N] | ui [--tasks N] [--idle-secs N] | usage [--agents N] [--mb N] | worktree [--files N] [--runs N] | longhaul [--rejections N] | generate DIR"
             );
             std::process::exit(2);
         }
