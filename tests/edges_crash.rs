@@ -1,6 +1,6 @@
 //! Exactly-once check-ins across a crash and a full disk (issue 13, items 1 and 4): the
 //! real daemon, a real tmux server, an idle demo PM whose inbox records every message it
-//! received. Crash windows are hit with the daemon's test hooks (src/app/checkin/hooks.rs).
+//! received. Crash windows are hit with the daemon's test hooks (src/io/hooks.rs).
 
 mod common;
 

@@ -28,13 +28,10 @@ use crate::store::task::Task;
 /// Debounce between a hint and the scan it causes: a burst becomes one check-in.
 const DEBOUNCE: Duration = Duration::from_millis(150);
 /// How often remote hosts are pulled: the fallback for a missed remote watch event
-/// ([`crate::io::remote::watch`] pulls as soon as a remote handoff is written). Tests set
-/// `AO_TEST_PULL_EVERY_SECS` to prove a handoff came by the watch.
+/// ([`crate::io::remote::watch`] pulls as soon as a remote handoff is written). A test
+/// makes it long to prove a handoff came by the watch.
 fn pull_every() -> Duration {
-    std::env::var("AO_TEST_PULL_EVERY_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map_or(Duration::from_secs(2), Duration::from_secs)
+    crate::io::hooks::get().pull_every.unwrap_or(Duration::from_secs(2))
 }
 /// How often panes are checked for deaths.
 const LIVENESS_EVERY: Duration = Duration::from_secs(5);

@@ -359,7 +359,7 @@ pub async fn run() -> Result<()> {
     let (ctl_tx, mut ctl_rx) = mpsc::channel::<Control>(256);
 
     // Test hook: a handoff written here lands before any watch, so no event announces it.
-    crate::app::checkin::hooks::pause("DAEMON_START").await;
+    crate::io::hooks::pause(crate::io::hooks::Point::DaemonStart).await;
     // The watcher first, so nothing lands between the startup scan and the watch.
     let wtx = ctl_tx.clone();
     let watcher = Watcher::start(move |seen| wtx.try_send(Control::Seen(seen)).is_ok())?;
@@ -401,7 +401,9 @@ pub async fn run() -> Result<()> {
     let mut reconcile = tokio::time::interval(RECONCILE_EVERY);
     // Test hook: the loop stops at the first event seen until this file exists (so the
     // watcher's events pile up in the queue and overflow it).
-    let mut pause = std::env::var_os("AO_TEST_PAUSE_SUPERVISOR").map(PathBuf::from);
+    let mut pause = crate::io::hooks::get()
+        .gate(crate::io::hooks::Point::Supervisor)
+        .map(Path::to_path_buf);
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Error::io("install SIGTERM handler", "daemon", e))?;
     loop {

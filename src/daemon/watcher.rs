@@ -55,7 +55,9 @@ impl Watcher {
         if let Err(e) = watch_stats::save(&stats) {
             tracing::warn!(error = %e, "cannot save the watcher's counts; `task status` will not show overflows");
         }
-        let mut pause = std::env::var_os("AO_TEST_PAUSE_WATCHER").map(PathBuf::from);
+        let mut pause = crate::io::hooks::get()
+            .gate(crate::io::hooks::Point::Watcher)
+            .map(Path::to_path_buf);
         let unsaved = Arc::new(Mutex::new(None::<WatchStats>));
         let later = unsaved.clone();
         let pass = move |stats: &mut WatchStats, seen: Seen| {

@@ -12,13 +12,10 @@ use crate::core::wire::{Envelope, PROTOCOL_VERSION, Request, Response};
 /// How long the daemon may say nothing before the CLI gives up on a request. It sends a
 /// blank line every [`crate::core::wire::KEEPALIVE`] while it works on one, so only a
 /// daemon that is stuck or gone goes quiet this long, however long the work takes (a
-/// delivery can wait minutes for an agent's input area and its pane lock). Tests set
-/// `AO_TEST_CONTROL_QUIET_SECS` to show a request outlasting it.
+/// delivery can wait minutes for an agent's input area and its pane lock). A test shortens
+/// it to show a request outlasting it.
 fn quiet_limit() -> Duration {
-    std::env::var("AO_TEST_CONTROL_QUIET_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map_or(Duration::from_secs(30), Duration::from_secs)
+    crate::io::hooks::get().control_quiet.unwrap_or(Duration::from_secs(30))
 }
 
 /// Send one request; `Ok(None)` when no daemon is listening.

@@ -282,7 +282,7 @@ async fn submit(
             bytes,
         ));
     }
-    crate::io::pane_lock::test_pause("AO_TEST_PAUSE_DELIVERY_ENTER").await;
+    crate::io::hooks::pause(crate::io::hooks::Point::DeliveryEnter).await;
     let mut enters = 0u32;
     for _ in 0..o.submit_enters.max(1) {
         tmux.send_key(pane, "Enter").await?;

@@ -1,11 +1,12 @@
 //! The edges: tmux, verified delivery, ssh (master, pull, watch), cron, the daemon's
-//! control socket, other processes (/proc), the runtimes' profiles and permissions, signals and logging. Thin
+//! control socket, the test hooks, other processes (/proc), the runtimes' profiles and permissions, signals and logging. Thin
 //! wrappers over the outside world, each tested end to end against the real thing.
 
 pub(crate) mod control;
 pub(crate) mod cron;
 pub(crate) mod delivery;
 pub(crate) mod git;
+pub mod hooks;
 pub(crate) mod logging;
 pub(crate) mod pane_lock;
 pub(crate) mod permissions;

@@ -76,11 +76,8 @@ pub async fn acquire(
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
     }
-    // Test hook: AO_TEST_PANE_LOCK_TIMEOUT_MS shortens the wait so a test sees it run out.
-    let timeout = std::env::var("AO_TEST_PANE_LOCK_TIMEOUT_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map_or(timeout, Duration::from_millis);
+    // A test shortens the wait to see it run out.
+    let timeout = crate::io::hooks::get().pane_lock_timeout.unwrap_or(timeout);
     let start = Instant::now();
     let mut announced = false;
     loop {
@@ -118,11 +115,11 @@ fn note_holder(p: &Path, what: &str) {
     }
 }
 
-/// Test hook: with `AO_TEST_PANE_LOCK_WAITING=<dir>`, a sender that finds the pane locked
-/// leaves a file there, so a test knows senders are queued without guessing with sleeps.
+/// Test hook (`pane_lock_waiting`): a sender that finds the pane locked leaves a file, so a
+/// test knows senders are queued without guessing with sleeps.
 fn test_hook_waiting() {
-    if let Some(dir) = std::env::var_os("AO_TEST_PANE_LOCK_WAITING") {
-        let f = PathBuf::from(dir).join(format!("{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()));
+    if let Some(dir) = &crate::io::hooks::get().pane_lock_waiting {
+        let f = dir.join(format!("{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()));
         let _ = std::fs::write(f, b"");
     }
 }
@@ -141,23 +138,6 @@ pub fn this_process() -> String {
         })
         .unwrap_or_else(|| "task".into());
     std::iter::once(prog).chain(args.take(2)).collect::<Vec<_>>().join(" ")
-}
-
-/// Test hook: with `<var>=<file>` set, create `<file>.waiting`, then wait (at most a
-/// minute) until `<file>` exists, so a test can hold a delivery at one point — with the
-/// pane lock held — and act meanwhile, instead of hoping to hit the window by luck.
-pub async fn test_pause(var: &str) {
-    let Some(file) = std::env::var_os(var).map(PathBuf::from) else {
-        return;
-    };
-    let mut waiting = file.clone().into_os_string();
-    waiting.push(".waiting");
-    let _ = std::fs::write(&waiting, b"");
-    tracing::info!(hook = var, file = %file.display(), "test hook: pausing until the file appears");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !file.exists() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,6 @@
 //! [`message`] (the message), [`record`] (what a recorded check-in saves).
 
 mod demand;
-pub(crate) mod hooks;
 pub mod intent;
 mod record;
 mod snapshot;
@@ -474,10 +473,10 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
                     files: cands.iter().map(|c| c.loaded.file.clone()).collect(),
                 },
             )?;
-            hooks::pause("BEFORE_DELIVER").await;
+            crate::io::hooks::pause(crate::io::hooks::Point::BeforeDeliver).await;
             let tagged = intent::tagged(&message, &id);
             let d = delivery::deliver(tmux, &pane, &tagged, &rt.patterns, &rt.delivery_options()).await?;
-            hooks::pause("AFTER_DELIVER").await;
+            crate::io::hooks::pause(crate::io::hooks::Point::AfterDeliver).await;
             d
         }
     };

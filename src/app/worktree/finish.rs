@@ -150,7 +150,7 @@ async fn finish(task: &Task, agent: &str, handoff_file: &str, now: DateTime<Utc>
             .fetch_branch(&host.git_url(&w.repo.to_string_lossy()), &branch)
             .await?;
     }
-    crate::app::checkin::hooks::pause("WORKTREE_BEFORE_MERGE").await;
+    crate::io::hooks::pause(crate::io::hooks::Point::WorktreeBeforeMerge).await;
     let stage = merge(task, &branch, &w).await?;
     let merged = matches!(stage, Stage::Merged { .. });
     if let Stage::Merged { commit, .. } = &stage {

@@ -95,7 +95,9 @@ async fn once(spec: &RemoteSpec, task: &str, tx: &mpsc::Sender<()>) -> Result<()
     let cwd = host.cwd().await?;
     let dir = format!("{cwd}/tasks/{task}/handoffs");
     let prefix = host.ssh_prefix();
-    let pause = std::env::var("AO_TEST_PAUSE_REMOTE_WATCH").ok();
+    let pause = crate::io::hooks::get()
+        .gate(crate::io::hooks::Point::RemoteWatch)
+        .map(|p| p.to_string_lossy().into_owned());
     let mut c = Command::new(&prefix[0]);
     c.args(&prefix[1..])
         .arg(script(&dir, pause.as_deref()))
