@@ -5,7 +5,7 @@
 //!   ao-bench longhaul [the same options]
 //!
 //! The example task with real Claude Code as PM and every spoke, against the scripted model
-//! server of the tests: the review rejects the work N times (default 20), dev reports
+//! server of the tests: the review rejects the work N times (default 25), dev reports
 //! IN_PROGRESS before each final handoff (default 2 times), check-ins come every 15 s as
 //! well, and the PM's reported context grows with its conversation so it is rotated again
 //! and again. Faults, once each: the PM killed, dev killed, a usage limit, the daemon
@@ -33,7 +33,7 @@ fn main() {
         println!("longhaul: a benchmark; run it with `cargo bench --bench longhaul`");
         return;
     }
-    let rejections = opt(&args, "--rejections", 20) as usize;
+    let rejections = opt(&args, "--rejections", 25) as usize;
     let haul = Haul {
         rejections,
         progress: opt(&args, "--progress", 2) as usize,

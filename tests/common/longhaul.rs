@@ -87,6 +87,8 @@ pub struct Figures {
     pub resumes: usize,
     /// The events that tell how the faults were met, one line each.
     pub timeline: Vec<String>,
+    /// What the daemons logged of the full disk (each distinct message once).
+    pub disk_said: Vec<String>,
 }
 
 /// The event kinds the timeline shows.
@@ -151,6 +153,9 @@ impl Figures {
             d = self.decile()
         );
         println!("  paused by the usage limit {}, resumed {}", self.pauses, self.resumes);
+        for l in &self.disk_said {
+            println!("  the daemon on the full disk: {l}");
+        }
         println!(
             "  one PM conversation would have reached {} tokens without rotation (max seen {})",
             self.unrotated,
@@ -240,6 +245,32 @@ fn while_dev_works(cc: &Cc, act: impl FnOnce() -> String) -> String {
     );
     let out = act();
     go.store(true, Ordering::SeqCst);
+    out
+}
+
+/// The distinct things the daemons' logs said of a full disk: the message with its times,
+/// paths and numbers left out, so each kind of trouble is one line.
+fn disk_said(cc: &Cc) -> Vec<String> {
+    let logs = [
+        cc.w.daemon_log(),
+        std::fs::read_to_string(cc.w.dir.path().join("daemon-restarted.log")).unwrap_or_default(),
+    ];
+    let mut out: Vec<String> = Vec::new();
+    for l in logs
+        .iter()
+        .flat_map(|l| l.lines())
+        .filter(|l| l.contains("No space left"))
+    {
+        let shape: String = l
+            .split_whitespace()
+            .skip(1)
+            .filter(|w| !w.contains('/') && !w.chars().any(|c| c.is_ascii_digit()))
+            .collect::<Vec<_>>()
+            .join(" ");
+        if !out.contains(&shape) {
+            out.push(shape);
+        }
+    }
     out
 }
 
@@ -492,6 +523,7 @@ impl Run<'_> {
                 .filter(|e| NOTABLE.iter().any(|k| e["kind"] == *k) || e["data"]["outcome"] == "failed")
                 .map(|e| format!("{} {} {} {}", e["time"], e["kind"], e["agent"], e["data"]))
                 .collect(),
+            disk_said: disk_said(cc),
         }
     }
 }
