@@ -45,9 +45,10 @@ fn a_handoff_wakes_the_pm_and_a_burst_is_one_checkin() {
         inbox[0]
     );
 
-    // Ten handoffs landing within a few ms become one check-in listing all ten. They are
+    // Ten handoffs landing within a few ms cost at most two check-ins (the first may go at
+    // once, the rest are coalesced into the next), which list each of the ten once. They are
     // written (with their fsyncs) aside and renamed in, so a loaded machine cannot stretch
-    // the burst past the debounce.
+    // the burst.
     let task = agent_orchestrator::store::task::Task::new(&w.project, "t1".parse().unwrap()).unwrap();
     let from: agent_orchestrator::core::names::AgentName = "test".parse().unwrap();
     let aside = task.dir().join("scratchpad/burst");
@@ -70,24 +71,38 @@ fn a_handoff_wakes_the_pm_and_a_burst_is_one_checkin() {
         let e = e.unwrap();
         std::fs::rename(e.path(), task.handoffs().join(e.file_name())).unwrap();
     }
-    let inbox = wait_for("the burst check-in", 10, || {
-        let i = w.inbox("t1", "pm");
-        (i.len() >= 2).then_some(i)
+    let told = |i: &[String]| -> usize {
+        i.iter()
+            .skip(1)
+            .map(|m| m.lines().filter(|l| l.starts_with("- test-")).count())
+            .sum()
+    };
+    wait_for("the burst's check-ins", 10, || {
+        (told(&w.inbox("t1", "pm")) >= 10).then_some(())
     });
-    assert!(inbox[1].contains("New handoffs (10):"), "{}", inbox[1]);
 
     // The PM's own COMPLETE is checked in at once too: that is what records the phase. Here
     // PLANNING → COMPLETE is not a move of the state machine, so the PM is told so. Its
-    // check-in is also the barrier: a burst split in two would show before it.
+    // check-in is also the barrier: a burst split in three would show before it.
     handoff(&w, "t1", "pm", "COMPLETE");
     let inbox = wait_for("the check-in after the PM's COMPLETE", 10, || {
         let i = w.inbox("t1", "pm");
         i.iter().any(|m| m.contains("PLANNING → COMPLETE")).then_some(i)
     });
-    assert_eq!(inbox.len(), 3, "the burst was exactly one check-in: {inbox:#?}");
-    assert!(inbox[2].contains("PLANNING → COMPLETE"), "{}", inbox[2]);
+    let burst = inbox.len() - 2;
+    assert!((1..=2).contains(&burst), "the burst cost {burst} check-ins: {inbox:#?}");
+    assert_eq!(
+        told(&inbox[..inbox.len() - 1]),
+        10,
+        "each of the ten told once: {inbox:#?}"
+    );
+    assert!(
+        inbox[inbox.len() - 1].contains("PLANNING → COMPLETE"),
+        "{}",
+        inbox[inbox.len() - 1]
+    );
     // Delivered, then recorded: the ledger and the log catch up a moment later.
-    let kinds = wait_for("three check-ins recorded", 10, || {
+    let kinds = wait_for("every check-in recorded", 10, || {
         let log = ok(&run(w.task().args(["log", "t1", "--json"])));
         let kinds: Vec<String> = log
             .lines()
@@ -99,7 +114,7 @@ fn a_handoff_wakes_the_pm_and_a_burst_is_one_checkin() {
             })
             .collect();
         let ledger = w.state("t1")["ledger"].as_object().unwrap().len();
-        (ledger == 12 && kinds.iter().filter(|k| *k == "checkin").count() == 3).then_some(kinds)
+        (ledger == 12 && kinds.iter().filter(|k| *k == "checkin").count() == inbox.len()).then_some(kinds)
     });
     assert!(kinds.contains(&"spawn".to_string()));
 }

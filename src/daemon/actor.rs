@@ -25,8 +25,14 @@ use crate::io::tmux::Tmux;
 use crate::store::handoffs;
 use crate::store::task::Task;
 
-/// Debounce between a hint and the scan it causes: a burst becomes one check-in.
+/// Debounce between a hint (a rescan, a pull) and the scan it causes: nothing waits on
+/// those, and a burst of them becomes one scan.
 const DEBOUNCE: Duration = Duration::from_millis(150);
+/// How long after a handoff's check-in began the next one waits. A handoff that is final
+/// is checked in at once; those that land while a check-in is being delivered go into the
+/// next one, which starts when that one is done but not before this window has passed
+/// since it began: a burst of handoffs costs at most two check-ins, never one per file.
+const COALESCE: Duration = Duration::from_millis(150);
 /// How often remote hosts are pulled: the fallback for a missed remote watch event
 /// ([`crate::io::remote::watch`] pulls as soon as a remote handoff is written). A test
 /// makes it long to prove a handoff came by the watch.
@@ -163,6 +169,13 @@ fn pending(task: &Task, quiet: &handoffs::Quiet) -> Pending {
         }
     }
     p
+}
+
+/// When a final handoff's check-in may start (`due` is the one already set, if any): at
+/// once, unless the last handoff check-in began less than [`COALESCE`] ago. Pure.
+fn handoff_due(now: Instant, last_start: Option<Instant>, due: Option<Instant>) -> Instant {
+    let at = last_start.map_or(now, |l| (l + COALESCE).max(now));
+    due.map_or(at, |d| d.min(at))
 }
 
 /// When to hold a check-in the PM must hear of, so that handoffs still settling are in it;
@@ -455,6 +468,8 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
     let mut remote = true;
     // Whether the coming check-in was already held once for handoffs still settling.
     let mut held = false;
+    // When the last handoff check-in began (the coalescing window runs from there).
+    let mut last_start: Option<Instant> = None;
     let mut rotation = crate::app::rotate::Watch::default();
     tracing::info!(task = %task.name, dir = %task.dir().display(), "supervising");
     loop {
@@ -469,10 +484,10 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                     }
                 }
                 Some(Msg::Final(file, how)) => {
+                    // Renamed in: final now. Closed after writing: the look at `due` finds
+                    // it settling and waits for its quiet time.
                     quiet.saw(&dir, &file, how);
-                    if due.is_none() {
-                        due = Some(Instant::now() + DEBOUNCE);
-                    }
+                    due = Some(handoff_due(Instant::now(), last_start, due));
                 }
                 Some(Msg::RotateNow(by, reply)) => {
                     let answer = match crate::app::session::Ctx::on(&tmux) {
@@ -513,6 +528,7 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                     // A failed check-in (the state could not be saved, say) is retried too;
                     // checkin::storage paces the attempts and calls a human once.
                     let sent_at = clock::now();
+                    last_start = Some(Instant::now());
                     let report = checkin(&task, &tmux, &quiet, Trigger::Handoff, Vec::new()).await;
                     let delivered = report
                         .as_ref()
@@ -653,6 +669,29 @@ mod tests {
         // A file that reads as incomplete settles later than QUIET: not waited for.
         assert_eq!(hold_until(&[now + q + Duration::from_millis(1)], now, false), None);
         assert_eq!(hold_until(&[ms(200), now + 2 * q], now, false), Some(ms(200)));
+    }
+
+    #[test]
+    fn a_final_handoff_is_checked_in_at_once_unless_one_just_began() {
+        let now = Instant::now();
+        let ms = |m: u64| now + Duration::from_millis(m);
+        assert_eq!(handoff_due(now, None, None), now, "nothing before: at once");
+        assert_eq!(handoff_due(ms(500), Some(now), None), ms(500), "the last one long ago");
+        assert_eq!(
+            handoff_due(ms(40), Some(now), None),
+            now + COALESCE,
+            "one began 40 ms ago: this waits for the rest of the window"
+        );
+        assert_eq!(
+            handoff_due(ms(40), Some(now), Some(ms(60))),
+            ms(60),
+            "an earlier time stays"
+        );
+        assert_eq!(
+            handoff_due(now, None, Some(ms(5000))),
+            now,
+            "a later retry does not hold it"
+        );
     }
 
     #[test]

@@ -5,9 +5,10 @@
 //!   ao-bench tmux [--runs N]
 //!       spawn latency (command → agent prompt on screen) and send latency (command →
 //!       message confirmed submitted), beside raw `tmux new-session` / `tmux send-keys`.
-//!   ao-bench daemon [--handoffs N] [--tasks N] [--idle-secs N]
+//!   ao-bench daemon [--handoffs N] [--bursts N] [--tasks N] [--idle-secs N]
 //!       handoff written → check-in confirmed in the PM pane (p50/p99), beside
-//!       `inotifywait` + `tmux send-keys` in a shell loop; then an idle daemon with
+//!       `inotifywait` + `tmux send-keys` in a shell loop; bursts of 10 handoffs in
+//!       100 ms (check-ins per burst, the last file's latency); then an idle daemon with
 //!       N tasks: CPU seconds and RSS.
 //!   ao-bench soak [--tasks N] [--minutes N] [--every-ms N] [--deaths N] [--daemon-kills N]
 //!       N tasks × 5 demo agents under one daemon with a handoff every few seconds per
