@@ -114,6 +114,6 @@ fn main() {
     row(
         "spoke handoff written → PM's check-in at the model",
         &mut checkin,
-        "p50 < 500 ms",
+        "p50 < 150 ms",
     );
 }
