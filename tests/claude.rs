@@ -164,8 +164,8 @@ fn a_message_queued_behind_a_running_turn_is_reported_delivered_only_once_taken(
     cc.model
         .hold_until("pm", "tool: task handoff", move || r.load(Ordering::SeqCst));
     cc.start_example();
-    wait_for("the PM's first turn at the model", 90, || {
-        (!cc.model.turns("pm").is_empty()).then_some(())
+    wait_for("the PM's first answer held at the model", 90, || {
+        cc.model.hold_taken("pm").then_some(())
     });
     let pane = format!("={}:", cc.state()["agents"]["pm"]["session"].as_str().unwrap());
     let msg = "queued-probe: a message typed while the PM is mid-turn";
@@ -235,8 +235,8 @@ fn a_checkin_still_queued_when_the_wait_ends_is_recorded_delivered_and_reaches_t
     cc.model
         .hold_until("pm", "tool: task handoff", move || r.load(Ordering::SeqCst));
     cc.start_example();
-    wait_for("the PM's first turn at the model", 90, || {
-        (!cc.model.turns("pm").is_empty()).then_some(())
+    wait_for("the PM's first answer held at the model", 90, || {
+        cc.model.hold_taken("pm").then_some(())
     });
     let o = run(&mut cc.task(&["checkin", TASK, "--json"]));
     release.store(true, Ordering::SeqCst);
