@@ -32,11 +32,17 @@ fn the_pm_is_rotated_after_rotate_every_check_ins_and_by_hand_and_hears_each_han
     )
     .unwrap();
     let first = pm(&w)["session_id"].as_str().unwrap().to_string();
-    // A spoke's handoff and two check-ins reach this PM.
+    // A spoke's handoff (its check-in goes at once) and a check-in by hand: two reach
+    // this PM.
     w.handoff("t1", "explore", "COMPLETE")
         .body("## Summary\nMapped the writer.\n")
         .write();
-    checkin(&w);
+    wait_for("the handoff's check-in", 30, || {
+        w.events_of("t1", "checkin")
+            .iter()
+            .any(|e| e["data"]["trigger"] == "handoff" && e["data"]["outcome"] == "delivered")
+            .then_some(())
+    });
     checkin(&w);
     let rotated = wait_until(
         "the rotation",

@@ -19,6 +19,7 @@ use crate::core::model::PmState;
 use crate::core::protocol::lane::{self, Decision, Holder, Reason, ReleaseReason, Seen, Timing};
 use crate::io::tmux::{Panes, find_pane};
 use crate::store::handoffs;
+use crate::store::handoffs::Ready;
 use crate::store::task::Task;
 
 /// A pane not recorded this long after its lane was acquired belongs to a spawn that died half-way.
@@ -31,7 +32,7 @@ pub(crate) fn terminal_since(
     names: Option<&[HandoffName]>,
     agent: &str,
     since: DateTime<Utc>,
-    ready: &(dyn Fn(&Loaded) -> bool + Sync),
+    ready: Ready<'_>,
 ) -> Option<Loaded> {
     let names = names?;
     let since_ns = since.timestamp_nanos_opt().unwrap_or(0);
@@ -41,7 +42,7 @@ pub(crate) fn terminal_since(
         .filter(|n| n.agent == agent)
         .take(4)
         .filter_map(|n| handoffs::load(&task.handoffs(), n).ok()?.ok())
-        .find(|l| l.mtime_ns >= since_ns && l.handoff.status.is_terminal() && ready(l))
+        .find(|l| l.mtime_ns >= since_ns && l.handoff.status.is_terminal() && ready.accepts(l))
 }
 
 /// What [`observe`] reads of the task folder and the tmux server, read once by whoever
@@ -82,7 +83,7 @@ pub async fn observe(
     st: &PmState,
     agent: &str,
     h: &Holder,
-    ready: &(dyn Fn(&Loaded) -> bool + Sync),
+    ready: Ready<'_>,
     now: DateTime<Utc>,
 ) -> (Seen, Option<Loaded>) {
     observe_in(&Surroundings::read(ctx, task, st).await, task, st, agent, h, ready, now)
@@ -95,7 +96,7 @@ pub fn observe_in(
     st: &PmState,
     agent: &str,
     h: &Holder,
-    ready: &(dyn Fn(&Loaded) -> bool + Sync),
+    ready: Ready<'_>,
     now: DateTime<Utc>,
 ) -> (Seen, Option<Loaded>) {
     let a = st.agents.get(agent);
@@ -241,7 +242,7 @@ pub async fn take(
     let held = st.lanes.get(agent).and_then(|l| l.holder.clone());
     let mut last_sign = None;
     if let Some(h) = &held {
-        let (seen, last) = observe(ctx, task, &st, agent, h, &|_| true, now).await;
+        let (seen, last) = observe(ctx, task, &st, agent, h, Ready::All, now).await;
         last_sign = seen.last_sign;
         if let Some(r) = lane::release_due(h, &seen, false, now, &timing) {
             release(task, agent, Some(h.since), r, last.as_ref(), now)?;

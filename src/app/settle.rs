@@ -8,13 +8,13 @@ use chrono::{DateTime, Utc};
 use crate::app::context::Ctx;
 use crate::app::lanes::{Settled, Surroundings, observe_in, release};
 use crate::core::error::Result;
-use crate::core::handoff::Loaded;
 use crate::core::protocol::lane::{self, Reason, Timing};
+use crate::store::handoffs::Ready;
 use crate::store::task::Task;
 
 /// Release what is due and start what was waiting. Never fails as a whole: a
 /// problem with one lane is logged and the others are still settled.
-pub async fn settle(ctx: &Ctx, task: &Task, ready: &(dyn Fn(&Loaded) -> bool + Sync), now: DateTime<Utc>) -> Settled {
+pub async fn settle(ctx: &Ctx, task: &Task, ready: Ready<'_>, now: DateTime<Utc>) -> Settled {
     let mut out = Settled::default();
     let Ok(st) = task.state() else { return out };
     if st.lanes.is_empty() {

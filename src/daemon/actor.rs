@@ -248,7 +248,7 @@ async fn checkin(
         clock::now(),
         trigger,
         extra,
-        &|l| quiet.ready(&dir, l),
+        handoffs::Ready::Final(quiet, &dir),
         sched.as_ref(),
     )
     .await
@@ -485,9 +485,13 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                 }
                 Some(Msg::Final(file, how)) => {
                     // Renamed in: final now. Closed after writing: the look at `due` finds
-                    // it settling and waits for its quiet time.
+                    // it settling and waits for its quiet time. A check-in held for handoffs
+                    // still settling waits for them: a second event for the same rename
+                    // (inotify reports it to and both ways) must not cut that short.
                     quiet.saw(&dir, &file, how);
-                    due = Some(handoff_due(Instant::now(), last_start, due));
+                    if !held {
+                        due = Some(handoff_due(Instant::now(), last_start, due));
+                    }
                 }
                 Some(Msg::RotateNow(by, reply)) => {
                     let answer = match crate::app::session::Ctx::on(&tmux) {
@@ -501,7 +505,7 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                 }
                 Some(Msg::CheckinNow(reply)) => {
                     let sched = schedule_of(&task).ok();
-                    let r = checkin::run_with(&task, &tmux, clock::now(), Trigger::Manual, Vec::new(), &|l| quiet.ready(&dir, l), sched.as_ref()).await;
+                    let r = checkin::run_with(&task, &tmux, clock::now(), Trigger::Manual, Vec::new(), handoffs::Ready::Final(&quiet, &dir), sched.as_ref()).await;
                     let _ = reply.send(r.map_or_else(
                         |e| crate::core::wire::Response::error(&e),
                         |r| crate::core::wire::Response::Checkin { report: Box::new(r) },
@@ -577,7 +581,7 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                 if remote {
                     watches.refresh(&task);
                 }
-                checkin::settle_lanes(&task, &tmux, &|l| quiet.ready(&dir, l), clock::now()).await;
+                checkin::settle_lanes(&task, &tmux, handoffs::Ready::Final(&quiet, &dir), clock::now()).await;
                 let mut pm_died = None;
                 let sigs = deaths(&task, &tmux, view.as_ref(), &mut reported, &mut pm_died).await;
                 if !sigs.is_empty() {

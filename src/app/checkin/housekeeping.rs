@@ -8,9 +8,9 @@ use chrono::{DateTime, Utc};
 use super::snapshot;
 use crate::core::checkin::Signal;
 use crate::core::error::Result;
-use crate::core::handoff::Loaded;
 use crate::core::report::Trigger;
 use crate::io::tmux::Tmux;
+use crate::store::handoffs::Ready;
 use crate::store::task::Task;
 
 /// When each task's agents' screens were last all looked at (this process).
@@ -46,7 +46,7 @@ pub async fn tend_attention(task: &Task, tmux: &Tmux, now: DateTime<Utc>) -> cra
 }
 
 /// Settle the task's lanes on this tmux server (see [`crate::app::lanes::settle`]).
-pub async fn settle_lanes(task: &Task, tmux: &Tmux, ready: &(dyn Fn(&Loaded) -> bool + Sync), now: DateTime<Utc>) {
+pub async fn settle_lanes(task: &Task, tmux: &Tmux, ready: Ready<'_>, now: DateTime<Utc>) {
     match crate::app::session::Ctx::on(tmux) {
         Ok(ctx) => {
             let s = crate::app::settle::settle(&ctx, task, ready, now).await;
@@ -64,7 +64,7 @@ pub(super) async fn housekeeping(
     task: &Task,
     tmux: &Tmux,
     trigger: Trigger,
-    ready: &(dyn Fn(&Loaded) -> bool + Sync),
+    ready: Ready<'_>,
     now: DateTime<Utc>,
 ) -> Vec<Signal> {
     let mut extra = Vec::new();

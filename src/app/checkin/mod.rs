@@ -52,6 +52,7 @@ use crate::core::error::{Error, Result};
 use crate::core::handoff::Loaded;
 use crate::core::report::{CheckinReport, Trigger};
 use crate::io::tmux::Tmux;
+use crate::store::handoffs::Ready;
 use crate::store::task::Task;
 
 /// Save when the next scheduled check-in is due.
@@ -77,7 +78,7 @@ pub async fn run(
     extra: Vec<Signal>,
     schedule: Option<&crate::io::schedule::Schedule>,
 ) -> Result<CheckinReport> {
-    run_with(task, tmux, now, trigger, extra, &|_| true, schedule).await
+    run_with(task, tmux, now, trigger, extra, Ready::All, schedule).await
 }
 
 /// [`run`], taking only the new handoffs `ready` accepts; the rest stay new
@@ -89,7 +90,7 @@ pub async fn run_with(
     now: DateTime<Utc>,
     trigger: Trigger,
     extra: Vec<Signal>,
-    ready: &(dyn Fn(&Loaded) -> bool + Sync),
+    ready: Ready<'_>,
     schedule: Option<&crate::io::schedule::Schedule>,
 ) -> Result<CheckinReport> {
     let cycle = Cycle {
@@ -105,7 +106,7 @@ pub async fn run_with(
 struct Cycle<'a> {
     trigger: Trigger,
     extra: Vec<Signal>,
-    ready: &'a (dyn Fn(&Loaded) -> bool + Sync),
+    ready: Ready<'a>,
     schedule: Option<&'a crate::io::schedule::Schedule>,
 }
 

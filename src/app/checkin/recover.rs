@@ -9,10 +9,10 @@ use super::snapshot::{self, Plan, evaluate_locked};
 use super::{intent, note, nothing_recorded, record::record};
 use crate::core::checkin::Signal;
 use crate::core::error::Result;
-use crate::core::handoff::Loaded;
 use crate::core::report::{CheckinReport, Outcome, Trigger};
 use crate::io::delivery;
 use crate::io::tmux::Tmux;
+use crate::store::handoffs::Ready;
 use crate::store::task::Task;
 
 /// How settling an unfinished check-in came out.
@@ -28,7 +28,7 @@ pub(super) async fn settle_intent(
     task: &Task,
     tmux: &Tmux,
     trigger: Trigger,
-    ready: &(dyn Fn(&Loaded) -> bool + Sync),
+    ready: Ready<'_>,
     extra: Vec<Signal>,
     cost: &snapshot::CostNote,
     mut plan: Plan,

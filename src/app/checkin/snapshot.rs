@@ -21,6 +21,7 @@ use crate::core::model::{PmState, TaskSpec};
 use crate::core::protocol::roster::Roster;
 use crate::core::scribe::Artifact;
 use crate::store::handoffs;
+use crate::store::handoffs::Ready;
 use crate::store::task::{self, Task};
 
 /// What one check-in reads, once.
@@ -41,7 +42,7 @@ pub(super) struct Snapshot {
 
 impl Snapshot {
     /// Read the task folder around `state` (read by the caller, under the state lock).
-    pub fn read(task: &Task, state: &PmState, ready: &(dyn Fn(&Loaded) -> bool + Sync)) -> Result<Snapshot> {
+    pub fn read(task: &Task, state: &PmState, ready: Ready<'_>) -> Result<Snapshot> {
         let spec = task.spec().ok();
         let dir = task.handoffs();
         let listing = handoffs::listing(&dir)?;
@@ -54,7 +55,7 @@ impl Snapshot {
             .cands
             .iter()
             .filter(|c| {
-                let r = ready(&c.loaded);
+                let r = ready.accepts(&c.loaded);
                 if !r {
                     tracing::debug!(file = %c.loaded.file, "handoff still being written; left for later");
                 }
@@ -157,7 +158,7 @@ pub(super) struct Plan {
 pub(super) fn evaluate_locked(
     task: &Task,
     state: &mut PmState,
-    ready: &(dyn Fn(&Loaded) -> bool + Sync),
+    ready: Ready<'_>,
     extra: Vec<Signal>,
     cost: &CostNote,
     now: DateTime<Utc>,
@@ -274,14 +275,18 @@ mod tests {
             "# Handoff: dev\n**Status:** IN_PROGRESS\n",
         )
         .unwrap();
-        let ready = |l: &Loaded| !l.file.starts_with("dev-");
+        // The daemon saw review's renamed in; dev's only now, so it is not quiet yet.
+        let quiet = crate::store::handoffs::Quiet::default();
+        let dir = task.handoffs();
+        quiet.saw(&dir, "review-20261123-085900.md", crate::store::handoffs::How::Renamed);
+        let ready = Ready::Final(&quiet, &dir);
         let mut st = PmState {
             phase: Phase::Reviewing,
             ..Default::default()
         };
         st.review_rejections.insert("dev".into(), 2);
 
-        let plan = evaluate_locked(&task, &mut st, &ready, Vec::new(), &CostNote::default(), now).unwrap();
+        let plan = evaluate_locked(&task, &mut st, ready, Vec::new(), &CostNote::default(), now).unwrap();
         let files: Vec<&str> = plan.cands.iter().map(|c| c.loaded.file.as_str()).collect();
         assert_eq!(files, ["review-20261123-085900.md"]);
         assert_eq!(plan.ev.phase, Phase::Iterate);
@@ -299,7 +304,7 @@ mod tests {
         assert!(!plan.message.contains("dev-20261123-085930.md"), "{}", plan.message);
 
         // The same evaluation again (the delivery failed): the escalation is already open.
-        let plan = evaluate_locked(&task, &mut st, &ready, Vec::new(), &CostNote::default(), now).unwrap();
+        let plan = evaluate_locked(&task, &mut st, ready, Vec::new(), &CostNote::default(), now).unwrap();
         assert!(plan.escalated.is_empty(), "{:?}", plan.escalated);
         assert_eq!(st.escalations.len(), 1);
     }

@@ -8,15 +8,15 @@ use chrono::{DateTime, Utc};
 use super::{rewritten, ssh_git};
 use crate::core::checkin::signals::{Signal, SignalKind};
 use crate::core::error::{Error, Result};
-use crate::core::handoff::Loaded;
 use crate::core::worktree::{self as wt, AgentWorktree, Stage};
 use crate::io::git::Git;
+use crate::store::handoffs::Ready;
 use crate::store::task::Task;
 
 /// Finish the worktrees whose agent has ended its turn (its terminal handoff, `ready`), and
 /// those a crash left half-finished; then the outcomes the PM has not heard yet, as signals
 /// for this check-in. A problem is logged and kept on the record, never fatal to the check-in.
-pub async fn settle(task: &Task, ready: &(dyn Fn(&Loaded) -> bool + Sync), now: DateTime<Utc>) -> Vec<Signal> {
+pub async fn settle(task: &Task, ready: Ready<'_>, now: DateTime<Utc>) -> Vec<Signal> {
     let Ok(st) = task.state() else { return Vec::new() };
     if st.agents.values().all(|a| a.worktree.is_none()) {
         return Vec::new();

@@ -14,7 +14,7 @@ mod tests;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use quiet::{How, QUIET, Quiet};
+pub use quiet::{How, QUIET, Quiet, Ready};
 pub use write::write;
 
 use crate::core::error::{Error, Result};

@@ -141,9 +141,30 @@ fn decide(prev: Option<&Obs>, now_look: Look, complete: bool, now: Instant) -> (
     }
 }
 
+/// Which handoffs a check-in, a lane's release or a worktree merge may take as final now.
+#[derive(Debug, Clone, Copy)]
+pub enum Ready<'a> {
+    /// Every file on disk: the CLI, cron mode and a check-in asked for by hand, where no
+    /// watcher saw the files being written.
+    All,
+    /// Only those the daemon saw final in this folder (renamed in, or quiet for
+    /// [`QUIET`]); one still being written stays new for a later check-in.
+    Final(&'a Quiet, &'a Path),
+}
+
+impl Ready<'_> {
+    /// Whether `l` may be taken now (asking is an observation: see [`Quiet::ready`]).
+    pub fn accepts(&self, l: &Loaded) -> bool {
+        match self {
+            Ready::All => true,
+            Ready::Final(q, dir) => q.ready(dir, l),
+        }
+    }
+}
+
 /// The daemon's observations of one task's handoffs: file name → what it last looked like
 /// and since when (monotonic). Interior mutability, because a check-in asks "ready?" through
-/// a shared `Fn` and every ask is an observation.
+/// a shared [`Ready`] and every ask is an observation.
 #[derive(Debug, Default)]
 pub struct Quiet {
     seen: Mutex<BTreeMap<String, Obs>>,
