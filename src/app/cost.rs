@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use crate::core::cost::budget::{self, Spent};
 use crate::core::cost::price::Prices;
 use crate::core::cost::usage::{self, ByModel};
-use crate::core::cost::view::{self, AgentCost, CostView};
+use crate::core::cost::view::{AgentCost, CostView};
 use crate::core::error::Result;
 use crate::core::model::{AgentState, PmState};
 use crate::store::task::Task;
@@ -188,22 +188,19 @@ fn agent_cost(name: &str, a: &AgentState, file: &UsageFile, prices: &Prices) -> 
     }
 }
 
+/// How far events.jsonl may be read past what usage.json saved before it is saved again:
+/// every check-in appends a few events, and rewriting usage.json for each was a tenth of
+/// the daemon's CPU under load; reading 16 KiB of events again costs far less.
+const EVENTS_SAVE_EVERY: u64 = 16 * 1024;
+
 /// Refresh the usage of `task` (reading only what is new) and gather the whole picture.
 /// Never fails on a transcript: an unreadable one keeps its last figures, with a warning.
-/// usage.json is written only when a transcript moved (so `task status` on a quiet task
-/// writes nothing); see [`gather_for_checkin`].
+/// usage.json is written when a transcript moved, or events.jsonl grew by
+/// [`EVENTS_SAVE_EVERY`] since it was saved (so `task status` on a quiet task writes
+/// nothing, and a check-in rarely does).
 pub fn gather(task: &Task, state: &PmState, now: DateTime<Utc>) -> Result<CostView> {
-    gather_with(task, state, now, false)
-}
-
-/// [`gather`], also keeping the `## Cost` section for progress.md, which the check-in
-/// writes next (the scribe cannot price tokens itself).
-pub fn gather_for_checkin(task: &Task, state: &PmState, now: DateTime<Utc>) -> Result<CostView> {
-    gather_with(task, state, now, true)
-}
-
-fn gather_with(task: &Task, state: &PmState, now: DateTime<Utc>, for_progress: bool) -> Result<CostView> {
     let mut file = usage_file::load(task);
+    let saved_events = file.events.offset;
     let cwd = crate::app::session::local_cwd(task).unwrap_or_else(|_| task.project.clone());
     let (moved, compacted) = match claude_projects() {
         Some(projects) => read_transcripts(state, &cwd, &projects, &mut file),
@@ -226,10 +223,9 @@ fn gather_with(task: &Task, state: &PmState, now: DateTime<Utc>, for_progress: b
         .map(|(n, a)| agent_cost(n, a, &file, &prices))
         .collect();
     let log = crate::store::events::path(task);
-    let logged = usage_file::read_events(&log, &mut file.events).unwrap_or_else(|e| {
+    if let Err(e) = usage_file::read_events(&log, &mut file.events) {
         tracing::warn!(task = %task.name, error = %e, "cannot read events.jsonl; the supervisor's spend is as last counted");
-        false
-    });
+    }
     let pm_now = agents
         .iter()
         .find(|a| a.agent == "pm" && a.known)
@@ -239,9 +235,8 @@ fn gather_with(task: &Task, state: &PmState, now: DateTime<Utc>, for_progress: b
     let budgets = task.spec().map(|s| s.budgets()).unwrap_or_default();
     let roles: BTreeMap<String, Spent> = budgets.roles.keys().map(|r| (r.clone(), v.spent_by(r))).collect();
     v.budgets = budget::standings(&budgets, v.spent(), &roles);
-    let block = Some(view::render_progress(&v));
-    if moved || (for_progress && (logged || file.progress_block != block)) {
-        file.progress_block = block;
+    // An offset that went back (events.jsonl replaced) is saved too.
+    if moved || file.events.offset.abs_diff(saved_events) >= EVENTS_SAVE_EVERY || file.events.offset < saved_events {
         if let Err(e) = usage_file::save(task, &file) {
             tracing::warn!(task = %task.name, error = %e, "cannot save usage.json; the next look reads the transcripts again");
         }

@@ -57,10 +57,25 @@ pub fn write_progress(
 ) -> Result<String> {
     let latest = latest_by_agent(&task.handoffs(), names)?;
     let artifacts = task::list_artifacts(task)?;
-    write_gathered(task, state, &latest, &artifacts, recent, escalations, now)
+    write_gathered(task, state, &latest, &artifacts, recent, escalations, None, now)
 }
 
-/// Write progress.md from what was already gathered (a check-in's snapshot); returns the text.
+/// The `## Cost` section of a progress.md (up to the next `## ` heading), as it was
+/// rendered into it. Pure.
+pub fn cost_section(text: &str) -> Option<String> {
+    let start = text
+        .find("\n## Cost\n")
+        .map(|i| i + 1)
+        .or(text.starts_with("## Cost\n").then_some(0))?;
+    let rest = &text[start..];
+    let end = rest[1..].find("\n## ").map_or(rest.len(), |i| i + 2);
+    Some(format!("{}\n", rest[..end].trim_end()))
+}
+
+/// Write progress.md from what was already gathered (a check-in's snapshot); returns the
+/// text. `cost` is the `## Cost` section; without one (usage not gathered, or a rewrite
+/// between check-ins) the section progress.md already has is kept.
+#[allow(clippy::too_many_arguments)]
 pub fn write_gathered(
     task: &Task,
     state: &PmState,
@@ -68,9 +83,15 @@ pub fn write_gathered(
     artifacts: &[Artifact],
     recent: &[Loaded],
     escalations: &[String],
+    cost: Option<&str>,
     now: DateTime<Utc>,
 ) -> Result<String> {
-    let cost = crate::store::usage::load(task).progress_block;
+    let cost = match cost {
+        Some(c) => Some(c.to_string()),
+        None => std::fs::read_to_string(task.progress_path())
+            .ok()
+            .and_then(|t| cost_section(&t)),
+    };
     let text = render(&Input {
         task: task.name.as_str(),
         now,
@@ -91,6 +112,19 @@ pub fn write_gathered(
 mod tests {
     use super::*;
     use crate::core::handoff;
+
+    #[test]
+    fn the_cost_section_is_read_back_as_it_was_rendered() {
+        let block = "## Cost\n- Task: 1.2k tokens, $0.01\n- pm: 1.2k tokens\n";
+        let text = format!("# Progress\n\n## Needs a Human\nNone\n\n{block}\n## Artifacts Generated\nNone yet.\n");
+        assert_eq!(cost_section(&text).as_deref(), Some(block));
+        assert_eq!(
+            cost_section(&format!("# P\n\n{block}")).as_deref(),
+            Some(block),
+            "last section"
+        );
+        assert_eq!(cost_section("# P\n\n## Artifacts Generated\nNone yet.\n"), None);
+    }
 
     #[test]
     fn a_handoff_already_parsed_is_not_read_again() {

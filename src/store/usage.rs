@@ -31,9 +31,6 @@ pub struct UsageFile {
     /// The supervisor's deliveries counted from events.jsonl, and how far it was read.
     #[serde(default)]
     pub events: Tally,
-    /// The cost section last rendered for progress.md (the scribe cannot price tokens).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub progress_block: Option<String>,
 }
 
 /// usage.json of a task.

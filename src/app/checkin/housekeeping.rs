@@ -136,7 +136,7 @@ pub(super) async fn cost_note(
     // What the team has cost: read before the lock (transcripts can be large).
     let before = task.state()?;
     crate::app::cost::read_remote(task, &before).await;
-    let spend = crate::app::cost::gather_for_checkin(task, &before, now)
+    let spend = crate::app::cost::gather(task, &before, now)
         .map_err(|e| tracing::warn!(task = %task.name, error = %e, "cannot gather usage for the check-in"))
         .ok();
     let cost = snapshot::CostNote {
@@ -146,6 +146,7 @@ pub(super) async fn cost_note(
             .unwrap_or_default(),
         standings: spend.as_ref().map(|v| v.budgets.clone()).unwrap_or_default(),
         gathered: spend.is_some(),
+        block: spend.as_ref().map(crate::core::cost::view::render_progress),
     };
     // A used-up budget: every running agent it covers is told once to wrap up (under the
     // check-in lock, so two check-ins never tell one agent twice).

@@ -129,6 +129,9 @@ pub(crate) struct CostNote {
     pub standings: Vec<Standing>,
     /// Whether usage was gathered at all (if not, nothing is concluded about budgets).
     pub gathered: bool,
+    /// progress.md's `## Cost` section (None: usage not gathered; the one already in
+    /// progress.md is kept).
+    pub block: Option<String>,
 }
 
 /// The PM's pane, runtime and attention episode, as the state records them.
@@ -222,7 +225,16 @@ pub(super) fn evaluate_locked(
     preview.phase = ev.phase;
     apply_handoffs(&mut preview, &new, now);
     let latest = crate::store::progress::latest_by_agent_reusing(&task.handoffs(), &snap.listing.names, &snap.unseen)?;
-    crate::store::progress::write_gathered(task, &preview, &latest, &snap.artifacts, &new, &open, now)?;
+    crate::store::progress::write_gathered(
+        task,
+        &preview,
+        &latest,
+        &snap.artifacts,
+        &new,
+        &open,
+        cost.block.as_deref(),
+        now,
+    )?;
     // A handoff the ledger knows by name whose content changed is an amendment, not news.
     let amended = snap
         .cands
