@@ -238,6 +238,11 @@ fn a_checkin_still_queued_when_the_wait_ends_is_recorded_delivered_and_reaches_t
     wait_for("the PM's first answer held at the model", 90, || {
         cc.model.hold_taken("pm").then_some(())
     });
+    // And busy on its screen, so what is typed now waits in Claude Code's queue.
+    let pane = format!("={}:", cc.state()["agents"]["pm"]["session"].as_str().unwrap());
+    wait_for("the PM busy on screen", 30, || {
+        cc.w.capture(&pane).contains("esc to interrupt").then_some(())
+    });
     let o = run(&mut cc.task(&["checkin", TASK, "--json"]));
     release.store(true, Ordering::SeqCst);
     let report: serde_json::Value = serde_json::from_str(&stdout(&o))
