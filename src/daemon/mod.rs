@@ -26,6 +26,7 @@ mod actor;
 mod server;
 mod state_guard;
 mod subscribe;
+mod timing;
 mod verbs;
 mod watcher;
 mod watches;

@@ -316,15 +316,19 @@ impl Cc {
             .unwrap_or_else(|| panic!("no request of {agent} holds {text:?}\n{}", self.dump()))
     }
 
+    /// In how many check-ins (turns of the PM's conversations) the handoff `file` was told.
+    pub fn checkins_telling(&self, file: &str) -> usize {
+        self.model
+            .turns_saying("pm", file)
+            .into_iter()
+            .filter(|t| t.said.contains("Check-in for task"))
+            .count()
+    }
+
     /// Every spoke handoff, however many, reached the PM in exactly one check-in.
     pub fn assert_every_handoff_told_once(&self) {
         for f in &self.spoke_handoffs() {
-            let n = self
-                .model
-                .turns_saying("pm", f)
-                .into_iter()
-                .filter(|t| t.said.contains("Check-in for task"))
-                .count();
+            let n = self.checkins_telling(f);
             assert_eq!(n, 1, "{f} reached the PM {n} times\n{}", self.dump());
         }
     }

@@ -465,12 +465,7 @@ impl Run<'_> {
         let spoke = cc.spoke_handoffs();
         let (mut lost, mut twice) = (Vec::new(), Vec::new());
         for f in &spoke {
-            let n = cc
-                .model
-                .turns_saying("pm", f)
-                .into_iter()
-                .filter(|t| t.said.contains("Check-in for task"))
-                .count();
+            let n = cc.checkins_telling(f);
             match n {
                 0 => lost.push(f.clone()),
                 1 => {}
