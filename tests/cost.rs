@@ -83,6 +83,8 @@ fn usage_is_summed_exactly_priced_and_a_low_budget_warns_then_refuses_the_next_s
         "{refused}\n{}",
         cc.dump()
     );
+    // The rest goes on with the spoke refused (plan, or dev when plan got in first).
+    let who = refused["agent"].as_str().unwrap().to_string();
 
     // The PM heard the warning first, in the check-in that told it of explore's handoff.
     let warned = cc
@@ -110,7 +112,7 @@ fn usage_is_summed_exactly_priced_and_a_low_budget_warns_then_refuses_the_next_s
         .max()
         .unwrap();
     let h = pm_handoff.display().to_string();
-    let o = run(&mut cc.task(&["spawn", TASK, "plan", "--handoff", &h]));
+    let o = run(&mut cc.task(&["spawn", TASK, &who, "--handoff", &h]));
     assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("SPAWN_REJECT_BUDGET") && stderr(&o).contains("--over-budget"),
@@ -189,30 +191,33 @@ fn usage_is_summed_exactly_priced_and_a_low_budget_warns_then_refuses_the_next_s
     let calls = std::fs::read_to_string(&notified).unwrap();
     assert_eq!(calls.lines().filter(|l| l.contains("budget")).count(), 1, "{calls}");
 
-    // A human decides to spend more; plan's first answer is held, so it is still running
+    // A human decides to spend more; the refused spoke's first answer is held, so it is still running
     // when the next check-in tells it, once, to wrap up. The message waits in Claude Code's
     // queue until the turn ends, and counts as delivered only once taken: the hold ends well
     // within the wrap-up's 15 s wait.
-    cc.model.hold("plan", std::time::Duration::from_secs(6), 1);
-    let out = cc.ok(&["spawn", TASK, "plan", "--handoff", &h, "--over-budget"]);
+    cc.model.hold(&who, std::time::Duration::from_secs(6), 1);
+    let out = cc.ok(&["spawn", TASK, &who, "--handoff", &h, "--over-budget"]);
     assert!(out.contains("SPAWN_OK"), "{out}");
-    wait_for("plan to ask the model", 60, || {
-        (!cc.model.turns("plan").is_empty()).then_some(())
+    wait_for("the spoke to ask the model", 60, || {
+        (!cc.model.turns(&who).is_empty()).then_some(())
     });
     let told = || {
         events(&cc.task_dir(), "supervisor_message")
             .into_iter()
-            .filter(|e| e["agent"] == "plan" && e["data"]["outcome"] == "delivered")
+            .filter(|e| e["agent"] == who.as_str() && e["data"]["outcome"] == "delivered")
             .count()
     };
     cc.ok(&["checkin", TASK]);
     assert_eq!(told(), 1, "{}", cc.dump());
     cc.ok(&["checkin", TASK]);
     assert_eq!(told(), 1, "told once per run\n{}", cc.dump());
-    // Typed while plan was busy: Claude Code shows it in plan's conversation, once.
-    let session = cc.state()["agents"]["plan"]["session"].as_str().unwrap().to_string();
+    // Typed while it was busy: Claude Code shows it in its conversation, once.
+    let session = cc.state()["agents"][who.as_str()]["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let shown = wait_until(
-        "the wrap-up message in plan's conversation",
+        "the wrap-up message in the spoke's conversation",
         std::time::Duration::from_secs(60),
         std::time::Duration::from_millis(200),
         || {
