@@ -118,18 +118,9 @@ fn ledger(e: &Env, task: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-pub(crate) fn bench_soak(args: &[String]) {
-    let tasks = arg(args, "--tasks", 20);
-    let minutes = arg(args, "--minutes", 30);
-    let every = Duration::from_millis(arg(args, "--every-ms", 3000) as u64);
-    let deaths = arg(args, "--deaths", 20);
-    let kills = arg(args, "--daemon-kills", 2);
-    let run_for = Duration::from_secs(minutes as u64 * 60);
-    let mut dice = Dice(Instant::now().elapsed().as_nanos() as u64 | 0x9e37_79b9_7f4a_7c15);
-
-    let e = Env::new();
-    let names: Vec<String> = (0..tasks).map(|i| format!("s{i}")).collect();
-    for t in &names {
+/// Start `names` as demo tasks, each with its PM and every spoke spawned.
+fn start_teams(e: &Env, names: &[String]) {
+    for t in names {
         assert!(
             e.task(&["start", t, "--runtime", "demo"]).status().unwrap().success(),
             "start {t}"
@@ -159,15 +150,118 @@ pub(crate) fn bench_soak(args: &[String]) {
             assert!(ok, "spawn {s} in {t}");
         }
     }
-    let mut daemon: Option<Child> = None;
-    let daemon_pid = e.daemon_pid().expect("task start left a daemon running");
+}
+
+/// The CPU of every daemon of the run (what the killed ones used, plus the current one's)
+/// and, apart, of the tmux clients it ran and reaped; the daemon's largest RSS.
+struct Meter {
+    daemon: Option<Child>,
+    pid: u32,
+    used: f64,
+    base: f64,
+    children_used: f64,
+    children_base: f64,
+    max_rss: u64,
+}
+
+impl Meter {
+    fn new(pid: u32) -> Meter {
+        Meter {
+            daemon: None,
+            pid,
+            used: 0.0,
+            base: cpu_secs(pid),
+            children_used: 0.0,
+            children_base: children_cpu_secs(pid),
+            max_rss: rss_kib(pid),
+        }
+    }
+
+    /// kill -9 the daemon and start another, keeping the count of what the old one used.
+    fn kill_and_restart(&mut self, e: &Env) {
+        self.used += cpu_secs(self.pid) - self.base;
+        self.children_used += children_cpu_secs(self.pid) - self.children_base;
+        kill_daemon(e, self.daemon.take());
+        self.daemon = Some(start_daemon(e));
+        while e.daemon_pid().is_none() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.pid = e.daemon_pid().unwrap();
+        self.base = cpu_secs(self.pid);
+        self.children_base = children_cpu_secs(self.pid);
+    }
+
+    fn sample(&mut self) {
+        self.max_rss = self.max_rss.max(rss_kib(self.pid));
+    }
+
+    /// CPU seconds of the daemons and of their tmux clients so far.
+    fn totals(&self) -> (f64, f64) {
+        (
+            self.used + cpu_secs(self.pid) - self.base,
+            self.children_used + children_cpu_secs(self.pid) - self.children_base,
+        )
+    }
+}
+
+/// Handoffs written (keyed by task and file: two tasks can each hold a `dev-<same
+/// second>.md`), how often each was told in a check-in, and each one's latency to the first.
+#[derive(Default)]
+struct Told {
+    written: HashMap<(String, String), Instant>,
+    told: BTreeMap<(String, String), usize>,
+    latency: Vec<Duration>,
+    inboxes: Vec<Inbox>,
+}
+
+impl Told {
+    /// Read what each task's PM was sent since the last look.
+    fn read_inboxes(&mut self, e: &Env, names: &[String]) {
+        if self.inboxes.len() < names.len() {
+            self.inboxes = names.iter().map(|_| Inbox { read: 0 }).collect();
+        }
+        for (k, t) in names.iter().enumerate() {
+            let p = e.project.join("tasks").join(t).join("scratchpad/pm/inbox.jsonl");
+            let Ok(text) = std::fs::read_to_string(&p) else {
+                continue;
+            };
+            let lines: Vec<&str> = text.lines().collect();
+            for line in &lines[self.inboxes[k].read.min(lines.len())..] {
+                let msg = serde_json::from_str::<serde_json::Value>(line).unwrap_or_default()["text"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                for l in msg.lines().filter(|l| l.starts_with("- ") && !l.contains("amended")) {
+                    let key = (t.clone(), l[2..].split(':').next().unwrap_or("").to_string());
+                    if let Some(at) = self.written.get(&key) {
+                        let n = self.told.entry(key).or_insert(0);
+                        if *n == 0 {
+                            self.latency.push(at.elapsed());
+                        }
+                        *n += 1;
+                    }
+                }
+            }
+            self.inboxes[k].read = lines.len();
+        }
+    }
+}
+
+pub(crate) fn bench_soak(args: &[String]) {
+    let tasks = arg(args, "--tasks", 20);
+    let minutes = arg(args, "--minutes", 30);
+    let every = Duration::from_millis(arg(args, "--every-ms", 3000) as u64);
+    let deaths = arg(args, "--deaths", 20);
+    let kills = arg(args, "--daemon-kills", 2);
+    let run_for = Duration::from_secs(minutes as u64 * 60);
+    let mut dice = Dice(Instant::now().elapsed().as_nanos() as u64 | 0x9e37_79b9_7f4a_7c15);
+
+    let e = Env::new();
+    let names: Vec<String> = (0..tasks).map(|i| format!("s{i}")).collect();
+    start_teams(&e, &names);
+    let mut meter = Meter::new(e.daemon_pid().expect("task start left a daemon running"));
     let server = tmux_server_pid(&e).expect("the tmux server runs");
-    // CPU of every daemon of the run: what the killed ones used, plus the current one's;
-    // apart, what the tmux clients and other children it ran and reaped used.
-    let (mut daemon_used, mut daemon_base, server_cpu0) = (0.0, cpu_secs(daemon_pid), cpu_secs(server));
-    let (mut children_used, mut children_base) = (0.0, children_cpu_secs(daemon_pid));
-    let mut current_pid = daemon_pid;
-    let mut max_rss = rss_kib(daemon_pid);
+    let server_cpu0 = cpu_secs(server);
     println!(
         "soak: {tasks} tasks × {} agents = {} agents, {minutes} min, a handoff every {} per task, {deaths} agent deaths, {kills} daemon kill -9s",
         SPOKES.len(),
@@ -175,52 +269,20 @@ pub(crate) fn bench_soak(args: &[String]) {
         ms(every)
     );
 
-    // Keyed by (task, file): two tasks can each hold a `dev-<same second>.md`.
-    let mut written: HashMap<(String, String), Instant> = HashMap::new();
-    let mut told: BTreeMap<(String, String), usize> = BTreeMap::new();
-    let mut latency: Vec<Duration> = Vec::new();
-    let mut inboxes: Vec<Inbox> = names.iter().map(|_| Inbox { read: 0 }).collect();
+    let mut told = Told::default();
     let start = Instant::now();
     let gap = every / tasks.max(1) as u32;
     let death_every = run_for / (deaths as u32 + 1);
     let kill_every = run_for / (kills as u32 + 1);
     let (mut next_write, mut next_death, mut next_kill) = (start, start + death_every, start + kill_every);
     let (mut i, mut died, mut killed) = (0usize, 0usize, 0usize);
-    let mut read_inboxes = |written: &HashMap<(String, String), Instant>,
-                            told: &mut BTreeMap<(String, String), usize>,
-                            latency: &mut Vec<Duration>| {
-        for (k, t) in names.iter().enumerate() {
-            let p = e.project.join("tasks").join(t).join("scratchpad/pm/inbox.jsonl");
-            let Ok(text) = std::fs::read_to_string(&p) else {
-                continue;
-            };
-            let lines: Vec<&str> = text.lines().collect();
-            for line in &lines[inboxes[k].read.min(lines.len())..] {
-                let msg = serde_json::from_str::<serde_json::Value>(line).unwrap_or_default()["text"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_string();
-                for l in msg.lines().filter(|l| l.starts_with("- ") && !l.contains("amended")) {
-                    let key = (t.clone(), l[2..].split(':').next().unwrap_or("").to_string());
-                    if let Some(at) = written.get(&key) {
-                        let n = told.entry(key).or_insert(0);
-                        if *n == 0 {
-                            latency.push(at.elapsed());
-                        }
-                        *n += 1;
-                    }
-                }
-            }
-            inboxes[k].read = lines.len();
-        }
-    };
     while start.elapsed() < run_for {
         let now = Instant::now();
         if now >= next_write {
             let t = &names[i % tasks];
             let agent = SPOKES[dice.below(SPOKES.len())];
             let name = write_handoff_from(&e.project.join("tasks").join(t).join("handoffs"), agent, i);
-            written.insert((t.clone(), name), Instant::now());
+            told.written.insert((t.clone(), name), Instant::now());
             i += 1;
             next_write += gap;
         }
@@ -231,55 +293,65 @@ pub(crate) fn bench_soak(args: &[String]) {
             next_death += death_every;
         }
         if now >= next_kill && killed < kills {
-            daemon_used += cpu_secs(current_pid) - daemon_base;
-            children_used += children_cpu_secs(current_pid) - children_base;
-            kill_daemon(&e, daemon.take());
-            daemon = Some(start_daemon(&e));
-            while e.daemon_pid().is_none() {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            current_pid = e.daemon_pid().unwrap();
-            daemon_base = cpu_secs(current_pid);
-            children_base = children_cpu_secs(current_pid);
+            meter.kill_and_restart(&e);
             killed += 1;
             next_kill += kill_every;
         }
-        max_rss = max_rss.max(rss_kib(current_pid));
-        read_inboxes(&written, &mut told, &mut latency);
+        meter.sample();
+        told.read_inboxes(&e, &names);
         std::thread::sleep(Duration::from_millis(20));
     }
     let wall = start.elapsed().as_secs_f64();
-    let daemon_cpu = daemon_used + cpu_secs(current_pid) - daemon_base;
-    let children_cpu = children_used + children_cpu_secs(current_pid) - children_base;
+    let (daemon_cpu, children_cpu) = meter.totals();
     let server_cpu = cpu_secs(server) - server_cpu0;
     // Let the last handoffs arrive.
     let settle = Instant::now();
-    while settle.elapsed() < Duration::from_secs(30) && told.len() < written.len() {
-        read_inboxes(&written, &mut told, &mut latency);
+    while settle.elapsed() < Duration::from_secs(30) && told.told.len() < told.written.len() {
+        told.read_inboxes(&e, &names);
         std::thread::sleep(Duration::from_millis(50));
     }
     let recorded: std::collections::HashSet<(String, String)> = names
         .iter()
         .flat_map(|t| ledger(&e, t).into_iter().map(move |f| (t.clone(), f)))
         .collect();
-    let lost = written.keys().filter(|k| !recorded.contains(*k)).count();
-    let unannounced = written.keys().filter(|n| !told.contains_key(*n)).count();
-    let twice = told.values().filter(|n| **n > 1).count();
+    let lost = told.written.keys().filter(|k| !recorded.contains(*k)).count();
     if std::env::var_os("AO_SOAK_DEBUG").is_some() {
-        for ((t, n), k) in told.iter().filter(|(_, k)| **k > 1) {
+        for ((t, n), k) in told.told.iter().filter(|(_, k)| **k > 1) {
             eprintln!("told {k} times: {t}/{n}");
         }
         eprintln!("kept: {}", e.root.display());
         std::mem::forget(e);
         return;
     }
-    latency.sort();
+    report(&mut told, lost, (died, killed));
+    println!(
+        "daemon: {:.1} % of a core (target < 5 %), max RSS {} MiB; its tmux clients: {:.1} %; tmux server: {:.1} % of a core",
+        100.0 * daemon_cpu / wall,
+        meter.max_rss / 1024,
+        100.0 * children_cpu / wall,
+        100.0 * server_cpu / wall
+    );
+    drop(meter);
+    // With no manual check-in anywhere, every handoff must have been recorded by the
+    // check-ins the daemon ran itself, across its kill -9s (issue 31).
+    if lost > 0 {
+        eprintln!("FAIL: {lost} handoffs never recorded");
+        std::process::exit(1);
+    }
+}
+
+/// What a user cares about: handoffs lost, never named, told twice; the latency.
+fn report(told: &mut Told, lost: usize, (died, killed): (usize, usize)) {
+    let unannounced = told.written.keys().filter(|n| !told.told.contains_key(*n)).count();
+    let twice = told.told.values().filter(|n| **n > 1).count();
+    told.latency.sort();
+    let latency = &told.latency;
     let q = |p: f64| {
         latency
             .get(((latency.len() as f64 - 1.0) * p).round() as usize)
             .copied()
     };
-    println!("\nhandoffs written: {}", written.len());
+    println!("\nhandoffs written: {}", told.written.len());
     println!("lost (never recorded): {lost}");
     println!("named in no check-in (counted under a size cap, or lost): {unannounced}");
     println!("told twice: {twice}");
@@ -291,19 +363,5 @@ pub(crate) fn bench_soak(args: &[String]) {
             ms(p99),
             ms(max)
         );
-    }
-    println!(
-        "daemon: {:.1} % of a core (target < 5 %), max RSS {} MiB; its tmux clients: {:.1} %; tmux server: {:.1} % of a core",
-        100.0 * daemon_cpu / wall,
-        max_rss / 1024,
-        100.0 * children_cpu / wall,
-        100.0 * server_cpu / wall
-    );
-    drop(daemon);
-    // With no manual check-in anywhere, every handoff must have been recorded by the
-    // check-ins the daemon ran itself, across its kill -9s (issue 31).
-    if lost > 0 {
-        eprintln!("FAIL: {lost} handoffs never recorded");
-        std::process::exit(1);
     }
 }
