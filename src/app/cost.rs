@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use crate::core::cost::budget::{self, Spent};
 use crate::core::cost::price::Prices;
 use crate::core::cost::usage::{self, ByModel};
-use crate::core::cost::view::{AgentCost, CostView};
+use crate::core::cost::view::{AgentCost, ContextFill, CostView};
 use crate::core::error::Result;
 use crate::core::model::{AgentState, PmState};
 use crate::store::task::Task;
@@ -193,14 +193,10 @@ fn agent_cost(name: &str, a: &AgentState, file: &UsageFile, prices: &Prices) -> 
 /// the daemon's CPU under load; reading 16 KiB of events again costs far less.
 const EVENTS_SAVE_EVERY: u64 = 16 * 1024;
 
-/// Refresh the usage of `task` (reading only what is new) and gather the whole picture.
-/// Never fails on a transcript: an unreadable one keeps its last figures, with a warning.
-/// usage.json is written when a transcript moved, or events.jsonl grew by
-/// [`EVENTS_SAVE_EVERY`] since it was saved (so `task status` on a quiet task writes
-/// nothing, and a check-in rarely does).
-pub fn gather(task: &Task, state: &PmState, now: DateTime<Utc>) -> Result<CostView> {
+/// usage.json with what the transcripts added since it was saved, and whether they moved
+/// (then it is saved here). A compaction read on the way is an event.
+fn refresh(task: &Task, state: &PmState, now: DateTime<Utc>) -> (UsageFile, bool) {
     let mut file = usage_file::load(task);
-    let saved_events = file.events.offset;
     let cwd = crate::app::session::local_cwd(task).unwrap_or_else(|_| task.project.clone());
     let (moved, compacted) = match claude_projects() {
         Some(projects) => read_transcripts(state, &cwd, &projects, &mut file),
@@ -216,6 +212,34 @@ pub fn gather(task: &Task, state: &PmState, now: DateTime<Utc>) -> Result<CostVi
             now,
         );
     }
+    if moved {
+        if let Err(e) = usage_file::save(task, &file) {
+            tracing::warn!(task = %task.name, error = %e, "cannot save usage.json; the next look reads the transcripts again");
+        }
+    }
+    (file, moved)
+}
+
+/// How full each agent's current conversation is, by agent (those known): what rotation
+/// asks every few seconds, without the event log and the money that [`gather`] adds.
+pub fn context_fills(task: &Task, state: &PmState, now: DateTime<Utc>) -> BTreeMap<String, ContextFill> {
+    let (file, _) = refresh(task, state, now);
+    let prices = crate::io::prices::load();
+    state
+        .agents
+        .iter()
+        .filter_map(|(n, a)| Some((n.clone(), agent_cost(n, a, &file, &prices).context?)))
+        .collect()
+}
+
+/// Refresh the usage of `task` (reading only what is new) and gather the whole picture.
+/// Never fails on a transcript: an unreadable one keeps its last figures, with a warning.
+/// usage.json is written when a transcript moved, or events.jsonl grew by
+/// [`EVENTS_SAVE_EVERY`] since it was saved (so `task status` on a quiet task writes
+/// nothing, and a check-in rarely does).
+pub fn gather(task: &Task, state: &PmState, now: DateTime<Utc>) -> Result<CostView> {
+    let (mut file, _) = refresh(task, state, now);
+    let saved_events = file.events.offset;
     let prices = crate::io::prices::load();
     let agents: Vec<AgentCost> = state
         .agents
@@ -236,7 +260,7 @@ pub fn gather(task: &Task, state: &PmState, now: DateTime<Utc>) -> Result<CostVi
     let roles: BTreeMap<String, Spent> = budgets.roles.keys().map(|r| (r.clone(), v.spent_by(r))).collect();
     v.budgets = budget::standings(&budgets, v.spent(), &roles);
     // An offset that went back (events.jsonl replaced) is saved too.
-    if moved || file.events.offset.abs_diff(saved_events) >= EVENTS_SAVE_EVERY || file.events.offset < saved_events {
+    if file.events.offset.abs_diff(saved_events) >= EVENTS_SAVE_EVERY || file.events.offset < saved_events {
         if let Err(e) = usage_file::save(task, &file) {
             tracing::warn!(task = %task.name, error = %e, "cannot save usage.json; the next look reads the transcripts again");
         }

@@ -32,11 +32,8 @@ pub fn due(task: &Task, now: DateTime<Utc>) -> Option<Why> {
         return None;
     }
     let fill = match p.at_percent {
-        Some(_) => crate::app::cost::gather(task, &st, now)
-            .map_err(|e| tracing::debug!(task = %task.name, error = %e, "the PM's context fill cannot be read"))
-            .ok()
-            .and_then(|v| v.agents.into_iter().find(|a| a.agent == "pm"))
-            .and_then(|a| a.context)
+        Some(_) => crate::app::cost::context_fills(task, &st, now)
+            .remove("pm")
             .and_then(|c| Some((c.percent?, c.tokens))),
         None => None,
     };
@@ -366,14 +363,10 @@ pub async fn tend_spokes(
     let Some(_lock) = task.try_lock_checkin().ok().flatten() else {
         return Vec::new();
     };
-    let fills: std::collections::BTreeMap<String, u64> = crate::app::cost::gather(task, &st, now)
-        .map(|v| {
-            v.agents
-                .into_iter()
-                .filter_map(|a| Some((a.agent, a.context?.percent?)))
-                .collect()
-        })
-        .unwrap_or_default();
+    let fills: std::collections::BTreeMap<String, u64> = crate::app::cost::context_fills(task, &st, now)
+        .into_iter()
+        .filter_map(|(agent, c)| Some((agent, c.percent?)))
+        .collect();
     let grace = task
         .spec()
         .ok()

@@ -8,7 +8,11 @@ const DEFAULTS: &str = include_str!("../../templates/prices.toml");
 /// The prices in force. A config file that cannot be read or parsed leaves the defaults,
 /// with a warning naming the file: a typo must not hide every money figure.
 pub fn load() -> Prices {
-    let defaults = Prices::parse(DEFAULTS, "templates/prices.toml").expect("the shipped price table parses");
+    // Immutable once parsed: the shipped table is read once per process, not per look.
+    static PARSED: std::sync::LazyLock<Prices> = std::sync::LazyLock::new(|| {
+        Prices::parse(DEFAULTS, "templates/prices.toml").expect("the shipped price table parses")
+    });
+    let defaults = PARSED.clone();
     let Some(path) = crate::io::runtime::config_path() else {
         return defaults;
     };

@@ -140,10 +140,15 @@ impl Roster {
 
     /// A built-in roster by name.
     pub fn builtin(name: &str) -> Option<Roster> {
-        BUILTIN
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(n, text)| Roster::parse(text, &format!("built-in '{n}'")).expect("built-in rosters are valid"))
+        // Parsed once per process (they never change): every check-in asks for one.
+        static PARSED: std::sync::LazyLock<Vec<Roster>> = std::sync::LazyLock::new(|| {
+            BUILTIN
+                .iter()
+                .map(|(n, text)| Roster::parse(text, &format!("built-in '{n}'")).expect("built-in rosters are valid"))
+                .collect()
+        });
+        let i = BUILTIN.iter().position(|(n, _)| *n == name)?;
+        Some(PARSED[i].clone())
     }
 
     /// The name the supervisor uses: lower-case, the primary hub as "pm".
