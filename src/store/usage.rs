@@ -100,6 +100,27 @@ pub fn read_new(file: &Path, t: &mut Transcript) -> Result<Vec<String>> {
     Ok(warnings)
 }
 
+/// The kind of an event line as this program writes it (`"kind":"<plain word>"`, compact),
+/// found without parsing the line; `None` sends the line to the JSON parser (spaces, an
+/// escape, a hand-written line). Pure.
+fn kind_as_written(line: &[u8]) -> Option<&str> {
+    const KEY: &[u8] = b"\"kind\":\"";
+    let at = line.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
+    let len = line[at..].iter().position(|b| *b == b'"')?;
+    let kind = &line[at..at + len];
+    if kind.contains(&b'\\') {
+        return None;
+    }
+    std::str::from_utf8(kind).ok()
+}
+
+/// An event's kind alone, borrowed from the line when it can be.
+#[derive(serde::Deserialize)]
+struct Kind<'a> {
+    #[serde(borrow)]
+    kind: std::borrow::Cow<'a, str>,
+}
+
 /// Count the events appended to `log` (events.jsonl) since `t.offset`; returns whether
 /// anything was read. Complete lines only (a torn last line waits); a line that is not an
 /// event is passed over, as every reader of the log does.
@@ -121,6 +142,14 @@ pub fn read_events(log: &Path, t: &mut Tally) -> Result<bool> {
         return Ok(false);
     };
     for line in buf[..end].split(|b| *b == b'\n') {
+        // The kind first (its details unread): most events count for nothing here.
+        let counts = match kind_as_written(line) {
+            Some(k) => Sent::counts(k),
+            None => serde_json::from_slice::<Kind>(line).is_ok_and(|k| Sent::counts(&k.kind)),
+        };
+        if !counts {
+            continue;
+        }
         if let Ok(e) = serde_json::from_slice::<crate::store::events::Event>(line) {
             if let Some(s) = Sent::from_event(&e.kind, &e.data) {
                 t.add(e.time, s);
@@ -141,6 +170,35 @@ mod tests {
         format!(
             "{{\"type\":\"assistant\",\"message\":{{\"id\":\"{id}\",\"model\":\"m\",\"usage\":{{\"input_tokens\":1,\"output_tokens\":{out}}}}}}}\n"
         )
+    }
+
+    #[test]
+    fn an_events_kind_is_found_as_written_and_left_to_the_parser_otherwise() {
+        assert_eq!(
+            kind_as_written(br#"{"time":"x","kind":"checkin","data":{}}"#),
+            Some("checkin")
+        );
+        assert_eq!(kind_as_written(br#"{"time":"x", "kind": "checkin"}"#), None);
+        assert_eq!(kind_as_written(br#"{"kind":"check\"in"}"#), None);
+        assert_eq!(kind_as_written(b"not json"), None);
+        // A line the fast path passes over is still counted through the parser.
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("events.jsonl");
+        std::fs::write(
+            &log,
+            concat!(
+                r#"{"time":"2026-11-27T09:00:00Z","kind":"checkin","data":{"outcome":"delivered","bytes":10}}"#,
+                "\n",
+                r#"{"time":"2026-11-27T09:00:01Z", "kind": "checkin", "data": {"outcome": "delivered", "bytes": 5}}"#,
+                "\n",
+                r#"{"time":"2026-11-27T09:00:02Z","kind":"handoff","data":{"outcome":"delivered","bytes":99}}"#,
+                "\n",
+            ),
+        )
+        .unwrap();
+        let mut t = Tally::default();
+        assert!(read_events(&log, &mut t).unwrap());
+        assert_eq!((t.checkins, t.checkin_bytes), (2, 15));
     }
 
     #[test]

@@ -25,6 +25,12 @@ pub enum Sent {
 }
 
 impl Sent {
+    /// Whether an event of `kind` can say anything here: the log is mostly other kinds,
+    /// whose details need not be read at all.
+    pub fn counts(kind: &str) -> bool {
+        matches!(kind, "checkin" | "supervisor_message" | "resumed" | "checkin_skipped")
+    }
+
     /// What an event of `kind` with `data` says, if it is one of these.
     pub fn from_event(kind: &str, data: &Value) -> Option<Sent> {
         let bytes = data["bytes"].as_u64().unwrap_or(0);
