@@ -111,7 +111,11 @@ fn a_kill_after_the_intent_before_the_paste_delivers_once_after_the_restart() {
     });
     kill_daemon(&w);
     assert!(w.inbox("t1", "pm").is_empty(), "nothing pasted yet");
-    assert!(w.project.join("tasks/t1/.checkin-intent.json").is_file());
+    let intent = std::fs::read_to_string(w.project.join("tasks/t1/.checkin-intent.json")).unwrap();
+    assert!(
+        intent.contains(&h),
+        "the intent names the handoff before anything is pasted: {intent}"
+    );
 
     let mut d = start_daemon(&w);
     let inbox = inbox_of(&w, 1);
