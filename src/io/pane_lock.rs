@@ -10,7 +10,6 @@
 //! The holder writes who it is into the lock file, so a sender that gives up after its
 //! bounded wait can say which process holds the pane and since when.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -82,7 +81,7 @@ pub async fn acquire(
     let mut announced = false;
     loop {
         if let Some(lock) = Lock::try_acquire(&p)? {
-            note_holder(&p, what);
+            note_holder(&lock, &p, what);
             return Ok(Ok(PaneLock { _lock: lock }));
         }
         if !announced {
@@ -92,25 +91,23 @@ pub async fn acquire(
         }
         if start.elapsed() >= timeout {
             let holder = std::fs::read_to_string(&p).unwrap_or_default();
-            return Ok(Err(busy_message(pane, start.elapsed(), &holder)));
+            let holder = holder.lines().next().unwrap_or_default();
+            return Ok(Err(busy_message(pane, start.elapsed(), holder)));
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
 /// Record who holds the lock; only a hint for waiters, so a failure is logged, not raised.
-fn note_holder(p: &Path, what: &str) {
+/// Written over the last holder's note through the lock's own descriptor: a delivery's
+/// hottest path should not open the file twice and truncate it (the waiter reads line one).
+fn note_holder(lock: &Lock, p: &Path, what: &str) {
     let text = format!(
         "process {} ({what}) since {}\n",
         std::process::id(),
         crate::core::clock::now().format("%H:%M:%S UTC")
     );
-    let r = std::fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(p)
-        .and_then(|mut f| f.write_all(text.as_bytes()));
-    if let Err(e) = r {
+    if let Err(e) = lock.note(&text) {
         tracing::debug!(lock = %p.display(), error = %e, "could not note the pane lock's holder");
     }
 }

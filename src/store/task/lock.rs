@@ -26,6 +26,14 @@ impl Lock {
         Self::take(path, false)
     }
 
+    /// Write `note` (one line: who holds the lock) at the start of the lock file, through
+    /// the descriptor the lock holds: no second open, no truncation. A longer note written
+    /// before may show after it, so readers take the first line.
+    pub fn note(&self, note: &str) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        self._file.write_all_at(note.as_bytes(), 0)
+    }
+
     fn take(path: &Path, block: bool) -> Result<Option<Lock>> {
         let file = OpenOptions::new()
             .create(true)
