@@ -36,12 +36,8 @@ pub fn apply_handoffs(state: &mut PmState, new: &[Loaded], now: DateTime<Utc>) {
         a.last_status = Some(l.handoff.status);
         a.last_handoff = Some(l.file.clone());
         a.last_activity = Some(now);
-        if a.role.is_empty() {
-            a.role = if l.agent() == "pm" {
-                "hub".into()
-            } else {
-                "spoke".into()
-            };
+        if a.role == crate::core::model::AgentRole::Unset {
+            a.role = crate::core::model::AgentRole::of_agent(l.agent());
         }
         let this_run = a
             .started_at

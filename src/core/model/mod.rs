@@ -3,6 +3,7 @@
 //! migration, task.md parsing); no I/O.
 
 mod agent_host;
+mod agent_role;
 mod agent_status;
 mod pane_state;
 pub mod state;
@@ -10,6 +11,7 @@ pub mod taskmd;
 mod watch_stats;
 
 pub use agent_host::AgentHost;
+pub use agent_role::AgentRole;
 pub use agent_status::AgentStatus;
 pub use pane_state::PaneState;
 pub use state::{AgentState, Escalation, LineageEntry, Phase, PmState};

@@ -99,9 +99,9 @@ impl std::fmt::Display for Phase {
 /// What the supervisor knows of one agent.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentState {
-    /// hub or spoke.
+    /// Hub or spoke.
     #[serde(default)]
-    pub role: String,
+    pub role: super::AgentRole,
     /// `local`, or the remote host (its `cwd:` spec).
     #[serde(default)]
     pub host: super::AgentHost,
