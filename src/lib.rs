@@ -9,7 +9,7 @@
 pub(crate) mod app;
 pub mod cli;
 pub mod core;
-pub(crate) mod daemon;
+pub mod daemon;
 pub mod io;
 pub(crate) mod runtimes;
 pub mod store;

@@ -30,7 +30,10 @@ impl Ctx {
         Ok(Ctx {
             tmux: Tmux::from_env()?,
             prefix,
-            task_bin: std::env::current_exe().map_err(|e| Error::io("find own binary", "task", e))?,
+            task_bin: match &crate::io::hooks::get().task_bin {
+                Some(bin) => bin.clone(),
+                None => std::env::current_exe().map_err(|e| Error::io("find own binary", "task", e))?,
+            },
         })
     }
 

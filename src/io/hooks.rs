@@ -27,6 +27,7 @@
 //! | `AO_TEST_CONTROL_QUIET_SECS` | how long the CLI waits on a silent daemon (default 30 s) |
 //! | `AO_TEST_PANE_LOCK_TIMEOUT_MS` | how long a delivery waits for its pane's lock |
 //! | `AO_TEST_PANE_LOCK_WAITING=<dir>` | a sender that finds its pane locked leaves a file there |
+//! | `AO_TEST_TASK_BIN=<path>` | the `task` binary agents run (a daemon inside a test process is not one) |
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -87,6 +88,9 @@ pub struct Hooks {
     pub pane_lock_timeout: Option<Duration>,
     /// Where a sender that finds its pane locked leaves a file.
     pub pane_lock_waiting: Option<PathBuf>,
+    /// The `task` binary that agents, preambles and the demo runtime run, instead of this
+    /// process's own executable (a test binary running the daemon in its own process).
+    pub task_bin: Option<PathBuf>,
 }
 
 impl Hooks {
@@ -107,6 +111,7 @@ impl Hooks {
             control_quiet: num("AO_TEST_CONTROL_QUIET_SECS").map(Duration::from_secs),
             pane_lock_timeout: num("AO_TEST_PANE_LOCK_TIMEOUT_MS").map(Duration::from_millis),
             pane_lock_waiting: var("AO_TEST_PANE_LOCK_WAITING").map(PathBuf::from),
+            task_bin: var("AO_TEST_TASK_BIN").map(PathBuf::from),
         }
     }
 
