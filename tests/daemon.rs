@@ -317,6 +317,19 @@ fn socket_permissions_single_instance_and_bad_requests() {
     let big = vec![b'x'; 10 * 1024 * 1024];
     let r = raw_request(&w, &big);
     assert!(r["kind"] == "error" || r.is_null(), "{r}");
+    // A verb naming a path for an agent is refused where it arrives, as bad input, and
+    // starts nothing.
+    let forged = format!(
+        "{{\"v\":1,\"cmd\":\"spawn\",\"project\":{:?},\"task\":\"t1\",\"agent\":\"../pm\",\"handoff\":\"/x\",\"runtime\":null,\"tmux\":\"x\"}}\n",
+        w.project.display().to_string()
+    );
+    let r = raw_request(&w, forged.as_bytes());
+    assert_eq!(
+        (r["kind"].as_str(), r["code"].as_i64()),
+        (Some("error"), Some(2)),
+        "{r}"
+    );
+    assert!(r["message"].as_str().unwrap().contains("lower-case"), "{r}");
     assert_eq!(raw_request(&w, b"{\"v\":1,\"cmd\":\"ping\"}\n")["kind"], "pong");
     let v: Value = serde_json::from_str(&ok(&run(w.task().args(["status", "t1", "--json"])))).unwrap();
     assert_eq!(v["task"]["task"], "t1");

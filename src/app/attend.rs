@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::core::attention::*;
 use crate::core::error::Result;
+use crate::store::events::Kind as EventKind;
 use crate::store::task::Task;
 
 /// Resume messages wait at most this long for the input to be ready (the tick must go on).
@@ -111,7 +112,7 @@ pub async fn tend(ctx: &crate::app::session::Ctx, task: &Task, now: DateTime<Utc
             tracing::warn!(task = %task.name, %agent, said = ?r.said, at = %r.at, why = %c.why, "the client's turn report is contradicted by its screen; set aside");
             crate::store::events::append(
                 task,
-                "turn_corrected",
+                EventKind::TurnCorrected,
                 Some(&agent),
                 serde_json::json!({"said": r.said, "at": r.at, "why": c.why}),
                 now,
@@ -130,7 +131,7 @@ pub async fn tend(ctx: &crate::app::session::Ctx, task: &Task, now: DateTime<Utc
                     closed_any |= p.escalated_at.is_some();
                     crate::store::events::append(
                         task,
-                        "attention_cleared",
+                        EventKind::AttentionCleared,
                         Some(&agent),
                         serde_json::json!({"kind": p.kind, "reason": p.reason, "since": p.since, "resumed": p.resumed_at.is_some()}),
                         now,
@@ -140,8 +141,8 @@ pub async fn tend(ctx: &crate::app::session::Ctx, task: &Task, now: DateTime<Utc
                 }
                 (Action::Began, _, Some(n)) => {
                     let kind = match n.kind {
-                        Kind::NeedsHuman => "needs_human",
-                        Kind::Paused => "paused",
+                        Kind::NeedsHuman => EventKind::NeedsHuman,
+                        Kind::Paused => EventKind::Paused,
                     };
                     crate::store::events::append(
                         task,
@@ -150,7 +151,7 @@ pub async fn tend(ctx: &crate::app::session::Ctx, task: &Task, now: DateTime<Utc
                         serde_json::json!({"reason": n.reason, "line": n.line, "resets_at": n.resets_at, "reset_parsed": n.reset_parsed}),
                         now,
                     )?;
-                    tracing::warn!(task = %task.name, %agent, kind, line = %n.line, "agent cannot go on by itself");
+                    tracing::warn!(task = %task.name, %agent, %kind, line = %n.line, "agent cannot go on by itself");
                     out.began.push(agent.clone());
                     if n.kind == Kind::Paused {
                         out.paused.push(agent.clone());
@@ -219,7 +220,11 @@ async fn resume(
     }
     crate::store::events::append(
         task,
-        if delivered { "resumed" } else { "resume_failed" },
+        if delivered {
+            EventKind::Resumed
+        } else {
+            EventKind::ResumeFailed
+        },
         Some(agent),
         serde_json::json!({"resets_at": ep.resets_at, "outcome": report.outcome, "reason": report.reason, "bytes": text.len()}),
         now,
@@ -227,7 +232,7 @@ async fn resume(
     if ended {
         crate::store::events::append(
             task,
-            "attention_cleared",
+            EventKind::AttentionCleared,
             Some(agent),
             serde_json::json!({"kind": ep.kind, "reason": ep.reason, "since": ep.since, "resumed": true}),
             now,

@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 
 use crate::core::error::{Error, Result};
 use crate::core::rules::Timing;
+use crate::store::events::Kind as EventKind;
 use crate::store::permits::{self, Decided, Request, shown};
 use crate::store::task::Task;
 
@@ -65,16 +66,16 @@ pub fn decide(
     let (shown, truncated) = shown(&command);
     let (kind, mut data) = match &decision {
         Decision::Allow(why) => (
-            "permission_decision",
+            EventKind::PermissionDecision,
             json!({"decision": "allow", "by": "rules", "why": why}),
         ),
         Decision::Deny(why) => (
-            "permission_decision",
+            EventKind::PermissionDecision,
             json!({"decision": "deny", "by": "rules", "why": why}),
         ),
         Decision::Undecided(_) if !record_undecided => return Ok(decision),
         Decision::Undecided(why) => (
-            "permission_request",
+            EventKind::PermissionRequest,
             json!({"decision": "none", "left_to": "the dialog", "why": why}),
         ),
     };
@@ -129,7 +130,7 @@ async fn ask(
     let (shown, truncated) = shown(&command);
     crate::store::events::append(
         task,
-        "permission_request",
+        EventKind::PermissionRequest,
         Some(agent),
         json!({"id": req.id, "tool": tool, "command": shown, "truncated": truncated, "why": why,
                "asked": if by_pm { "pm" } else { "human" }}),
@@ -206,7 +207,7 @@ fn record_decision(task: &Task, r: &Request, d: &Decided) -> Result<()> {
     let (shown, truncated) = shown(&r.command);
     crate::store::events::append(
         task,
-        "permission_decision",
+        EventKind::PermissionDecision,
         Some(&r.agent),
         json!({"id": r.id, "decision": d.decision, "by": d.by, "reason": d.reason, "always": d.always,
                "tool": r.tool, "command": shown, "truncated": truncated}),

@@ -19,6 +19,7 @@ use crate::core::cost::usage::{self, ByModel};
 use crate::core::cost::view::{AgentCost, ContextFill, CostView};
 use crate::core::error::Result;
 use crate::core::model::{AgentState, PmState};
+use crate::store::events::Kind as EventKind;
 use crate::store::task::Task;
 use crate::store::usage::{self as usage_file, UsageFile};
 
@@ -206,7 +207,7 @@ fn refresh(task: &Task, state: &PmState, now: DateTime<Utc>) -> (UsageFile, bool
         tracing::warn!(task = %task.name, %agent, trigger = %c.trigger, pre_tokens = ?c.pre_tokens, "the agent's client compacted its conversation");
         let _ = crate::store::events::append(
             task,
-            "compacted",
+            EventKind::Compacted,
             Some(&agent),
             serde_json::json!({"trigger": c.trigger, "pre_tokens": c.pre_tokens}),
             now,
@@ -327,7 +328,7 @@ pub async fn tell_wrap_up(
         let delivered = matches!(&r, Ok(rep) if rep.outcome == crate::core::report::Outcome::Delivered);
         let _ = crate::store::events::append(
             task,
-            "supervisor_message",
+            EventKind::SupervisorMessage,
             Some(name),
             serde_json::json!({"why": "budget_wrap_up", "scope": b.scope, "bytes": text.len(), "outcome": outcome, "detail": why_not}),
             now,
@@ -379,7 +380,7 @@ pub async fn check_spawn(task: &Task, agent: &str) -> anyhow::Result<()> {
     })?;
     let _ = crate::store::events::append(
         task,
-        "spawn_refused",
+        EventKind::SpawnRefused,
         Some(agent),
         serde_json::json!({"reason": Reason::SpawnRejectBudget, "verb": "spawn", "scope": b.scope}),
         now,

@@ -15,6 +15,7 @@ use chrono::{DateTime, Utc};
 
 use crate::core::error::Result;
 use crate::core::model::{Escalation, PmState};
+use crate::store::events::Kind as EventKind;
 use crate::store::task::Task;
 
 /// The configured notify argv (empty when none).
@@ -76,7 +77,13 @@ pub fn raise(task: &Task, reason: &str, now: DateTime<Utc>) -> Result<bool> {
     if !task.update_state(now, |st| Ok(record(st, reason, now)))? {
         return Ok(false);
     }
-    crate::store::events::append(task, "escalation", None, serde_json::json!({"reason": reason}), now)?;
+    crate::store::events::append(
+        task,
+        EventKind::Escalation,
+        None,
+        serde_json::json!({"reason": reason}),
+        now,
+    )?;
     // progress.md shows it under "Needs a Human" at once, not at the next check-in.
     refresh_progress(task, now)?;
     notify(task, reason);
@@ -100,7 +107,13 @@ pub fn raise_even_unsaved(task: &Task, reason: &str, now: DateTime<Utc>) {
 /// whoever recorded it: the event, the log, the notify command.
 /// A full events.jsonl does not silence the human: the failure is logged, the notify runs.
 pub fn announce(task: &Task, reason: &str, now: DateTime<Utc>) -> Result<()> {
-    if let Err(e) = crate::store::events::append(task, "escalation", None, serde_json::json!({"reason": reason}), now) {
+    if let Err(e) = crate::store::events::append(
+        task,
+        EventKind::Escalation,
+        None,
+        serde_json::json!({"reason": reason}),
+        now,
+    ) {
         tracing::warn!(task = %task.name, error = %e, "cannot append the escalation to events.jsonl");
     }
     notify(task, reason);

@@ -9,13 +9,14 @@
 use crate::app::session::Ctx;
 use crate::core::clock;
 use crate::core::error::{Error, Result};
-use crate::core::protocol::gate;
+use crate::core::protocol::gate::{self, Verb};
 use crate::core::protocol::reason::Refusal;
+use crate::store::events::Kind as EventKind;
 use crate::store::task::Task;
 
-/// Let the caller (found from the environment) `verb` ("spawn" or "send") `agent`, or
-/// refuse with the gate's advice, recorded, as a [`Refusal`] (exit 6).
-pub(crate) fn check(t: &Task, ctx: &Ctx, agent: &str, verb: &str) -> anyhow::Result<()> {
+/// Let the caller (found from the environment) `verb` `agent`, or refuse with the gate's
+/// advice, recorded, as a [`Refusal`] (exit 6).
+pub(crate) fn check(t: &Task, ctx: &Ctx, agent: &str, verb: Verb) -> anyhow::Result<()> {
     let caller = gate::Caller::from_vars(|k| std::env::var(k).ok(), &ctx.tmux.socket().path());
     check_caller(t, &caller, agent, verb).map_err(|e| match e {
         Error::Refused(r) => r.into(),
@@ -59,12 +60,12 @@ pub(crate) async fn caller_of(ctx: &Ctx, pid: Option<u32>) -> gate::Caller {
 }
 
 /// Let `caller` `verb` `agent`, or refuse (recorded) with [`Error::Refused`].
-pub(crate) fn check_caller(t: &Task, caller: &gate::Caller, agent: &str, verb: &str) -> Result<()> {
+pub(crate) fn check_caller(t: &Task, caller: &gate::Caller, agent: &str, verb: Verb) -> Result<()> {
     let st = t.state()?;
     let roster = crate::store::roster::for_task(t)?;
     let (reason, advice) = gate::decide(caller, &st, &roster, verb);
     let Some(advice) = advice else { return Ok(()) };
-    if verb == "spawn" {
+    if verb == Verb::Spawn {
         // `task status` shows the last outcome per lane, refusals included.
         let now = clock::now();
         t.update_state(now, |st| {
@@ -75,7 +76,7 @@ pub(crate) fn check_caller(t: &Task, caller: &gate::Caller, agent: &str, verb: &
     // The event log is a record, not the refusal: failing to append must not hide it.
     let _ = crate::store::events::append(
         t,
-        "spawn_refused",
+        EventKind::SpawnRefused,
         Some(agent),
         serde_json::json!({"reason": reason, "verb": verb, "caller": caller.agent}),
         clock::now(),

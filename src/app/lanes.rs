@@ -18,6 +18,7 @@ use crate::core::handoff::{HandoffName, Loaded};
 use crate::core::model::PmState;
 use crate::core::protocol::lane::{self, Decision, Holder, Reason, ReleaseReason, Seen, Timing};
 use crate::io::tmux::{Panes, find_pane};
+use crate::store::events::Kind as EventKind;
 use crate::store::handoffs;
 use crate::store::handoffs::Ready;
 use crate::store::task::Task;
@@ -163,7 +164,7 @@ pub fn release(
         tracing::info!(task = %task.name, agent, reason = reason.as_str(), "lane released");
         crate::store::events::append(
             task,
-            "lane_released",
+            EventKind::LaneReleased,
             Some(agent),
             serde_json::json!({"reason": reason, "handoff": last.map(|l| l.file.clone())}),
             now,
@@ -297,7 +298,7 @@ pub async fn take(
             };
             crate::store::events::append(
                 task,
-                "spawn_refused",
+                EventKind::SpawnRefused,
                 Some(agent),
                 serde_json::json!({"reason": r, "handoff": handoff}),
                 now,
@@ -307,7 +308,7 @@ pub async fn take(
         Decision::Queue => {
             crate::store::events::append(
                 task,
-                "spawn_queued",
+                EventKind::SpawnQueued,
                 Some(agent),
                 serde_json::json!({"reason": Reason::SpawnQueued, "handoff": handoff}),
                 now,
@@ -317,7 +318,7 @@ pub async fn take(
         Decision::Acquire { stale: true } => {
             crate::store::events::append(
                 task,
-                "lane_released",
+                EventKind::LaneReleased,
                 Some(agent),
                 serde_json::json!({"reason": ReleaseReason::Stale}),
                 now,
@@ -380,7 +381,7 @@ pub fn release_all(task: &Task, now: DateTime<Utc>) -> Result<Vec<String>> {
             if let Some(q) = dropped {
                 crate::store::events::append(
                     task,
-                    "spawn_queue_dropped",
+                    EventKind::SpawnQueueDropped,
                     Some(agent),
                     serde_json::json!({"handoff": q.handoff, "why": "task stop"}),
                     now,

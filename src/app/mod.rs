@@ -26,15 +26,13 @@ pub(crate) mod progress;
 pub(crate) mod recent;
 pub(crate) mod rotate;
 pub(crate) mod runtime_check;
-pub(crate) mod send;
 pub(crate) mod service;
 pub(crate) mod session;
 pub(crate) mod settle;
-pub(crate) mod spawn;
 pub(crate) mod start;
 pub(crate) mod status;
-pub(crate) mod stop;
 pub(crate) mod turn;
+pub(crate) mod verbs;
 pub(crate) mod watch;
 pub(crate) mod worktree;
 

@@ -1,46 +1,48 @@
-//! What this process did lately, per task: a remote pull, a look at the agents' screens.
-//! The daemon does both on its own ticks and again inside a check-in; when the tick did
-//! it a moment ago, the check-in's copy only adds latency (an ssh round trip per remote
-//! pane) and CPU. Kept in memory only: a new process (cron mode, a restarted daemon)
-//! has done nothing lately and does it all.
+//! What the supervisor did lately for one task: a remote pull, a look at the agents'
+//! screens. The daemon's actor does both on its own ticks and again inside a check-in;
+//! when the tick did it a moment ago, the check-in's copy only adds latency (an ssh round
+//! trip per remote pane) and CPU. Owned by whoever runs the task's check-ins and handed
+//! to each: the actor keeps one for as long as it supervises the task; cron mode and
+//! `task checkin` start from an empty one, and so do everything.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::store::task::Task;
+/// One kind of deed: when it last started and succeeded.
+#[derive(Debug, Default)]
+pub struct Deed(Mutex<Option<Instant>>);
 
-/// One kind of deed, by task folder: when it last started and succeeded.
-pub struct Recent(OnceLock<Mutex<HashMap<PathBuf, Instant>>>);
-
-impl Recent {
-    /// Nothing done yet (usable in a `static`).
-    pub const fn new() -> Self {
-        Recent(OnceLock::new())
+impl Deed {
+    fn at(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Instant>> {
-        self.0
-            .get_or_init(Default::default)
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// The deed, started at `started`, succeeded: what it saw is as fresh as that.
+    pub fn done(&self, started: Instant) {
+        *self.at() = Some(started);
     }
 
-    /// `task`'s deed, started at `started`, succeeded: what it saw is as fresh as that.
-    pub fn done(&self, task: &Task, started: Instant) {
-        self.map().insert(task.dir(), started);
+    /// The deed failed: the next one must not be skipped.
+    pub fn failed(&self) {
+        *self.at() = None;
     }
 
-    /// `task`'s deed failed: the next one must not be skipped.
-    pub fn failed(&self, task: &Task) {
-        self.map().remove(&task.dir());
+    /// Whether the deed succeeded, started less than `within` ago.
+    pub fn within(&self, within: Duration) -> bool {
+        self.at().is_some_and(|t| t.elapsed() < within)
     }
+}
 
-    /// Whether `task`'s deed succeeded, started less than `within` ago.
-    pub fn within(&self, task: &Task, within: Duration) -> bool {
-        self.map().get(&task.dir()).is_some_and(|t| t.elapsed() < within)
-    }
+/// What lately happened to one task's check-ins: the deeds a check-in may skip when
+/// they were done moments ago, and an episode of state saves failing (check-ins back off).
+#[derive(Debug, Default)]
+pub struct Lately {
+    /// Every remote host of the task pulled without a problem.
+    pub pulled: Deed,
+    /// Every agent's screen looked at.
+    pub looked: Deed,
+    /// The state could not be saved: since when, and when to try again.
+    pub storage: crate::app::checkin::storage::Episode,
 }
 
 #[cfg(test)]
@@ -49,18 +51,14 @@ mod tests {
 
     #[test]
     fn fresh_until_it_ages_or_fails() {
-        let d = tempfile::tempdir().unwrap();
-        let task = Task::new(d.path(), "t".parse().unwrap()).unwrap();
-        let other = Task::new(d.path(), "u".parse().unwrap()).unwrap();
-        let r = Recent::new();
-        assert!(!r.within(&task, Duration::from_secs(60)), "nothing done yet");
-        r.done(&task, Instant::now());
-        assert!(r.within(&task, Duration::from_secs(60)));
-        assert!(!r.within(&other, Duration::from_secs(60)), "per task");
-        r.done(&task, Instant::now() - Duration::from_secs(10));
-        assert!(!r.within(&task, Duration::from_secs(5)), "aged");
-        r.done(&task, Instant::now());
-        r.failed(&task);
-        assert!(!r.within(&task, Duration::from_secs(60)), "a failure is never fresh");
+        let r = Deed::default();
+        assert!(!r.within(Duration::from_secs(60)), "nothing done yet");
+        r.done(Instant::now());
+        assert!(r.within(Duration::from_secs(60)));
+        r.done(Instant::now() - Duration::from_secs(10));
+        assert!(!r.within(Duration::from_secs(5)), "aged");
+        r.done(Instant::now());
+        r.failed();
+        assert!(!r.within(Duration::from_secs(60)), "a failure is never fresh");
     }
 }

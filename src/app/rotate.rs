@@ -7,6 +7,7 @@
 
 use crate::core::error::{Error, Result};
 use crate::core::rotation::{self, Parts, Policy, Rotated, Why};
+use crate::store::events::Kind as EventKind;
 use crate::store::task::Task;
 use chrono::{DateTime, Utc};
 
@@ -215,7 +216,7 @@ pub async fn rotate(
     };
     crate::store::events::append(
         task,
-        "pm_rotated",
+        EventKind::PmRotated,
         Some("pm"),
         serde_json::to_value(&r).expect("a rotation serialises"),
         now,
@@ -413,7 +414,7 @@ pub async fn tend_spokes(
                 }
                 let _ = crate::store::events::append(
                     task,
-                    "checkpoint_asked",
+                    EventKind::CheckpointAsked,
                     Some(&agent),
                     serde_json::json!({"percent": percent, "delivered": delivered}),
                     now,
@@ -436,7 +437,7 @@ pub async fn tend_spokes(
                         let file = checkpoint.as_ref().map(|(f, _)| f.clone());
                         let _ = crate::store::events::append(
                             task,
-                            "spoke_rotated",
+                            EventKind::SpokeRotated,
                             Some(&agent),
                             serde_json::json!({"percent": percent, "checkpoint": file, "session": started.session}),
                             now,

@@ -9,6 +9,7 @@ use crate::app::context::Ctx;
 use crate::app::lanes::{Settled, Surroundings, observe_in, release};
 use crate::core::error::Result;
 use crate::core::protocol::lane::{self, Reason, Timing};
+use crate::store::events::Kind as EventKind;
 use crate::store::handoffs::Ready;
 use crate::store::task::Task;
 
@@ -58,7 +59,7 @@ pub async fn settle(ctx: &Ctx, task: &Task, ready: Ready<'_>, now: DateTime<Utc>
                 tracing::warn!(task = %task.name, agent, error = %e, "a queued spawn could not start");
                 let _ = crate::store::events::append(
                     task,
-                    "spawn_dequeue_failed",
+                    EventKind::SpawnDequeueFailed,
                     Some(agent),
                     serde_json::json!({"error": e.to_string()}),
                     now,

@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 
 use crate::core::error::Result;
 use crate::core::turn::{self, Said};
+use crate::store::events::Kind as EventKind;
 use crate::store::task::Task;
 
 /// Record what `agent`'s client said in hook `event` (its JSON `input`); act on it when
@@ -32,7 +33,7 @@ pub async fn record(
         let (shown, cut) = crate::store::permits::shown(text);
         crate::store::events::append(
             task,
-            "turn_failed",
+            EventKind::TurnFailed,
             Some(agent),
             serde_json::json!({"error": error, "text": shown, "cut": cut}),
             now,

@@ -41,6 +41,8 @@ pub(crate) async fn watch(
 ) -> anyhow::Result<End> {
     let started = Instant::now();
     let mut last_checkin = Instant::now();
+    // What this loop's check-ins did lately (a failed save backs the next ones off).
+    let lately = crate::app::recent::Lately::default();
     loop {
         let st = t.state()?;
         if matches!(st.phase, Phase::Complete | Phase::Blocked) {
@@ -51,8 +53,17 @@ pub(crate) async fn watch(
         let due = last_checkin.elapsed() >= every;
         if !cands.is_empty() || due {
             let sched = Schedule::Every(every);
-            let r =
-                crate::app::checkin::run(t, &ctx.tmux, clock::now(), Trigger::Manual, Vec::new(), Some(&sched)).await?;
+            let r = crate::app::checkin::run_with(
+                t,
+                &ctx.tmux,
+                clock::now(),
+                Trigger::Manual,
+                Vec::new(),
+                crate::store::handoffs::Ready::All,
+                &lately,
+                Some(&sched),
+            )
+            .await?;
             on_checkin(&r);
             last_checkin = Instant::now();
             if r.delivery.as_ref().is_some_and(|d| d.outcome != Outcome::Delivered) {

@@ -13,7 +13,7 @@ mod output;
 use anyhow::Context as _;
 use clap::Parser;
 
-use crate::app::{send::What, start::Mode};
+use crate::app::{start::Mode, verbs::send::What};
 use crate::core::error::{self, Error, Exit};
 use crate::core::wire::Refusal;
 

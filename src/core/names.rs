@@ -51,8 +51,26 @@ fn show(s: &str) -> String {
 macro_rules! name_type {
     ($ty:ident, $kind:literal, $doc:literal) => {
         #[doc = $doc]
-        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        ///
+        /// On the wire a plain string, checked when it is read: a request naming
+        /// `../x` is refused where it arrives, and nothing past it parses names again.
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+        #[serde(try_from = "String", into = "String")]
         pub struct $ty(String);
+
+        impl TryFrom<String> for $ty {
+            type Error = Error;
+            fn try_from(s: String) -> Result<Self, Error> {
+                validate($kind, &s)?;
+                Ok($ty(s))
+            }
+        }
+
+        impl From<$ty> for String {
+            fn from(n: $ty) -> String {
+                n.0
+            }
+        }
 
         impl $ty {
             /// The validated name.
@@ -97,6 +115,14 @@ name_type!(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_cross_the_wire_as_strings_and_are_checked_when_read() {
+        let n: AgentName = serde_json::from_str("\"dev\"").unwrap();
+        assert_eq!(serde_json::to_string(&n).unwrap(), "\"dev\"");
+        let e = serde_json::from_str::<TaskName>("\"../etc\"").unwrap_err();
+        assert!(e.to_string().contains("lower-case"), "{e}");
+    }
 
     #[test]
     fn accepted() {

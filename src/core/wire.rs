@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::core::error::Error;
+use crate::core::names::{AgentName, TaskName};
 pub use crate::core::protocol::reason::Refusal;
 
 /// Protocol version; a request with another version gets an error response.
@@ -38,51 +39,80 @@ pub enum Request {
     /// Stop the daemon cleanly (agents keep running).
     Shutdown,
     /// Start an agent (`task spawn`); answered with [`Response::Spawned`] (or [`Response::Refused`]).
-    Spawn {
-        /// Project folder.
-        project: String,
-        /// Task name.
-        task: String,
-        /// Agent name.
-        agent: String,
-        /// The PM's handoff, resolved to an absolute path by the CLI.
-        handoff: String,
-        /// Runtime override.
-        runtime: Option<String>,
-        /// Hold the spawn in the agent's lane when it is busy (`--queue`).
-        #[serde(default)]
-        queue: bool,
-        /// `--worktree[=KIND]` (older clients send none).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        worktree: Option<crate::core::worktree::Isolation>,
-        /// The tmux server and session prefix the CLI was asked to use ([`crate::app::session::Ctx::id`]).
-        tmux: String,
-    },
+    Spawn(SpawnRequest),
     /// Type a message into an agent (`task send`); answered with [`Response::Sent`].
-    Send {
-        /// Project folder.
-        project: String,
-        /// Task name.
-        task: String,
-        /// Agent name.
-        agent: String,
-        /// The message.
-        text: String,
-        /// As for `Spawn`.
-        tmux: String,
-    },
+    Send(SendRequest),
     /// Follow the supervised tasks (`task ui`): answered at once with [`Response::Tasks`],
     /// then one [`Response::Changed`] line per change, for as long as the client reads.
     Subscribe,
     /// End a task's sessions and stop supervising it (`task stop`); answered with [`Response::Stopped`].
-    Stop {
-        /// Project folder.
-        project: String,
-        /// Task name.
-        task: String,
-        /// As for `Spawn`.
-        tmux: String,
-    },
+    Stop(StopRequest),
+}
+
+/// `task spawn`, as the CLI asks it and the daemon (or the CLI itself) serves it. The
+/// caller is not part of it: whoever serves a request finds the caller itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpawnRequest {
+    /// Project folder.
+    pub project: String,
+    /// Task name.
+    pub task: TaskName,
+    /// Agent name.
+    pub agent: AgentName,
+    /// The PM's handoff, resolved to an absolute path by the CLI.
+    pub handoff: String,
+    /// Runtime override.
+    pub runtime: Option<String>,
+    /// Hold the spawn in the agent's lane when it is busy (`--queue`).
+    #[serde(default)]
+    pub queue: bool,
+    /// `--worktree[=KIND]` (older clients send none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<crate::core::worktree::Isolation>,
+    /// The tmux server and session prefix the CLI was asked to use (`app::session::Ctx::id`).
+    pub tmux: String,
+}
+
+/// `task send`: a message for a running agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendRequest {
+    /// Project folder.
+    pub project: String,
+    /// Task name.
+    pub task: TaskName,
+    /// Agent name.
+    pub agent: AgentName,
+    /// The message.
+    pub text: String,
+    /// As for [`SpawnRequest::tmux`].
+    pub tmux: String,
+}
+
+/// `task stop`: end a task's sessions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopRequest {
+    /// Project folder.
+    pub project: String,
+    /// Task name.
+    pub task: TaskName,
+    /// As for [`SpawnRequest::tmux`].
+    pub tmux: String,
+}
+
+impl Request {
+    /// The task a verb request is about, as the daemon's registry names it.
+    pub fn supervised(&self) -> Option<Supervised> {
+        let (project, task) = match self {
+            Request::Spawn(r) => (&r.project, &r.task),
+            Request::Send(r) => (&r.project, &r.task),
+            Request::Stop(r) => (&r.project, &r.task),
+            _ => return None,
+        };
+        Some(Supervised {
+            project: project.clone(),
+            task: task.to_string(),
+        })
+    }
 }
 
 /// An envelope carrying the version.
@@ -196,6 +226,25 @@ mod tests {
             line
         );
         serde_json::from_str(&line).unwrap()
+    }
+
+    #[test]
+    fn a_verb_request_keeps_its_flat_shape_and_its_names_are_checked_when_read() {
+        let line = r#"{"v":1,"cmd":"send","project":"/p","task":"t1","agent":"dev","text":"hi","tmux":"x"}"#;
+        let req: Envelope<Request> = serde_json::from_str(line).unwrap();
+        let Request::Send(s) = &req.body else {
+            panic!("{:?}", req.body)
+        };
+        assert_eq!((s.task.as_str(), s.agent.as_str()), ("t1", "dev"));
+        assert_eq!(
+            serde_json::to_string(&req).unwrap(),
+            line,
+            "the same bytes as before the types"
+        );
+        assert_eq!(req.body.supervised().unwrap().task, "t1");
+        let forged = line.replace("\"dev\"", "\"../pm\"");
+        let e = serde_json::from_str::<Envelope<Request>>(&forged).unwrap_err();
+        assert!(e.to_string().contains("lower-case"), "{e}");
     }
 
     #[test]

@@ -12,13 +12,13 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::state_guard::{Guard, View};
-use super::timing::{DEBOUNCE, Restart, give_up_reason, handoff_due, hold_until, recent_restarts, restart_decision};
+use super::deaths::{deaths, handle_pm_death};
+use super::state_guard::Guard;
+use super::timing::{DEBOUNCE, handoff_due, hold_until};
 use crate::app::checkin;
-use crate::core::checkin::{Signal, SignalKind};
+use crate::core::checkin::Signal;
 use crate::core::clock;
 use crate::core::handoff;
-use crate::core::model::AgentStatus;
 use crate::core::report::Outcome;
 use crate::core::report::Trigger;
 use crate::io::schedule::{self, Schedule};
@@ -33,7 +33,7 @@ fn pull_every() -> Duration {
     crate::io::hooks::get().pull_every.unwrap_or(Duration::from_secs(2))
 }
 /// How often panes are checked for deaths.
-const LIVENESS_EVERY: Duration = Duration::from_secs(5);
+pub(super) const LIVENESS_EVERY: Duration = Duration::from_secs(5);
 /// After an undelivered check-in, try again this soon.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
 
@@ -146,393 +146,338 @@ fn instant_at(due: chrono::DateTime<chrono::Utc>) -> Instant {
     Instant::now() + schedule::until(due, clock::now())
 }
 
-async fn checkin(
-    task: &Task,
-    tmux: &Tmux,
-    quiet: &handoffs::Quiet,
-    trigger: Trigger,
-    extra: Vec<Signal>,
-) -> Option<crate::core::report::CheckinReport> {
-    let dir = task.handoffs();
-    let sched = schedule_of(task).ok();
-    match checkin::run_with(
-        task,
-        tmux,
-        clock::now(),
-        trigger,
-        extra,
-        handoffs::Ready::Final(quiet, &dir),
-        sched.as_ref(),
-    )
-    .await
-    {
-        Ok(r) => {
-            tracing::info!(
-                task = %task.name,
+/// Why the actor checks in. Every check-in it runs goes through [`Actor::check_in`]
+/// with one of these: the one place that says what follows a check-in of each kind.
+enum Why {
+    /// `task checkin` asked the daemon; the report (or the error) goes back.
+    Asked,
+    /// The task's schedule came due.
+    Schedule,
+    /// A final handoff the PM must hear of (or a retry of one not delivered).
+    Handoff,
+    /// Agents died: their signals.
+    Deaths(Vec<Signal>),
+    /// Someone needs a human or a spoke is paused or rotated: the signals, if any.
+    Attention(Vec<Signal>),
+}
+
+/// What one task's actor owns and decides with; nothing here is shared.
+struct Actor {
+    task: Task,
+    tmux: Tmux,
+    /// The task's handoffs/ folder.
+    dir: std::path::PathBuf,
+    /// What the watcher said of each handoff, for when it is final.
+    quiet: handoffs::Quiet,
+    /// When to look at the pending handoffs (a hint, a final handoff, a retry).
+    due: Option<Instant>,
+    /// Whether the coming look was already held once for handoffs still settling.
+    held: bool,
+    /// When the last handoff check-in began (the coalescing window runs from there).
+    last_start: Option<Instant>,
+    /// When the schedule's next check-in is due.
+    next_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// The schedule problem last logged (each is logged once).
+    warned: Option<String>,
+    /// Deaths already reported (per agent, server and pane).
+    reported: BTreeSet<String>,
+    /// When to try the PM's restart again.
+    pm_retry: Option<Instant>,
+    /// When the PM was last seen dead: its restart's backoff counts from there.
+    pm_death: Option<chrono::DateTime<chrono::Utc>>,
+    guard: Guard,
+    watches: super::watches::Watches,
+    /// Whether the task has (or may have) remote agents: without any, the pull tick sleeps
+    /// rather than read the state every 2 s. The liveness tick sets it from the state.
+    remote: bool,
+    rotation: crate::app::rotate::Watch,
+    /// When this actor last pulled the remote hosts and looked at the screens: a
+    /// handoff's check-in skips what was done moments ago.
+    lately: crate::app::recent::Lately,
+}
+
+impl Actor {
+    fn new(task: Task, tmux: Tmux) -> Actor {
+        let mut warned = None;
+        // The schedule resumes from the saved time, which is saved again if it had to be computed.
+        let next_at = next_due(&task, clock::now(), &mut warned);
+        if task.state().is_ok_and(|st| st.next_checkin != next_at) {
+            if let Err(e) = checkin::save_next_checkin(&task, next_at, clock::now()) {
+                tracing::warn!(task = %task.name, error = %e, "cannot save the next check-in time");
+            }
+        }
+        tracing::info!(task = %task.name, next = ?next_at, "check-in schedule");
+        Actor {
+            dir: task.handoffs(),
+            guard: Guard::new(&task),
+            task,
+            tmux,
+            quiet: handoffs::Quiet::default(),
+            due: Some(Instant::now()),
+            held: false,
+            last_start: None,
+            next_at,
+            warned,
+            reported: BTreeSet::new(),
+            pm_retry: None,
+            pm_death: None,
+            watches: super::watches::Watches::default(),
+            remote: true,
+            rotation: crate::app::rotate::Watch::default(),
+            lately: crate::app::recent::Lately::default(),
+        }
+    }
+
+    /// The schedule's next time, from what pm_state.json says now.
+    fn reschedule(&mut self) {
+        self.next_at = next_due(&self.task, clock::now(), &mut self.warned);
+    }
+
+    /// Run one check-in for `why`, and what follows it: a handoff check-in opens the
+    /// coalescing window, is retried when it was not delivered and lets a due PM rotation
+    /// run once delivered; a scheduled one that stood down looks again shortly rather
+    /// than fire in a loop; every one picks up the schedule's next time.
+    async fn check_in(&mut self, why: Why) -> crate::core::error::Result<crate::core::report::CheckinReport> {
+        let (trigger, extra) = match why {
+            Why::Asked => (Trigger::Manual, Vec::new()),
+            Why::Schedule => (Trigger::Schedule, Vec::new()),
+            Why::Handoff => (Trigger::Handoff, Vec::new()),
+            Why::Deaths(sigs) => (Trigger::Death, sigs),
+            Why::Attention(sigs) => (Trigger::Attention, sigs),
+        };
+        let sent_at = clock::now();
+        if trigger == Trigger::Handoff {
+            self.last_start = Some(Instant::now());
+        }
+        let sched = schedule_of(&self.task).ok();
+        let ready = handoffs::Ready::Final(&self.quiet, &self.dir);
+        let r = checkin::run_with(
+            &self.task,
+            &self.tmux,
+            sent_at,
+            trigger,
+            extra,
+            ready,
+            &self.lately,
+            sched.as_ref(),
+        )
+        .await;
+        match &r {
+            Ok(r) => tracing::info!(
+                task = %self.task.name,
                 trigger = ?trigger,
                 new = r.new_handoffs.len(),
                 outcome = ?r.delivery.as_ref().map(|d| d.outcome),
                 skipped = r.skipped,
                 next = ?r.next_checkin,
                 "check-in"
-            );
-            Some(r)
-        }
-        Err(e) => {
-            tracing::warn!(task = %task.name, error = %e, "check-in failed");
-            None
-        }
-    }
-}
-
-/// Change the task's pm_state.json ([`Task::update_state`]). A failure is logged (error
-/// level) with the task and `what` was being saved, and returned as `false` so the caller
-/// can retry.
-fn update_state(task: &Task, what: &'static str, f: impl FnOnce(&mut crate::core::model::PmState)) -> bool {
-    match task.update_state(clock::now(), |st| {
-        f(st);
-        Ok(())
-    }) {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::error!(task = %task.name, what, error = %e, "cannot save pm_state.json");
-            false
-        }
-    }
-}
-
-/// Append to the task's events.jsonl; a failure is logged, never fatal (the log is a record).
-fn event(task: &Task, kind: &str, agent: Option<&str>, data: serde_json::Value, now: chrono::DateTime<chrono::Utc>) {
-    if let Err(e) = crate::store::events::append(task, kind, agent, data, now) {
-        tracing::warn!(task = %task.name, kind, error = %e, "cannot append to events.jsonl");
-    }
-}
-
-/// Agents recorded as running whose pane is dead or gone; marks them dead in the state
-/// (retried at every look until it is saved), reports each death once.
-/// The PM's death is returned as `pm_dead` rather than as a signal (there is no one to tell).
-async fn deaths(
-    task: &Task,
-    tmux: &Tmux,
-    view: Option<&View>,
-    reported: &mut BTreeSet<String>,
-    pm_died: &mut Option<chrono::DateTime<chrono::Utc>>,
-) -> Vec<Signal> {
-    // The guard's view: a repaired state, or a newer version's lent read-only from memory.
-    let Some(View { state: st, writable }) = view else {
-        return Vec::new();
-    };
-    let alive: Vec<(&str, Option<&str>)> = st
-        .agents
-        .values()
-        .filter(|a| a.status == AgentStatus::Running && a.host.remote().is_none())
-        .filter_map(|a| Some((a.pane.as_deref()?, a.tmux_server.as_deref())))
-        .collect();
-    let Ok(panes) = tmux.list_panes_expecting(&alive).await else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for (name, a) in &st.agents {
-        // Remote panes live on another tmux server; pulls and status cover them.
-        if a.status != AgentStatus::Running || a.host.remote().is_some() {
-            continue;
-        }
-        let Some(pane) = &a.pane else { continue };
-        let info = crate::io::tmux::find_pane(&panes, pane, a.tmux_server.as_deref());
-        let (dead, detail) = match info {
-            None => (true, "its tmux pane is gone".to_string()),
-            Some(p) if p.dead => (
-                true,
-                match (p.dead_status, p.dead_signal) {
-                    (Some(code), _) => format!("it exited with status {code}"),
-                    (None, Some(sig)) => format!("it was killed by signal {sig}"),
-                    _ => "it exited".to_string(),
-                },
             ),
-            _ => (false, String::new()),
-        };
-        if !dead {
-            continue;
+            Err(e) => tracing::warn!(task = %self.task.name, error = %e, "check-in failed"),
         }
-        // Still "running" in the state: marked dead now, or at the next look if this save fails.
-        if *writable {
-            update_state(task, "an agent's death", |fresh| {
-                if let Some(x) = fresh.agents.get_mut(name) {
-                    x.status = AgentStatus::Dead;
+        let delivered = r
+            .as_ref()
+            .is_ok_and(|r| r.delivery.as_ref().is_some_and(|d| d.outcome == Outcome::Delivered));
+        match trigger {
+            Trigger::Handoff => {
+                // A failed check-in (the state could not be saved, say) is retried too;
+                // checkin::storage paces the attempts and calls a human once.
+                let retry = match &r {
+                    Ok(r) => !r.skipped && !delivered,
+                    Err(_) => true,
+                };
+                if retry {
+                    self.due = Some(Instant::now() + RETRY_AFTER);
                 }
-            });
+                // A team that never pauses still gets its PM rotated: once this
+                // check-in's turn is over, when a rotation is due.
+                if delivered {
+                    if let Ok(ctx) = crate::app::session::Ctx::on(&self.tmux) {
+                        self.rotation.after_checkin(&ctx, &self.task, sent_at).await;
+                    }
+                }
+                self.reschedule();
+            }
+            Trigger::Schedule => {
+                // One that stood down (another was running) or failed saved no new time.
+                let now = clock::now();
+                self.next_at = next_due(&self.task, now, &mut self.warned)
+                    .map(|t| t.max(now + chrono::Duration::from_std(RETRY_AFTER).expect("fits")));
+            }
+            Trigger::Manual => self.reschedule(),
+            _ => {}
         }
-        // Remembered per server and pane: the next server reuses `%0`, `%1`…, and a death
-        // in a reused pane id is a new death.
-        let server = a.tmux_server.as_deref().unwrap_or("?");
-        if reported.insert(format!("{name}@{server}/{pane}")) {
-            let now = clock::now();
-            event(
-                task,
-                "agent_died",
-                Some(name),
-                serde_json::json!({"pane": pane, "server": a.tmux_server, "detail": detail}),
-                now,
-            );
-            tracing::warn!(task = %task.name, agent = %name, %detail, "agent died");
-            if name == "pm" {
-                *pm_died = Some(now);
-            } else {
-                out.push(Signal {
-                    kind: SignalKind::Blocked,
-                    agent: name.clone(),
-                    file: None,
-                    text: format!("agent died: {detail}; restart it with `task spawn` or reassign the work"),
-                });
+        r
+    }
+
+    /// The pending handoffs looked at: a check-in when one wakes the PM, held once (at
+    /// most the quiet time) for handoffs about to settle; then the next look.
+    async fn on_due(&mut self) {
+        self.due = None;
+        let found = pending(&self.task, &self.quiet);
+        let hold = if found.wake {
+            hold_until(&found.settling, Instant::now(), self.held)
+        } else {
+            None
+        };
+        self.held = hold.is_some();
+        if let Some(t) = hold {
+            self.due = Some(t);
+        } else if found.wake {
+            let _ = self.check_in(Why::Handoff).await;
+        }
+        // A handoff still settling is looked at again the moment it may be final.
+        if self.due.is_none() {
+            self.due = self.quiet.next_due().map(Instant::from_std);
+        }
+    }
+
+    /// A message from the server.
+    async fn on_msg(&mut self, msg: Msg) {
+        match msg {
+            Msg::Spawned => self.remote = true,
+            Msg::Hint => {
+                if self.due.is_none() {
+                    self.due = Some(Instant::now() + DEBOUNCE);
+                }
+            }
+            Msg::Final(file, how) => {
+                // Renamed in: final now. Closed after writing: the look at `due` finds
+                // it settling and waits for its quiet time. A look held for handoffs
+                // still settling waits for them: a second event for the same rename
+                // (inotify reports it to and both ways) must not cut that short.
+                self.quiet.saw(&self.dir, &file, how);
+                if !self.held {
+                    self.due = Some(handoff_due(Instant::now(), self.last_start, self.due));
+                }
+            }
+            Msg::RotateNow(by, reply) => {
+                let answer = match crate::app::session::Ctx::on(&self.tmux) {
+                    Ok(ctx) => crate::app::rotate::asked(&ctx, &self.task, &by).await,
+                    Err(e) => Err(e),
+                };
+                let _ = reply.send(answer.map_or_else(
+                    |e| crate::core::wire::Response::error(&e),
+                    |r| crate::core::wire::Response::Rotated { rotated: Box::new(r) },
+                ));
+            }
+            Msg::CheckinNow(reply) => {
+                let r = self.check_in(Why::Asked).await;
+                let _ = reply.send(r.map_or_else(
+                    |e| crate::core::wire::Response::error(&e),
+                    |r| crate::core::wire::Response::Checkin { report: Box::new(r) },
+                ));
             }
         }
     }
-    out
-}
 
-/// Restart the PM that died at `died_at` once its backoff has run, or give up and
-/// escalate; returns when to look again (the backoff's end, or a retry after a state save
-/// failed, so it is retried rather than lost).
-async fn handle_pm_death(task: &Task, tmux: &Tmux, died_at: chrono::DateTime<chrono::Utc>) -> Option<Instant> {
-    let now = clock::now();
-    let restarts = task.state().map(|s| s.pm_restarts.clone()).unwrap_or_default();
-    match restart_decision(&restarts, died_at, now) {
-        Restart::After(d) => Some(Instant::now() + d),
-        Restart::GiveUp => {
-            let saved = update_state(task, "the BLOCKED phase after repeated PM deaths", |st| {
-                st.phase = crate::core::model::Phase::Blocked;
-            });
-            let reason = give_up_reason(&restarts, died_at, task.name.as_str());
-            // Raised once per reason, so a retry after a failed save calls no one twice.
-            if let Err(e) = crate::app::escalation::raise(task, &reason, now) {
-                tracing::error!(task = %task.name, error = %e, "cannot call a human about the dead PM");
-                return Some(Instant::now() + LIVENESS_EVERY);
+    /// A remote handoff was written: pulled, then looked at at once (the watch already
+    /// folded a burst into one pull: no debounce on top).
+    async fn on_remote_change(&mut self) {
+        crate::app::session::pull_remotes(&self.task, &self.lately).await;
+        self.due = Some(Instant::now());
+    }
+
+    /// The periodic pull: the fallback for a missed remote watch event.
+    async fn on_pull_tick(&mut self) {
+        self.watches.refresh(&self.task);
+        self.remote = !crate::app::session::remote_hosts(&self.task).is_empty();
+        if self.remote {
+            crate::app::session::pull_remotes(&self.task, &self.lately).await;
+            if self.due.is_none() {
+                self.due = Some(Instant::now() + DEBOUNCE);
             }
-            (!saved).then(|| Instant::now() + LIVENESS_EVERY)
         }
-        Restart::Now => {
-            let ctx = match crate::app::session::Ctx::from_env() {
-                Ok(c) => crate::app::session::Ctx {
-                    tmux: tmux.clone(),
-                    ..c
-                },
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot restart the PM");
-                    return None;
-                }
+    }
+
+    /// Every few seconds: the state's health, the lanes, deaths, the PM's restart,
+    /// dialogs and usage limits, rotations.
+    async fn on_liveness(&mut self) {
+        let task = &self.task;
+        // First: a corrupt state is set aside and reported before anyone else meets it.
+        let view = self.guard.look(task, clock::now());
+        // A remote agent spawned since the last pull is watched (and pulled) from now on.
+        self.remote = view
+            .as_ref()
+            .is_none_or(|v| v.state.agents.values().any(|a| a.host.remote().is_some()));
+        if self.remote {
+            self.watches.refresh(task);
+        }
+        checkin::settle_lanes(
+            task,
+            &self.tmux,
+            handoffs::Ready::Final(&self.quiet, &self.dir),
+            clock::now(),
+        )
+        .await;
+        let mut pm_died = None;
+        let sigs = deaths(task, &self.tmux, view.as_ref(), &mut self.reported, &mut pm_died).await;
+        if !sigs.is_empty() {
+            let _ = self.check_in(Why::Deaths(sigs)).await;
+        }
+        // Pick up a time saved by someone else (`task start`) or a changed task.md.
+        self.reschedule();
+        // A restart that cannot be recorded (a newer version's state) is not made.
+        if let (Some(t), true) = (pm_died, view.as_ref().is_some_and(|v| v.writable)) {
+            self.pm_death = Some(t);
+            self.pm_retry = handle_pm_death(&self.task, &self.tmux, t).await;
+        }
+        // Dialogs and usage limits: the PM hears of a called human or a paused spoke at once.
+        if checkin::tend_attention(&self.task, &self.tmux, clock::now(), &self.lately)
+            .await
+            .worth_a_checkin()
+        {
+            let _ = self.check_in(Why::Attention(Vec::new())).await;
+        }
+        // A PM conversation grown past rotate_at is replaced between check-ins (this
+        // actor delivers none meanwhile), when no handoff waits to be told or settles.
+        if let Ok(ctx) = crate::app::session::Ctx::on(&self.tmux) {
+            let calm = || {
+                let found = pending(&self.task, &self.quiet);
+                self.pm_retry.is_none() && !found.wake && found.settling.is_empty()
             };
-            // An unrecorded restart would escape the backoff and the limit: retry instead.
-            if !update_state(task, "a PM restart", |st| st.pm_restarts.push(now)) {
-                return Some(Instant::now() + LIVENESS_EVERY);
+            self.rotation.tick(&ctx, &self.task, calm).await;
+            // Spokes whose context filled up: a checkpoint, then a fresh session.
+            let sigs = crate::app::rotate::tend_spokes(&ctx, &self.task, clock::now()).await;
+            if !sigs.is_empty() {
+                let _ = self.check_in(Why::Attention(sigs)).await;
             }
-            match crate::app::session::restart_pm(&ctx, task, now).await {
-                Ok(s) => {
-                    event(
-                        task,
-                        "pm_restart",
-                        Some("pm"),
-                        serde_json::json!({"pane": s.pane, "attempt": recent_restarts(&restarts, died_at) + 1, "died_at": died_at}),
-                        now,
-                    );
-                    tracing::warn!(task = %task.name, pane = %s.pane, "restarted the PM");
-                }
-                Err(e) => {
-                    event(
-                        task,
-                        "pm_restart_failed",
-                        Some("pm"),
-                        serde_json::json!({"error": e.to_string()}),
-                        now,
-                    );
-                    tracing::warn!(task = %task.name, error = %e, "PM restart failed");
-                    return Some(Instant::now() + Duration::from_secs(1));
-                }
-            }
-            None
         }
+    }
+
+    /// The PM's restart, tried again once its backoff has run.
+    async fn on_pm_retry(&mut self) {
+        self.pm_retry = match self.pm_death {
+            Some(t) => handle_pm_death(&self.task, &self.tmux, t).await,
+            None => None,
+        };
     }
 }
 
 async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
-    let mut due: Option<Instant> = Some(Instant::now());
-    // The schedule resumes from the saved time, which is saved again if it had to be computed.
-    let mut warned = None;
-    let mut next_at = next_due(&task, clock::now(), &mut warned);
-    if task.state().is_ok_and(|st| st.next_checkin != next_at) {
-        if let Err(e) = checkin::save_next_checkin(&task, next_at, clock::now()) {
-            tracing::warn!(task = %task.name, error = %e, "cannot save the next check-in time");
-        }
-    }
-    tracing::info!(task = %task.name, next = ?next_at, "check-in schedule");
+    let mut a = Actor::new(task, tmux);
     let mut liveness = tokio::time::interval(LIVENESS_EVERY);
     liveness.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut reported = BTreeSet::new();
-    let mut pm_retry: Option<Instant> = None;
-    let mut guard = Guard::new(&task);
-    // When the PM was last seen dead: its restart's backoff counts from there.
-    let mut pm_death: Option<chrono::DateTime<chrono::Utc>> = None;
-    let quiet = handoffs::Quiet::default();
-    let dir = task.handoffs();
     let mut pulls = tokio::time::interval(pull_every());
     pulls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut watches = super::watches::Watches::default();
-    // Whether the task has (or may have) remote agents: without any, the pull tick sleeps
-    // rather than read the state every 2 s. The liveness tick sets it from the state.
-    let mut remote = true;
-    // Whether the coming check-in was already held once for handoffs still settling.
-    let mut held = false;
-    // When the last handoff check-in began (the coalescing window runs from there).
-    let mut last_start: Option<Instant> = None;
-    let mut rotation = crate::app::rotate::Watch::default();
-    tracing::info!(task = %task.name, dir = %task.dir().display(), "supervising");
+    tracing::info!(task = %a.task.name, dir = %a.task.dir().display(), "supervising");
     loop {
-        let sleep_until = due.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        let look_at = a.due.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        let scheduled = a.next_at.map_or_else(Instant::now, instant_at);
+        let restart_at = a.pm_retry.unwrap_or_else(Instant::now);
         tokio::select! {
             msg = rx.recv() => match msg {
                 None => break,
-                Some(Msg::Spawned) => remote = true,
-                Some(Msg::Hint) => {
-                    if due.is_none() {
-                        due = Some(Instant::now() + DEBOUNCE);
-                    }
-                }
-                Some(Msg::Final(file, how)) => {
-                    // Renamed in: final now. Closed after writing: the look at `due` finds
-                    // it settling and waits for its quiet time. A check-in held for handoffs
-                    // still settling waits for them: a second event for the same rename
-                    // (inotify reports it to and both ways) must not cut that short.
-                    quiet.saw(&dir, &file, how);
-                    if !held {
-                        due = Some(handoff_due(Instant::now(), last_start, due));
-                    }
-                }
-                Some(Msg::RotateNow(by, reply)) => {
-                    let answer = match crate::app::session::Ctx::on(&tmux) {
-                        Ok(ctx) => crate::app::rotate::asked(&ctx, &task, &by).await,
-                        Err(e) => Err(e),
-                    };
-                    let _ = reply.send(answer.map_or_else(
-                        |e| crate::core::wire::Response::error(&e),
-                        |r| crate::core::wire::Response::Rotated { rotated: Box::new(r) },
-                    ));
-                }
-                Some(Msg::CheckinNow(reply)) => {
-                    let sched = schedule_of(&task).ok();
-                    let r = checkin::run_with(&task, &tmux, clock::now(), Trigger::Manual, Vec::new(), handoffs::Ready::Final(&quiet, &dir), sched.as_ref()).await;
-                    let _ = reply.send(r.map_or_else(
-                        |e| crate::core::wire::Response::error(&e),
-                        |r| crate::core::wire::Response::Checkin { report: Box::new(r) },
-                    ));
-                    next_at = next_due(&task, clock::now(), &mut warned);
-                }
+                Some(m) => a.on_msg(m).await,
             },
-            _ = tokio::time::sleep_until(next_at.map_or_else(Instant::now, instant_at)), if next_at.is_some() => {
-                checkin(&task, &tmux, &quiet, Trigger::Schedule, Vec::new()).await;
-                // A check-in that stood down (another was running) or failed saved no new
-                // time: look again shortly rather than fire in a loop.
-                let now = clock::now();
-                next_at = next_due(&task, now, &mut warned)
-                    .map(|t| t.max(now + chrono::Duration::from_std(RETRY_AFTER).expect("fits")));
+            _ = tokio::time::sleep_until(scheduled), if a.next_at.is_some() => {
+                let _ = a.check_in(Why::Schedule).await;
             }
-            _ = tokio::time::sleep_until(sleep_until), if due.is_some() => {
-                due = None;
-                let found = pending(&task, &quiet);
-                let hold = if found.wake { hold_until(&found.settling, Instant::now(), held) } else { None };
-                held = hold.is_some();
-                if let Some(t) = hold {
-                    due = Some(t);
-                } else if found.wake {
-                    // A failed check-in (the state could not be saved, say) is retried too;
-                    // checkin::storage paces the attempts and calls a human once.
-                    let sent_at = clock::now();
-                    last_start = Some(Instant::now());
-                    let report = checkin(&task, &tmux, &quiet, Trigger::Handoff, Vec::new()).await;
-                    let delivered = report
-                        .as_ref()
-                        .is_some_and(|r| r.delivery.as_ref().is_some_and(|d| d.outcome == Outcome::Delivered));
-                    let retry = match &report {
-                        Some(r) => !r.skipped && !delivered,
-                        None => true,
-                    };
-                    if retry {
-                        due = Some(Instant::now() + RETRY_AFTER);
-                    }
-                    // A team that never pauses still gets its PM rotated: once this
-                    // check-in's turn is over, when a rotation is due.
-                    if delivered {
-                        if let Ok(ctx) = crate::app::session::Ctx::on(&tmux) {
-                            rotation.after_checkin(&ctx, &task, sent_at).await;
-                        }
-                    }
-                    next_at = next_due(&task, clock::now(), &mut warned);
-                }
-                // A handoff still settling is looked at again the moment it may be final.
-                if due.is_none() {
-                    due = quiet.next_due().map(Instant::from_std);
-                }
-            }
-            () = watches.changed() => {
-                crate::app::session::pull_remotes(&task).await;
-                // The watch already folded a burst into one pull: no debounce on top.
-                due = Some(Instant::now());
-            }
-            _ = pulls.tick(), if remote => {
-                watches.refresh(&task);
-                remote = !crate::app::session::remote_hosts(&task).is_empty();
-                if remote {
-                    crate::app::session::pull_remotes(&task).await;
-                    if due.is_none() {
-                        due = Some(Instant::now() + DEBOUNCE);
-                    }
-                }
-            }
-            _ = liveness.tick() => {
-                // First: a corrupt state is set aside and reported before anyone else meets it.
-                let view = guard.look(&task, clock::now());
-                // A remote agent spawned since the last pull is watched (and pulled) from now on.
-                remote = view.as_ref().is_none_or(|v| v.state.agents.values().any(|a| a.host.remote().is_some()));
-                if remote {
-                    watches.refresh(&task);
-                }
-                checkin::settle_lanes(&task, &tmux, handoffs::Ready::Final(&quiet, &dir), clock::now()).await;
-                let mut pm_died = None;
-                let sigs = deaths(&task, &tmux, view.as_ref(), &mut reported, &mut pm_died).await;
-                if !sigs.is_empty() {
-                    checkin(&task, &tmux, &quiet, Trigger::Death, sigs).await;
-                }
-                // Pick up a time saved by someone else (`task start`) or a changed task.md.
-                next_at = next_due(&task, clock::now(), &mut warned);
-                // A restart that cannot be recorded (a newer version's state) is not made.
-                if let (Some(t), true) = (pm_died, view.as_ref().is_some_and(|v| v.writable)) {
-                    pm_death = Some(t);
-                    pm_retry = handle_pm_death(&task, &tmux, t).await;
-                }
-                // Dialogs and usage limits: the PM hears of a called human or a paused spoke at once.
-                if checkin::tend_attention(&task, &tmux, clock::now()).await.worth_a_checkin() {
-                    checkin(&task, &tmux, &quiet, Trigger::Attention, Vec::new()).await;
-                }
-                // A PM conversation grown past rotate_at is replaced between check-ins (this
-                // actor delivers none meanwhile), when no handoff waits to be told or settles.
-                if let Ok(ctx) = crate::app::session::Ctx::on(&tmux) {
-                    let calm = || {
-                        let found = pending(&task, &quiet);
-                        pm_retry.is_none() && !found.wake && found.settling.is_empty()
-                    };
-                    rotation.tick(&ctx, &task, calm).await;
-                    // Spokes whose context filled up: a checkpoint, then a fresh session.
-                    let sigs = crate::app::rotate::tend_spokes(&ctx, &task, clock::now()).await;
-                    if !sigs.is_empty() {
-                        checkin(&task, &tmux, &quiet, Trigger::Attention, sigs).await;
-                    }
-                }
-            }
-            _ = tokio::time::sleep_until(pm_retry.unwrap_or_else(Instant::now)), if pm_retry.is_some() => {
-                pm_retry = match pm_death {
-                    Some(t) => handle_pm_death(&task, &tmux, t).await,
-                    None => None,
-                };
-            }
+            _ = tokio::time::sleep_until(look_at), if a.due.is_some() => a.on_due().await,
+            () = a.watches.changed() => a.on_remote_change().await,
+            _ = pulls.tick(), if a.remote => a.on_pull_tick().await,
+            _ = liveness.tick() => a.on_liveness().await,
+            _ = tokio::time::sleep_until(restart_at), if a.pm_retry.is_some() => a.on_pm_retry().await,
         }
     }
-    tracing::info!(task = %task.name, "no longer supervised");
+    tracing::info!(task = %a.task.name, "no longer supervised");
 }

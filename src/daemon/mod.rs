@@ -14,8 +14,11 @@
 //!   doubles a scheduled check-in;
 //! - a liveness poll of the task's panes (dead agents become signals).
 //!
-//! A new terminal handoff is checked in within a debounce of 150 ms, so a burst
-//! becomes one check-in. State stays in the task folders (pm_state.json with
+//! A final handoff that wakes the PM is checked in at once; those that land while
+//! one is delivered go into the next, so a burst costs at most two check-ins
+//! (`timing.rs`). Every check-in the actor runs goes through one method
+//! (`Actor::check_in`, with why: asked, schedule, handoff, deaths, attention).
+//! State stays in the task folders (pm_state.json with
 //! its ledger), so a `kill -9` of the daemon loses and repeats nothing.
 //!
 //! Control socket: `$XDG_RUNTIME_DIR/agent-orchestrator/daemon.sock`, or
@@ -23,11 +26,11 @@
 //! folder 0700, socket 0600, the peer's uid checked.
 
 mod actor;
+mod deaths;
 mod server;
 mod state_guard;
 mod subscribe;
 mod timing;
-mod verbs;
 mod watcher;
 mod watches;
 

@@ -208,7 +208,7 @@ impl Supervisor {
         let tx = e.handle.tx.clone();
         let s = s.clone();
         tokio::spawn(async move {
-            let resp = match super::verbs::rotation_caller(&s, peer).await {
+            let resp = match crate::app::verbs::rotate::caller(&s, peer).await {
                 Err(e) => Response::error(&e),
                 Ok(by) => {
                     let (otx, orx) = oneshot::channel();
@@ -225,28 +225,20 @@ impl Supervisor {
     /// wait seconds for an agent's input area, and the PM being checked in may be the
     /// caller (its check-in must not wait on its own spawn). A stop ends supervision first.
     fn verb(&mut self, req: Request, peer: Option<u32>, reply: oneshot::Sender<Response>) {
-        if let Request::Stop { project, task, .. } = &req {
-            self.remove(&Supervised {
-                project: project.clone(),
-                task: task.clone(),
-            });
+        let about = req.supervised();
+        if let (Request::Stop(_), Some(s)) = (&req, &about) {
+            self.remove(s);
             if let Err(e) = self.save() {
                 tracing::warn!(error = %e, "cannot save the registry");
             }
         }
         // A spawned agent may be remote: its task's actor starts watching and pulling at once.
-        let spawned = match &req {
-            Request::Spawn { project, task, .. } => self
-                .entries
-                .get(&key(&Supervised {
-                    project: project.clone(),
-                    task: task.clone(),
-                }))
-                .map(|e| e.handle.tx.clone()),
+        let spawned = match (&req, &about) {
+            (Request::Spawn(_), Some(s)) => self.entries.get(&key(s)).map(|e| e.handle.tx.clone()),
             _ => None,
         };
         tokio::spawn(async move {
-            let response = super::verbs::run(req, peer).await;
+            let response = crate::app::verbs::answer(req, peer).await;
             if let Some(tx) = spawned {
                 let _ = tx.try_send(Msg::Spawned);
             }
@@ -273,7 +265,11 @@ async fn handle_conn(stream: UnixStream, ctl: mpsc::Sender<Control>) {
             Response::failure(format!("request longer than {MAX_REQUEST} bytes; refused"))
         }
         Ok(_) => match serde_json::from_slice::<Envelope<Request>>(&line) {
-            Err(e) => Response::failure(format!("malformed request: {e}")),
+            // A name that is not a name (`../pm`) is refused here, as bad input.
+            Err(e) => Response::Error {
+                message: format!("malformed request: {e}"),
+                code: crate::core::error::EXIT_BAD_INPUT,
+            },
             Ok(env) if env.v != PROTOCOL_VERSION => Response::failure(format!(
                 "protocol version {} is not {PROTOCOL_VERSION}; use the same `task` binary as the daemon",
                 env.v
@@ -447,7 +443,7 @@ pub async fn run() -> Result<()> {
                     }
                     Request::Checkin { project, task } => sup.checkin(&Supervised { project, task }, reply).await,
                     Request::Rotate { project, task } => sup.rotate(&Supervised { project, task }, peer, reply).await,
-                    req @ (Request::Spawn { .. } | Request::Send { .. } | Request::Stop { .. }) => sup.verb(req, peer, reply),
+                    req @ (Request::Spawn(_) | Request::Send(_) | Request::Stop(_)) => sup.verb(req, peer, reply),
                     Request::Subscribe => {
                         let _ = reply.send(Response::failure("subscribe is served on its own connection"));
                     }

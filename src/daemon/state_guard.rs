@@ -16,6 +16,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use crate::core::model::{PmState, state};
+use crate::store::events::Kind as EventKind;
 use crate::store::task::{StateHealth, Task};
 
 /// What the actor may use this look.
@@ -160,7 +161,7 @@ fn report(task: &Task, copy: &Path, detail: &str, restored: bool, now: DateTime<
     tracing::warn!(task = %task.name, copy = %copy.display(), detail, restored, "pm_state.json was corrupt and was set aside");
     if let Err(e) = crate::store::events::append(
         task,
-        "state_set_aside",
+        EventKind::StateSetAside,
         None,
         serde_json::json!({"copy": copy, "detail": detail, "restored": restored}),
         now,

@@ -16,13 +16,125 @@ use serde_json::Value;
 use crate::core::error::{Error, Result};
 use crate::store::task::Task;
 
+/// What happened: the kinds this program writes. Read back as plain strings
+/// ([`Event::kind`]): a log written by another version may hold others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// An agent stopped by a human (`task ui`).
+    AgentStopped,
+    /// A corrupt pm_state.json set aside and started afresh.
+    StateSetAside,
+    /// An agent's pane or process ended.
+    AgentDied,
+    /// The PM started again after it died.
+    PmRestart,
+    /// Starting the dead PM again failed.
+    PmRestartFailed,
+    /// A client's hook reported a failed turn.
+    TurnFailed,
+    /// What a client's hook said was set aside against its screen.
+    TurnCorrected,
+    /// The state could be saved again after it could not.
+    StorageRecovered,
+    /// A check-in delivered (or tried).
+    Checkin,
+    /// A check-in with nothing to tell, or no one to tell.
+    CheckinSkipped,
+    /// An interrupted check-in looked for in what the PM received.
+    CheckinSettled,
+    /// A queued spawn that could not be started.
+    SpawnDequeueFailed,
+    /// An agent no longer needs a human or is no longer paused.
+    AttentionCleared,
+    /// An agent waits at a dialog only a human can answer.
+    NeedsHuman,
+    /// An agent stopped by a usage limit.
+    Paused,
+    /// A paused agent told to go on.
+    Resumed,
+    /// Telling a paused agent to go on failed.
+    ResumeFailed,
+    /// An agent's client compacted its conversation.
+    Compacted,
+    /// A message from the supervisor itself (a budget's wrap-up).
+    SupervisorMessage,
+    /// A spawn or a message refused (the gate, a lane, a budget).
+    SpawnRefused,
+    /// The PM's conversation replaced by a fresh one.
+    PmRotated,
+    /// A spoke asked to hand off before its conversation is replaced.
+    CheckpointAsked,
+    /// A spoke's conversation replaced by a fresh one.
+    SpokeRotated,
+    /// An agent started.
+    Spawn,
+    /// A permission request decided (by rule, the PM or a human).
+    PermissionDecision,
+    /// A permission request left to its dialog.
+    PermissionRequest,
+    /// An agent's lane freed.
+    LaneReleased,
+    /// A spawn held in a busy lane.
+    SpawnQueued,
+    /// A queued spawn dropped.
+    SpawnQueueDropped,
+    /// Something needs a human.
+    Escalation,
+    /// A context bundle that could not be removed.
+    BundleCleanupFailed,
+}
+
+impl Kind {
+    /// The word in events.jsonl.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::AgentStopped => "agent_stopped",
+            Kind::StateSetAside => "state_set_aside",
+            Kind::AgentDied => "agent_died",
+            Kind::PmRestart => "pm_restart",
+            Kind::PmRestartFailed => "pm_restart_failed",
+            Kind::TurnFailed => "turn_failed",
+            Kind::TurnCorrected => "turn_corrected",
+            Kind::StorageRecovered => "storage_recovered",
+            Kind::Checkin => "checkin",
+            Kind::CheckinSkipped => "checkin_skipped",
+            Kind::CheckinSettled => "checkin_settled",
+            Kind::SpawnDequeueFailed => "spawn_dequeue_failed",
+            Kind::AttentionCleared => "attention_cleared",
+            Kind::NeedsHuman => "needs_human",
+            Kind::Paused => "paused",
+            Kind::Resumed => "resumed",
+            Kind::ResumeFailed => "resume_failed",
+            Kind::Compacted => "compacted",
+            Kind::SupervisorMessage => "supervisor_message",
+            Kind::SpawnRefused => "spawn_refused",
+            Kind::PmRotated => "pm_rotated",
+            Kind::CheckpointAsked => "checkpoint_asked",
+            Kind::SpokeRotated => "spoke_rotated",
+            Kind::Spawn => "spawn",
+            Kind::PermissionDecision => "permission_decision",
+            Kind::PermissionRequest => "permission_request",
+            Kind::LaneReleased => "lane_released",
+            Kind::SpawnQueued => "spawn_queued",
+            Kind::SpawnQueueDropped => "spawn_queue_dropped",
+            Kind::Escalation => "escalation",
+            Kind::BundleCleanupFailed => "bundle_cleanup_failed",
+        }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     /// When it happened.
     pub time: DateTime<Utc>,
-    /// What happened: `checkin`, `checkin_skipped`, `spawn`, `handoff`, `signal`, `agent_died`, `pm_restart`, `escalation`, `daemon`,
-    /// `checkin_settled` (an interrupted check-in looked for in what the PM received), `storage_recovered`.
+    /// What happened: a [`Kind`]'s word (or another version's).
     pub kind: String,
     /// The agent concerned, when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -38,10 +150,10 @@ pub fn path(task: &Task) -> PathBuf {
 }
 
 /// Append one event.
-pub fn append(task: &Task, kind: &str, agent: Option<&str>, data: Value, now: DateTime<Utc>) -> Result<()> {
+pub fn append(task: &Task, kind: Kind, agent: Option<&str>, data: Value, now: DateTime<Utc>) -> Result<()> {
     let e = Event {
         time: now,
-        kind: kind.to_string(),
+        kind: kind.as_str().to_string(),
         agent: agent.map(str::to_string),
         data,
     };

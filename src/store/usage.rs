@@ -248,8 +248,22 @@ mod tests {
         assert!(!read_events(&log, &mut t).unwrap());
         let now = chrono::Utc::now();
         let delivered = serde_json::json!({"outcome": "delivered", "bytes": 100});
-        crate::store::events::append(&task, "checkin", Some("pm"), delivered.clone(), now).unwrap();
-        crate::store::events::append(&task, "spawn", Some("dev"), serde_json::json!({}), now).unwrap();
+        crate::store::events::append(
+            &task,
+            crate::store::events::Kind::Checkin,
+            Some("pm"),
+            delivered.clone(),
+            now,
+        )
+        .unwrap();
+        crate::store::events::append(
+            &task,
+            crate::store::events::Kind::Spawn,
+            Some("dev"),
+            serde_json::json!({}),
+            now,
+        )
+        .unwrap();
         assert!(read_events(&log, &mut t).unwrap());
         assert_eq!((t.checkins, t.checkin_bytes), (1, 100));
         assert!(!read_events(&log, &mut t).unwrap(), "nothing new");
@@ -260,7 +274,7 @@ mod tests {
             .unwrap()
             .write_all(b"{\"time\": \"20")
             .unwrap();
-        crate::store::events::append(&task, "checkin", Some("pm"), delivered, now).unwrap();
+        crate::store::events::append(&task, crate::store::events::Kind::Checkin, Some("pm"), delivered, now).unwrap();
         read_events(&log, &mut t).unwrap();
         assert_eq!(t.checkins, 1, "a torn line glued to the next is not an event");
     }

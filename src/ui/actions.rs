@@ -10,6 +10,7 @@ use crate::app::session::Ctx;
 use crate::core::model::AgentStatus;
 use crate::core::names::AgentName;
 use crate::core::report::Outcome;
+use crate::store::events::Kind as EventKind;
 use crate::store::task::Task;
 
 /// Send `text` to `agent` with verified delivery (through the daemon when one runs).
@@ -18,7 +19,7 @@ pub(super) async fn send(t: &Task, ctx: &Ctx, agent: &str, text: &str) -> String
         Ok(n) => n,
         Err(e) => return format!("not sent: {e}"),
     };
-    match app::send::send(t, ctx, &name, text).await {
+    match app::verbs::send::send(t, ctx, &name, text).await {
         Ok(r) => match r.outcome {
             Outcome::Delivered => format!("delivered to {}/{agent}", t.name),
             _ => format!(
@@ -106,7 +107,7 @@ pub(super) async fn stop_agent(t: &Task, ctx: &Ctx, agent: &str) -> String {
     }
     let _ = crate::store::events::append(
         t,
-        "agent_stopped",
+        EventKind::AgentStopped,
         Some(agent),
         serde_json::json!({"by": "task ui", "session": session}),
         now,

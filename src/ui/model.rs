@@ -197,7 +197,10 @@ pub fn needs(tasks: &[TaskView], seen: &BTreeSet<String>) -> Vec<Need> {
                     .events
                     .iter()
                     .rev()
-                    .find(|e| e.kind == "agent_died" && e.agent.as_deref() == Some(a.name.as_str()))
+                    .find(|e| {
+                        e.kind == crate::store::events::Kind::AgentDied.as_str()
+                            && e.agent.as_deref() == Some(a.name.as_str())
+                    })
                     .map(|e| e.time);
                 out.push(Need {
                     why: Why::Dead,

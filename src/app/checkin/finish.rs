@@ -13,6 +13,7 @@ use crate::core::cost::view::CostView;
 use crate::core::error::Result;
 use crate::core::model::Phase;
 use crate::core::report::{CheckinReport, Outcome, Report, Trigger};
+use crate::store::events::Kind as EventKind;
 use crate::store::task::Task;
 
 /// A scheduled check-in with nothing to say: the next time saved, the skip an event.
@@ -27,7 +28,7 @@ pub(super) fn skipped(
     save_next_checkin(task, next_checkin, now)?;
     note(
         task,
-        "checkin_skipped",
+        EventKind::CheckinSkipped,
         serde_json::json!({"trigger": trigger, "why": why}),
         now,
     );
@@ -58,7 +59,7 @@ pub(super) async fn record_only(
     }
     note(
         task,
-        "checkin_skipped",
+        EventKind::CheckinSkipped,
         serde_json::json!({
             "trigger": trigger,
             "why": why,
@@ -114,7 +115,7 @@ pub(super) async fn record_delivery(
     let pm = spend.and_then(|v| v.agents.iter().find(|a| a.agent == "pm"));
     note(
         task,
-        "checkin",
+        EventKind::Checkin,
         serde_json::json!({
             "trigger": trigger,
             "new_handoffs": cands.len(),

@@ -6,6 +6,7 @@
 use chrono::{DateTime, Utc};
 
 use super::snapshot;
+use crate::app::recent::Lately;
 use crate::core::checkin::Signal;
 use crate::core::error::Result;
 use crate::core::report::Trigger;
@@ -13,33 +14,36 @@ use crate::io::tmux::Tmux;
 use crate::store::handoffs::Ready;
 use crate::store::task::Task;
 
-/// When each task's agents' screens were last all looked at (this process).
-static TENDED: crate::app::recent::Recent = crate::app::recent::Recent::new();
-
-/// A handoff's check-in skips its own look at the screens when this process looked this
+/// A handoff's check-in skips its own look at the screens when its caller looked this
 /// recently: the daemon's liveness tick looks every 5 s, and a second look costs the
 /// check-in a capture per pane (an ssh round trip for a remote one) for nothing new.
 const LOOKED_WITHIN: std::time::Duration = std::time::Duration::from_secs(6);
 
-/// Observe every agent's screen for dialogs and usage limits (see [`crate::core::attention`]).
-pub async fn tend_attention(task: &Task, tmux: &Tmux, now: DateTime<Utc>) -> crate::app::attend::Tended {
+/// Observe every agent's screen for dialogs and usage limits (see [`crate::core::attention`]);
+/// a full look is noted in `lately`.
+pub async fn tend_attention(
+    task: &Task,
+    tmux: &Tmux,
+    now: DateTime<Utc>,
+    lately: &Lately,
+) -> crate::app::attend::Tended {
     let ctx = match crate::app::session::Ctx::on(tmux) {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(error = %e, "cannot look at the agents' screens");
-            TENDED.failed(task);
+            lately.looked.failed();
             return Default::default();
         }
     };
     let started = std::time::Instant::now();
     match crate::app::attend::tend(&ctx, task, now).await {
         Ok(t) => {
-            TENDED.done(task, started);
+            lately.looked.done(started);
             t
         }
         Err(e) => {
             tracing::warn!(task = %task.name, error = %e, "looking for agents that need a human failed");
-            TENDED.failed(task);
+            lately.looked.failed();
             Default::default()
         }
     }
@@ -65,12 +69,14 @@ pub(super) async fn housekeeping(
     tmux: &Tmux,
     trigger: Trigger,
     ready: Ready<'_>,
+    lately: &Lately,
     now: DateTime<Utc>,
 ) -> Vec<Signal> {
     let mut extra = Vec::new();
     // Remote agents' handoffs and artifacts first (an unreachable host is skipped, not
     // fatal); the daemon's remote watch has usually pulled just now, and once is enough.
-    for problem in crate::app::session::pull_remotes_unless_fresh(task, std::time::Duration::from_secs(1)).await {
+    for problem in crate::app::session::pull_remotes_unless_fresh(task, std::time::Duration::from_secs(1), lately).await
+    {
         tracing::warn!(task = %task.name, problem = %problem, "remote pull before the check-in failed");
     }
 
@@ -86,10 +92,10 @@ pub(super) async fn housekeeping(
 
     // Dialogs and usage limits: escalate, pause, resume (cron mode has no other watcher).
     // A handoff's check-in is the one whose latency counts; a look moments ago will do.
-    if trigger == Trigger::Handoff && TENDED.within(task, LOOKED_WITHIN) {
+    if trigger == Trigger::Handoff && lately.looked.within(LOOKED_WITHIN) {
         tracing::debug!(task = %task.name, "screens looked at moments ago; not again");
     } else {
-        tend_attention(task, tmux, now).await;
+        tend_attention(task, tmux, now, lately).await;
     }
     extra
 }

@@ -78,12 +78,16 @@ pub async fn run(
     extra: Vec<Signal>,
     schedule: Option<&crate::io::schedule::Schedule>,
 ) -> Result<CheckinReport> {
-    run_with(task, tmux, now, trigger, extra, Ready::All, schedule).await
+    let lately = crate::app::recent::Lately::default();
+    run_with(task, tmux, now, trigger, extra, Ready::All, &lately, schedule).await
 }
 
 /// [`run`], taking only the new handoffs `ready` accepts; the rest stay new
 /// for a later check-in. The daemon uses it to leave alone a file that is
-/// still being written (no close or rename seen, modified moments ago).
+/// still being written (no close or rename seen, modified moments ago), and hands in
+/// what its actor did `lately` (a pull, a look at the screens) so a handoff's check-in
+/// need not do it again.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_with(
     task: &Task,
     tmux: &Tmux,
@@ -91,12 +95,14 @@ pub async fn run_with(
     trigger: Trigger,
     extra: Vec<Signal>,
     ready: Ready<'_>,
+    lately: &crate::app::recent::Lately,
     schedule: Option<&crate::io::schedule::Schedule>,
 ) -> Result<CheckinReport> {
     let cycle = Cycle {
         trigger,
         extra,
         ready,
+        lately,
         schedule,
     };
     run_cycle(task, tmux, now, cycle).await
@@ -107,30 +113,33 @@ struct Cycle<'a> {
     trigger: Trigger,
     extra: Vec<Signal>,
     ready: Ready<'a>,
+    lately: &'a crate::app::recent::Lately,
     schedule: Option<&'a crate::io::schedule::Schedule>,
 }
 
 /// [`run_inner`] behind the storage guard: while the task's state cannot be saved,
 /// check-ins back off and a human is called once ([`storage`]).
 async fn run_cycle(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_>) -> Result<CheckinReport> {
-    if let Some(why) = storage::waiting(task) {
+    let lately = cycle.lately;
+    let episode = &lately.storage;
+    if let Some(why) = storage::waiting(episode) {
         return Err(Error::Environment(format!(
             "{why} (backing off before the next attempt)"
         )));
     }
     let r = run_inner(task, tmux, now, cycle).await;
     match &r {
-        Ok(rep) if rep.recorded || rep.delivery.is_some() || rep.skipped => storage::succeeded(task, now),
+        Ok(rep) if rep.recorded || rep.delivery.is_some() || rep.skipped => storage::succeeded(task, episode, now),
         Ok(_) => {}
-        Err(e) => storage::failed(task, e, now),
+        Err(e) => storage::failed(task, episode, e, now),
     }
     r
 }
 
 /// Append to events.jsonl; a failure is logged, never a reason to deliver again.
-fn note(task: &Task, kind: &str, data: serde_json::Value, now: DateTime<Utc>) {
+fn note(task: &Task, kind: crate::store::events::Kind, data: serde_json::Value, now: DateTime<Utc>) {
     if let Err(e) = crate::store::events::append(task, kind, Some("pm"), data, now) {
-        tracing::warn!(task = %task.name, kind, error = %e, "cannot append to events.jsonl");
+        tracing::warn!(task = %task.name, %kind, error = %e, "cannot append to events.jsonl");
     }
 }
 
@@ -142,6 +151,7 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
         trigger,
         mut extra,
         ready,
+        lately,
         schedule,
     } = cycle;
     let Some(_checkin_lock) = task.try_lock_checkin()? else {
@@ -150,7 +160,7 @@ async fn run_inner(task: &Task, tmux: &Tmux, now: DateTime<Utc>, cycle: Cycle<'_
     };
 
     // 1. Housekeeping: pulls, lanes, merges, waiting requests, screens; what the team cost.
-    extra.extend(housekeeping::housekeeping(task, tmux, trigger, ready, now).await);
+    extra.extend(housekeeping::housekeeping(task, tmux, trigger, ready, lately, now).await);
     let (cost, spend) = housekeeping::cost_note(task, tmux, now).await?;
 
     // 2. The plan, under the state lock from one snapshot: evaluation, escalations opened,

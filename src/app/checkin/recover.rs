@@ -12,6 +12,7 @@ use crate::core::error::Result;
 use crate::core::report::{CheckinReport, Outcome, Trigger};
 use crate::io::delivery;
 use crate::io::tmux::Tmux;
+use crate::store::events::Kind as EventKind;
 use crate::store::handoffs::Ready;
 use crate::store::task::Task;
 
@@ -66,7 +67,7 @@ pub(super) async fn settle_intent(
         };
         note(
             task,
-            "checkin_settled",
+            EventKind::CheckinSettled,
             serde_json::json!({"id": pending.id, "files": pending.files, "found": found, "seen": seen.word(),
                 "completed": completed.as_ref().map(|r| r.outcome)}),
             now,

@@ -1,18 +1,18 @@
 //! Check-ins while the task's state cannot be saved (disk full, read-only, I/O error):
 //! none is delivered (its intent could not be saved first), attempts back off, a human is
 //! called once per episode with the cause, and check-ins resume by themselves once a
-//! check-in gets through again. Kept in memory per process (the disk is what failed), and
-//! marked in the runtime folder (a tmpfs as a rule, another disk anyway) so that cron-mode
+//! check-in gets through again. Kept in memory by whoever runs the task's check-ins (the
+//! disk is what failed): an [`Episode`] the daemon's actor owns, or a fresh one per
+//! cron-mode run; and marked in the runtime folder (a tmpfs as a rule, another disk anyway) so that cron-mode
 //! check-ins — a process each — call the human once per episode too, not once per run.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
 use crate::core::error::Error;
+use crate::store::events::Kind as EventKind;
 use crate::store::task::Task;
 
 /// First wait after a failed save; doubled after each failure up to [`MAX_BACKOFF`].
@@ -28,7 +28,15 @@ struct Trouble {
     retry_at: Instant,
 }
 
-static TROUBLE: Mutex<BTreeMap<PathBuf, Trouble>> = Mutex::new(BTreeMap::new());
+/// The task's episode of failed saves, if one is under way.
+#[derive(Debug, Default)]
+pub struct Episode(Mutex<Option<Trouble>>);
+
+impl Episode {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Trouble>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
 
 /// The wait after `failures` failed attempts in a row (pure).
 pub fn backoff(failures: u32) -> Duration {
@@ -52,20 +60,20 @@ pub fn reason(task: &Task, cause: &str) -> String {
 }
 
 /// `Some(why)` while the task is backing off: the check-in must not even try.
-pub fn waiting(task: &Task) -> Option<String> {
-    let map = TROUBLE.lock().unwrap_or_else(|e| e.into_inner());
-    let t = map.get(&task.dir())?;
+pub fn waiting(episode: &Episode) -> Option<String> {
+    let ep = episode.lock();
+    let t = ep.as_ref()?;
     (Instant::now() < t.retry_at).then(|| t.reason.clone())
 }
 
 /// A check-in failed with `e`: back off, and call a human at the first failure of an episode.
-pub fn failed(task: &Task, e: &Error, now: DateTime<Utc>) {
+pub fn failed(task: &Task, episode: &Episode, e: &Error, now: DateTime<Utc>) {
     if !is_storage(e) {
         return;
     }
     let first = {
-        let mut map = TROUBLE.lock().unwrap_or_else(|e| e.into_inner());
-        let t = map.entry(task.dir()).or_insert_with(|| Trouble {
+        let mut ep = episode.lock();
+        let t = ep.get_or_insert_with(|| Trouble {
             reason: reason(task, &e.to_string()),
             failures: 0,
             retry_at: Instant::now(),
@@ -110,8 +118,8 @@ fn told_before(task: &Task, reason: &str) -> bool {
 }
 
 /// A check-in got through: end the episode, close its escalation.
-pub fn succeeded(task: &Task, now: DateTime<Utc>) {
-    let mine = TROUBLE.lock().unwrap_or_else(|e| e.into_inner()).remove(&task.dir());
+pub fn succeeded(task: &Task, episode: &Episode, now: DateTime<Utc>) {
+    let mine = episode.lock().take();
     // An episode an earlier run (cron mode) began and called a human about.
     let m = marker(task);
     let marked = std::fs::read_to_string(&m).ok();
@@ -131,7 +139,7 @@ pub fn succeeded(task: &Task, now: DateTime<Utc>) {
     }
     if let Err(e) = crate::store::events::append(
         task,
-        "storage_recovered",
+        EventKind::StorageRecovered,
         None,
         serde_json::json!({"failures": failures}),
         now,

@@ -18,6 +18,7 @@ use crate::core::model::CwdSpec;
 use crate::core::names::AgentName;
 use crate::core::report::Started;
 use crate::io::runtime::{self, Runtime};
+use crate::store::events::Kind as EventKind;
 use crate::store::fsutil;
 use crate::store::task::Task;
 
@@ -251,7 +252,7 @@ pub fn choose_runtime(task: &Task, agent: &str, flag: Option<&str>) -> Result<Ru
 fn spawn_event(task: &Task, agent: &str, reason: &str, s: &Started, now: DateTime<Utc>) -> Result<()> {
     crate::store::events::append(
         task,
-        "spawn",
+        EventKind::Spawn,
         Some(agent),
         serde_json::json!({"reason": reason, "session": s.session, "pane": s.pane, "runtime": s.runtime, "host": s.host, "sandbox": s.sandbox, "sandbox_why": s.sandbox_why}),
         now,

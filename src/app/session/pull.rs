@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::app::recent::Lately;
 use crate::core::error::{Error, Result};
 use crate::store::task::Task;
 /// The remote hosts this task has agents on (from the state): the supervisor pulls only
@@ -34,23 +35,21 @@ fn hosts_of(
     out
 }
 
-/// When each task's remote hosts were last all pulled without a problem (this process).
-static PULLED: crate::app::recent::Recent = crate::app::recent::Recent::new();
-
-/// [`pull_remotes`], unless this process finished a clean pull of the task less than
+/// [`pull_remotes`], unless `lately` says a clean pull of the task started less than
 /// `within` ago. The daemon pulls the moment a remote handoff is written and then checks
 /// in; pulling again before that check-in would only add a round trip to its latency.
-pub async fn pull_remotes_unless_fresh(task: &Task, within: Duration) -> Vec<String> {
-    if PULLED.within(task, within) {
+pub async fn pull_remotes_unless_fresh(task: &Task, within: Duration, lately: &Lately) -> Vec<String> {
+    if lately.pulled.within(within) {
         tracing::debug!(task = %task.name, "remote hosts pulled moments ago; not again");
         return Vec::new();
     }
-    pull_remotes(task).await
+    pull_remotes(task, lately).await
 }
 
 /// Pull every remote host's handoffs and artifacts of this task into the local folder.
-/// An unreachable host is reported and skipped; the others are still pulled.
-pub async fn pull_remotes(task: &Task) -> Vec<String> {
+/// An unreachable host is reported and skipped; the others are still pulled. A clean
+/// pull is noted in `lately`.
+pub async fn pull_remotes(task: &Task, lately: &Lately) -> Vec<String> {
     let mut problems = Vec::new();
     let hosts = remote_hosts(task);
     // What a pull brings is what existed when it started: freshness counts from here.
@@ -84,9 +83,9 @@ pub async fn pull_remotes(task: &Task) -> Vec<String> {
     }
     tracing::debug!(task = %task.name, problems = problems.len(), "pulled remote hosts");
     if problems.is_empty() {
-        PULLED.done(task, started);
+        lately.pulled.done(started);
     } else {
-        PULLED.failed(task);
+        lately.pulled.failed();
     }
     problems
 }

@@ -8,6 +8,7 @@ use super::Ctx;
 use crate::core::error::Result;
 use crate::core::model::AgentStatus;
 use crate::core::report::Stopped;
+use crate::store::events::Kind as EventKind;
 use crate::store::task::Task;
 
 /// End every session of the task recorded in its state; keep every file, so the work
@@ -62,7 +63,7 @@ pub async fn stop(ctx: &Ctx, task: &Task, now: DateTime<Utc>) -> Result<Stopped>
     for (name, at) in &ended_episodes {
         crate::store::events::append(
             task,
-            "attention_cleared",
+            EventKind::AttentionCleared,
             Some(name),
             serde_json::json!({"kind": at.kind, "reason": at.reason, "since": at.since, "resumed": at.resumed_at.is_some(), "stopped": true}),
             now,

@@ -19,7 +19,7 @@ pub(crate) async fn run(
 ) -> anyhow::Result<()> {
     let t = app::locate(project, name)?;
     let ctx = Ctx::from_env()?;
-    let p = app::spawn::prepare(&t, &ctx, agent, handoff, runtime).await?;
+    let p = app::verbs::spawn::prepare(&t, &ctx, agent, handoff, runtime).await?;
     if json {
         return print_json(&p);
     }

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use crate::app::session::Ctx;
-use crate::app::{self, send::What};
+use crate::app::{self, verbs::send::What};
 use crate::core::error::{EXIT_UNDELIVERED, Exit};
 use crate::core::names::{AgentName, TaskName};
 
@@ -18,9 +18,9 @@ pub(crate) async fn run(
     json: bool,
 ) -> anyhow::Result<()> {
     let t = app::locate(project, name)?;
-    let text = app::send::text(&t, what)?;
+    let text = app::verbs::send::text(&t, what)?;
     let ctx = Ctx::from_env()?;
-    let report = app::send::send(&t, &ctx, agent, &text).await?;
+    let report = app::verbs::send::send(&t, &ctx, agent, &text).await?;
     if json {
         print_json(&report)?;
     } else {

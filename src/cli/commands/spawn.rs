@@ -34,7 +34,7 @@ pub(crate) async fn run(project: Option<&Path>, name: &TaskName, args: Args<'_>,
     } = args;
     let t = app::locate(project, name)?;
     let ctx = Ctx::from_env()?;
-    let report = match app::spawn::spawn(&t, &ctx, agent, handoff, &flags, queue, over_budget).await {
+    let report = match app::verbs::spawn::spawn(&t, &ctx, agent, handoff, &flags, queue, over_budget).await {
         Ok(v) => v,
         Err(e) => {
             // A refusal is an answer scripts read: with --json it goes to stdout with its code.
@@ -46,7 +46,7 @@ pub(crate) async fn run(project: Option<&Path>, name: &TaskName, args: Args<'_>,
         }
     };
     let queue_note = if report.reason == Reason::SpawnQueued {
-        Some(app::spawn::who_starts_the_queue(&t)?)
+        Some(app::verbs::spawn::who_starts_the_queue(&t)?)
     } else {
         None
     };

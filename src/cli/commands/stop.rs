@@ -13,7 +13,7 @@ pub(crate) async fn run(project: Option<&Path>, name: &TaskName, json: bool) -> 
     // Not `app::locate`: a task whose folder was deleted still has sessions to end.
     let t = crate::store::task::Task::new(&crate::store::task::find_project(project, name)?, name.clone())?;
     let ctx = Ctx::from_env()?;
-    let app::stop::Stop { stopped, cron_removed } = app::stop::stop(&t, &ctx).await?;
+    let app::verbs::stop::Stop { stopped, cron_removed } = app::verbs::stop::stop(&t, &ctx).await?;
     if json {
         return print_json(&serde_json::json!({ "stopped": stopped, "cron_removed": cron_removed }));
     }

@@ -11,6 +11,35 @@ use crate::core::model::PmState;
 
 pub use super::lane::Reason;
 
+/// What the caller asks the gate for: the verbs only a hub (or a human) may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verb {
+    /// `task spawn` (and `task prepare`, which shows what a spawn would use).
+    Spawn,
+    /// `task send`.
+    Send,
+    /// `task rotate` (the PM's conversation replaced).
+    Rotate,
+}
+
+impl Verb {
+    /// The command's word, as in `task <verb>`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Spawn => "spawn",
+            Verb::Send => "send",
+            Verb::Rotate => "rotate",
+        }
+    }
+}
+
+impl std::fmt::Display for Verb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Who is calling, as the environment says.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Caller {
@@ -52,7 +81,7 @@ fn pane_owner<'a>(caller: &Caller, state: &'a PmState) -> Option<(&'a String, &'
 /// Who may is the roster's business (hubs, and spokes with its exception);
 /// an agent the roster does not know counts as a spoke. Returns the reason and,
 /// for a refusal, the advice to print.
-pub fn decide(caller: &Caller, state: &PmState, roster: &Roster, verb: &str) -> (Reason, Option<String>) {
+pub fn decide(caller: &Caller, state: &PmState, roster: &Roster, verb: Verb) -> (Reason, Option<String>) {
     let by_env = match (caller.agent.as_deref(), caller.role.as_deref()) {
         (Some(a), _) if !roster.may_spawn(a) => Some(a.to_string()),
         (None, Some("spoke")) => Some("a spoke".to_string()),
@@ -96,32 +125,32 @@ mod tests {
             pane: pane.map(str::to_string),
         };
         assert_eq!(
-            decide(&c(None, None, None), &st, &roster, "spawn").0,
+            decide(&c(None, None, None), &st, &roster, Verb::Spawn).0,
             Reason::SpawnOk,
             "a human"
         );
         assert_eq!(
-            decide(&c(Some("pm"), Some("hub"), None), &st, &roster, "spawn").0,
+            decide(&c(Some("pm"), Some("hub"), None), &st, &roster, Verb::Spawn).0,
             Reason::SpawnOk
         );
         assert_eq!(
-            decide(&c(Some("pm"), None, None), &st, &roster, "spawn").0,
+            decide(&c(Some("pm"), None, None), &st, &roster, Verb::Spawn).0,
             Reason::SpawnOk
         );
-        let (r, advice) = decide(&c(Some("dev"), Some("spoke"), None), &st, &roster, "spawn");
+        let (r, advice) = decide(&c(Some("dev"), Some("spoke"), None), &st, &roster, Verb::Spawn);
         assert_eq!(r, Reason::SpawnRejectSpokeCaller);
         assert!(advice.unwrap().contains("--next"));
         assert_eq!(
-            decide(&c(Some("dev"), None, None), &st, &roster, "send").0,
+            decide(&c(Some("dev"), None, None), &st, &roster, Verb::Send).0,
             Reason::SpawnRejectSpokeCaller
         );
         // A spoke that cleared its environment is still known by its pane.
         assert_eq!(
-            decide(&c(None, None, Some("%3")), &st, &roster, "spawn").0,
+            decide(&c(None, None, Some("%3")), &st, &roster, Verb::Spawn).0,
             Reason::SpawnRejectSpokeCaller
         );
         assert_eq!(
-            decide(&c(None, None, Some("%4")), &st, &roster, "spawn").0,
+            decide(&c(None, None, Some("%4")), &st, &roster, Verb::Spawn).0,
             Reason::SpawnOk
         );
     }
@@ -141,15 +170,18 @@ mod roster_tests {
             pane: None,
         };
         assert_eq!(
-            decide(&c("analyst"), &st, &r, "spawn").0,
+            decide(&c("analyst"), &st, &r, Verb::Spawn).0,
             Reason::SpawnOk,
             "a second hub"
         );
         assert_eq!(
-            decide(&c("revisionist"), &st, &r, "spawn").0,
+            decide(&c("revisionist"), &st, &r, Verb::Spawn).0,
             Reason::SpawnOk,
             "the exception"
         );
-        assert_eq!(decide(&c("worker"), &st, &r, "spawn").0, Reason::SpawnRejectSpokeCaller);
+        assert_eq!(
+            decide(&c("worker"), &st, &r, Verb::Spawn).0,
+            Reason::SpawnRejectSpokeCaller
+        );
     }
 }

@@ -34,6 +34,7 @@ mod exiting;
 mod groups;
 mod listing;
 mod panes;
+mod screens;
 
 use groups::end_groups;
 
@@ -99,6 +100,8 @@ pub struct Tmux {
     /// The last full pane listing and when it was asked, shared by every clone
     /// ([`Tmux::list_panes_expecting`]).
     recent: std::sync::Arc<std::sync::Mutex<Option<Listing>>>,
+    /// Screens captured before, shared by every clone ([`Tmux::capture_unless_unchanged`]).
+    screens: std::sync::Arc<std::sync::Mutex<screens::Screens>>,
 }
 
 use listing::Listing;
@@ -150,6 +153,7 @@ impl Tmux {
             via: None,
             control: None,
             recent: Default::default(),
+            screens: Default::default(),
         };
         Ok(if control::enabled() { t.with_control() } else { t })
     }

@@ -12,6 +12,7 @@ use super::{
 };
 use crate::core::error::{Error, Result};
 use crate::core::handoff::{Loaded, Status};
+use crate::store::events::Kind as EventKind;
 use crate::store::fsutil;
 use crate::store::task::Task;
 
@@ -236,7 +237,7 @@ fn failed(task: &Task, agent: &str, reason: String, now: DateTime<Utc>) -> Clean
     tracing::warn!(task = %task.name, agent, %reason, "bundle cleanup failed");
     let _ = crate::store::events::append(
         task,
-        "bundle_cleanup_failed",
+        EventKind::BundleCleanupFailed,
         Some(agent),
         json!({"reason": reason}),
         now,
