@@ -263,9 +263,9 @@ pub(crate) fn bench_soak(args: &[String]) {
     let server = tmux_server_pid(&e).expect("the tmux server runs");
     let server_cpu0 = cpu_secs(server);
     println!(
-        "soak: {tasks} tasks × {} agents = {} agents, {minutes} min, a handoff every {} per task, {deaths} agent deaths, {kills} daemon kill -9s",
+        "soak: {tasks} tasks × ({} spokes and a PM) = {} agents, {minutes} min, a handoff every {} per task, {deaths} agent deaths, {kills} daemon kill -9s",
         SPOKES.len(),
-        tasks * SPOKES.len(),
+        tasks * (SPOKES.len() + 1),
         ms(every)
     );
 
