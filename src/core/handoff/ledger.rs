@@ -7,6 +7,7 @@
 //! is new, exactly once, and a file whose content changes is seen once more.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -46,11 +47,49 @@ impl Seen {
     }
 }
 
-/// The processed-handoff ledger, keyed by file name. Stored in pm_state.json.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
+/// The processed-handoff ledger, keyed by file name; on disk one map (its log's lines).
+///
+/// Held as a shared base and the records added since: every check-in records into a copy
+/// of the task's state while the parsed-state cache still holds the original, and a copy
+/// that cloned the whole map cost each check-in as much as the task's history (600
+/// handoffs after half an hour of a busy soak). A copy shares the base; the records added
+/// are folded into a new base every [`FOLD_AT`].
+#[derive(Debug, Clone, Default)]
 pub struct Ledger {
-    entries: BTreeMap<String, LedgerEntry>,
+    /// Records as read (or last folded), shared by every copy.
+    base: Arc<BTreeMap<String, LedgerEntry>>,
+    /// Records added since; one here replaces the base's for the same file.
+    added: BTreeMap<String, LedgerEntry>,
+}
+
+/// How many records are added before they are folded into a new base (a copy of the
+/// base then, once per this many records).
+pub const FOLD_AT: usize = 64;
+
+impl PartialEq for Ledger {
+    fn eq(&self, other: &Ledger) -> bool {
+        if Arc::ptr_eq(&self.base, &other.base) && self.added == other.added {
+            return true;
+        }
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Ledger {}
+
+impl Serialize for Ledger {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Ledger {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Ledger, D::Error> {
+        Ok(Ledger {
+            base: Arc::new(BTreeMap::deserialize(d)?),
+            added: BTreeMap::new(),
+        })
+    }
 }
 
 /// A handoff that is new according to the ledger, with what is needed to record it.
@@ -77,32 +116,59 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 impl Ledger {
     /// Number of processed handoffs.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.base.len() + self.added.keys().filter(|f| !self.base.contains_key(*f)).count()
     }
 
     /// Whether nothing has been processed.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.base.is_empty() && self.added.is_empty()
     }
 
     /// The record for a file name.
     pub fn get(&self, file: &str) -> Option<&LedgerEntry> {
-        self.entries.get(file)
+        self.added.get(file).or_else(|| self.base.get(file))
     }
 
-    /// Every record, by file name.
+    /// Every record, by file name (in order).
     pub fn iter(&self) -> impl Iterator<Item = (&String, &LedgerEntry)> {
-        self.entries.iter()
+        let mut base = self.base.iter().peekable();
+        let mut added = self.added.iter().peekable();
+        std::iter::from_fn(move || match (base.peek(), added.peek()) {
+            (Some((b, _)), Some((a, _))) => match b.cmp(a) {
+                std::cmp::Ordering::Less => base.next(),
+                std::cmp::Ordering::Greater => added.next(),
+                std::cmp::Ordering::Equal => {
+                    base.next();
+                    added.next()
+                }
+            },
+            (Some(_), None) => base.next(),
+            (None, _) => added.next(),
+        })
+    }
+
+    /// The records this ledger has that `earlier` (a ledger it was copied from) lacks or
+    /// holds otherwise, when that can be told from the records added since the copy:
+    /// `None` when the two no longer share a base (then compare them in full).
+    pub fn added_since<'a>(&'a self, earlier: &Ledger) -> Option<Vec<(&'a String, &'a LedgerEntry)>> {
+        if !Arc::ptr_eq(&self.base, &earlier.base) || !earlier.added.keys().all(|f| self.added.contains_key(f)) {
+            return None;
+        }
+        Some(self.added.iter().filter(|(f, e)| earlier.get(f) != Some(*e)).collect())
     }
 
     /// Put a record as it was stored (the ledger's log, replayed).
     pub fn insert(&mut self, file: String, entry: LedgerEntry) {
-        self.entries.insert(file, entry);
+        if self.added.len() >= FOLD_AT {
+            let added = std::mem::take(&mut self.added);
+            Arc::make_mut(&mut self.base).extend(added);
+        }
+        self.added.insert(file, entry);
     }
 
     /// Decide from metadata alone; `None` means "the content must be hashed to tell".
     pub fn quick_check(&self, file: &str, size: u64, mtime_ns: i64) -> Option<Seen> {
-        match self.entries.get(file) {
+        match self.get(file) {
             None => Some(Seen::New),
             Some(e) if e.size == size && e.mtime_ns == mtime_ns => Some(Seen::Unchanged),
             Some(_) => None,
@@ -111,7 +177,7 @@ impl Ledger {
 
     /// Full decision given the content hash.
     pub fn classify(&self, file: &str, size: u64, mtime_ns: i64, sha256: &str) -> Seen {
-        match self.entries.get(file) {
+        match self.get(file) {
             None => Seen::New,
             Some(e) if e.sha256 == sha256 => {
                 if e.size == size && e.mtime_ns == mtime_ns {
@@ -126,7 +192,7 @@ impl Ledger {
 
     /// Record a file as processed (or refresh a touched file's metadata).
     pub fn record(&mut self, file: &str, size: u64, mtime_ns: i64, sha256: &str, at: &str) {
-        self.entries.insert(
+        self.insert(
             file.to_string(),
             LedgerEntry {
                 size,
@@ -140,5 +206,45 @@ impl Ledger {
     /// Record a candidate as processed.
     pub fn record_candidate(&mut self, c: &Candidate, at: &str) {
         self.record(&c.loaded.file, c.loaded.size, c.loaded.mtime_ns, &c.sha256, at);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(l: &mut Ledger, file: &str, size: u64) {
+        l.record(file, size, 1, "ab", "2026-11-27T10:00:00Z");
+    }
+
+    #[test]
+    fn a_copy_shares_its_base_and_reads_as_one_map_across_folds() {
+        let mut a = Ledger::default();
+        for i in 0..(FOLD_AT * 2 + 5) {
+            rec(&mut a, &format!("dev-{i:04}.md"), 1);
+        }
+        // The same file recorded again replaces its record, in the base or the records added.
+        rec(&mut a, "dev-0000.md", 9);
+        let n = FOLD_AT * 2 + 5;
+        assert_eq!(a.len(), n);
+        assert_eq!(a.get("dev-0000.md").unwrap().size, 9);
+        let names: Vec<&String> = a.iter().map(|(f, _)| f).collect();
+        assert!(names.windows(2).all(|w| w[0] < w[1]), "in order, each once");
+        assert_eq!(names.len(), n);
+
+        let mut b = a.clone();
+        assert!(Arc::ptr_eq(&a.base, &b.base), "a copy does not copy the records");
+        rec(&mut b, "dev-9999.md", 1);
+        rec(&mut b, "dev-0001.md", 7);
+        let new: Vec<&str> = b.added_since(&a).unwrap().iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(new, ["dev-0001.md", "dev-9999.md"]);
+        assert_ne!(a, b);
+
+        // Serialised as one map; read back it equals the layered one.
+        let json = serde_json::to_string(&b).unwrap();
+        let back: Ledger = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, b);
+        assert_eq!(back.len(), n + 1);
+        assert!(back.added_since(&b).is_none(), "no shared base: compared in full");
     }
 }

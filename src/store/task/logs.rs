@@ -162,17 +162,23 @@ pub fn commit(state_path: &Path, st: &PmState, base: Option<&PmState>) -> Result
         let same = Arc::ptr_eq(&st.ledger, &base.ledger);
         // Incremental only over a log the base committed (a version-2 base has its records
         // inline, none in the log), still whole on disk, and that the new state extends.
+        // What was recorded since the base, from the records added to a copy of it when the
+        // two share their base (a check-in's save: as many lines as it recorded), else by
+        // comparing every record (after a fold, or a state read from elsewhere).
+        let added = if same {
+            Some(Vec::new())
+        } else {
+            st.ledger.added_since(&base.ledger)
+        };
         let grows = intact(len, base.logs.ledger_bytes)
-            && (same || base.ledger.iter().all(|(f, _)| st.ledger.get(f).is_some()));
+            && (added.is_some() || base.ledger.iter().all(|(f, _)| st.ledger.get(f).is_some()));
         let (keep, lines): (u64, Vec<(&String, &LedgerEntry)>) = if grows {
-            let new = if same {
-                Vec::new()
-            } else {
+            let new = added.unwrap_or_else(|| {
                 st.ledger
                     .iter()
                     .filter(|(f, e)| base.ledger.get(f) != Some(*e))
                     .collect()
-            };
+            });
             (base.logs.ledger_bytes, new)
         } else {
             (0, st.ledger.iter().collect())
