@@ -123,20 +123,32 @@ fn amend(listing: &mut Listing, dir: &Path, files: &[String]) {
             }),
         }
     }
-    order_same_second(dir, &mut listing.names);
+    // Only the seconds these names fall in: the others were ordered when their files were
+    // last looked at, and a `stat` of every file sharing a second with another, at every
+    // event, was a quarter of the daemon's work on a task with a long history.
+    let stamps: std::collections::HashSet<_> = seen
+        .iter()
+        .filter_map(|f| HandoffName::parse(f).map(|n| n.stamp))
+        .collect();
+    order_same_second_in(dir, &mut listing.names, |stamp| stamps.contains(stamp));
 }
 
 /// Names only carry whole seconds; within one second, order by modification
 /// time (a PM's instruction and the report it prompts often share a second).
 /// Only the files that share a second are stat'ed.
 fn order_same_second(dir: &Path, names: &mut [HandoffName]) {
+    order_same_second_in(dir, names, |_| true);
+}
+
+/// [`order_same_second`] for the seconds `wanted` names only.
+fn order_same_second_in(dir: &Path, names: &mut [HandoffName], wanted: impl Fn(&chrono::NaiveDateTime) -> bool) {
     let mut i = 0;
     while i < names.len() {
         let mut j = i + 1;
         while j < names.len() && names[j].stamp == names[i].stamp {
             j += 1;
         }
-        if j - i > 1 {
+        if j - i > 1 && wanted(&names[i].stamp) {
             let mtime = |n: &HandoffName| {
                 std::fs::symlink_metadata(dir.join(n.file_name()))
                     .map(|m| fsutil::mtime_ns(&m))
