@@ -51,23 +51,7 @@ impl From<&str> for AgentRole {
     }
 }
 
-impl From<String> for AgentRole {
-    fn from(s: String) -> Self {
-        AgentRole::from(s.as_str())
-    }
-}
-
-impl From<AgentRole> for String {
-    fn from(r: AgentRole) -> Self {
-        r.as_str().to_string()
-    }
-}
-
-impl std::fmt::Display for AgentRole {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+super::stored_as_word!(AgentRole);
 
 #[cfg(test)]
 mod tests {

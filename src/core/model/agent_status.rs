@@ -71,23 +71,7 @@ impl From<&str> for AgentStatus {
     }
 }
 
-impl From<String> for AgentStatus {
-    fn from(s: String) -> Self {
-        AgentStatus::from(s.as_str())
-    }
-}
-
-impl From<AgentStatus> for String {
-    fn from(s: AgentStatus) -> Self {
-        s.as_str().to_string()
-    }
-}
-
-impl std::fmt::Display for AgentStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+super::stored_as_word!(AgentStatus);
 
 #[cfg(test)]
 mod tests {
