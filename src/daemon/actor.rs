@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::deaths::{deaths, handle_pm_death};
 use super::state_guard::Guard;
-use super::timing::{DEBOUNCE, handoff_due, hold_until};
+use super::timing::{DEBOUNCE, LIVENESS_EVERY, handoff_due, hold_until};
 use crate::app::checkin;
 use crate::core::checkin::Signal;
 use crate::core::clock;
@@ -32,8 +32,6 @@ use crate::store::task::Task;
 fn pull_every() -> Duration {
     crate::io::hooks::get().pull_every.unwrap_or(Duration::from_secs(2))
 }
-/// How often panes are checked for deaths.
-pub(super) const LIVENESS_EVERY: Duration = Duration::from_secs(5);
 /// After an undelivered check-in, try again this soon.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
 

@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::actor::LIVENESS_EVERY;
 use super::state_guard::View;
-use super::timing::{Restart, give_up_reason, recent_restarts, restart_decision};
+use super::timing::{LIVENESS_EVERY, Restart, give_up_reason, recent_restarts, restart_decision};
 use crate::core::checkin::{Signal, SignalKind};
 use crate::core::clock;
 use crate::core::model::AgentStatus;

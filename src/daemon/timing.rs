@@ -22,6 +22,10 @@ pub(super) const COALESCE: Duration = Duration::from_millis(150);
 /// PM restarts allowed within [`RESTART_WINDOW`] before the task is BLOCKED and a human called.
 pub const MAX_PM_RESTARTS: usize = 3;
 
+/// How often the actor looks at its task (the state's health, lanes, deaths, attention),
+/// and how soon a death or a restart whose save failed is tried again.
+pub const LIVENESS_EVERY: Duration = Duration::from_secs(5);
+
 /// The window for [`MAX_PM_RESTARTS`].
 pub const RESTART_WINDOW: Duration = Duration::from_secs(600);
 

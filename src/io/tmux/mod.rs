@@ -478,27 +478,6 @@ impl Tmux {
         Ok(find_pane(&self.list_panes().await?, pane_id, server).cloned())
     }
 
-    /// One pane by id; `None` when it no longer exists.
-    pub async fn pane(&self, pane_id: &str) -> Result<Option<PaneInfo>> {
-        // One pane asked for by id costs one line, not a listing of every pane on a
-        // server that may hold hundreds. Only "alive" is taken from it: a pane missing,
-        // dead or not yet reaped is concluded from a full listing, as everywhere else.
-        if let Ok(out) = self
-            .run_hot(
-                "look at a pane",
-                &["display-message", "-p", "-t", pane_id, panes::PANE_FORMAT],
-                false,
-            )
-            .await
-            && let Some(p) = panes::parse_pane(out.trim_end())
-            && p.pane_id == pane_id
-            && !p.dead
-        {
-            return Ok(Some(p));
-        }
-        Ok(self.list_panes().await?.into_iter().find(|p| p.pane_id == pane_id))
-    }
-
     /// The identity of the server holding `pane_id` (asked right after starting a pane, so
     /// the record names the server as well as the pane).
     pub async fn server_id(&self, pane_id: &str) -> Result<ServerId> {
