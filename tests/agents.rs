@@ -475,8 +475,16 @@ fn the_spawn_gate_refuses_spokes_and_lets_hubs_and_humans_through() {
     let o = spawn_test(w.task().env("TMUX", &tmux_var).env("TMUX_PANE", &dev_pane));
     assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
     assert!(!w.sessions().iter().any(|s| s == "aot-t1-test"), "{:?}", w.sessions());
+    // Nor may a spoke stop the whole task.
+    let o = run(w
+        .task()
+        .env("TASK_AGENT", "dev")
+        .env("TASK_ROLE", "spoke")
+        .args(["stop", "t1"]));
+    assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
+    assert!(w.sessions().iter().any(|s| s == "aot-t1-dev"), "{:?}", w.sessions());
     let log = std::fs::read_to_string(w.project.join("tasks/t1/events.jsonl")).unwrap();
-    assert_eq!(log.matches("SPAWN_REJECT_SPOKE_CALLER").count(), 3, "{log}");
+    assert_eq!(log.matches("SPAWN_REJECT_SPOKE_CALLER").count(), 4, "{log}");
 
     // The hub may.
     ok(&spawn_test(w.task().env("TASK_AGENT", "pm").env("TASK_ROLE", "hub")));

@@ -195,6 +195,14 @@ fn usage_is_summed_exactly_priced_and_a_low_budget_warns_then_refuses_the_next_s
     // when the next check-in tells it, once, to wrap up. The message waits in Claude Code's
     // queue until the turn ends, and counts as delivered only once taken: the hold ends well
     // within the wrap-up's 15 s wait.
+    // Not the PM: going over a budget is a human's decision, and the daemon that serves the
+    // spawn finds the PM behind the request.
+    let o = run(cc
+        .task(&["spawn", TASK, &who, "--handoff", &h, "--over-budget"])
+        .env("TASK_AGENT", "pm")
+        .env("TASK_ROLE", "hub"));
+    assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
+    assert!(stderr(&o).contains("SPAWN_REJECT_BUDGET"), "{}", stderr(&o));
     cc.model.hold(&who, std::time::Duration::from_secs(6), 1);
     let out = cc.ok(&["spawn", TASK, &who, "--handoff", &h, "--over-budget"]);
     assert!(out.contains("SPAWN_OK"), "{out}");

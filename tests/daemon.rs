@@ -958,9 +958,9 @@ fn a_permission_request_survives_a_daemon_kill_and_is_decided_once() {
 
 /// Issue 27, item 4: the daemon applies the spawn gate itself, to the process that
 /// connects, not to what the request or the caller's environment says. A spoke whose
-/// program clears TASK_AGENT, TASK_ROLE and $TMUX before `task spawn` passes the CLI's own
-/// check (it looks like a human at a terminal) and is refused by the daemon, which finds
-/// the spoke's pane above the calling process.
+/// program clears TASK_AGENT, TASK_ROLE and $TMUX before `task spawn` (or `task stop`)
+/// passes the CLI's own check (it looks like a human at a terminal) and is refused by the
+/// daemon, which finds the spoke's pane above the calling process.
 #[test]
 fn a_spoke_that_hides_who_it_is_is_refused_by_the_daemon() {
     let w = World::new();
@@ -971,6 +971,7 @@ fn a_spoke_that_hides_who_it_is_is_refused_by_the_daemon() {
         .body("## Instructions\nTest it.\n")
         .write();
     let out = w.dir.path().join("forged.txt");
+    let stopped = w.dir.path().join("forged-stop.txt");
     let script = w.dir.path().join("forger.sh");
     std::fs::write(
         &script,
@@ -978,9 +979,12 @@ fn a_spoke_that_hides_who_it_is_is_refused_by_the_daemon() {
             "#!/bin/sh\n\
              env -u TASK_AGENT -u TASK_ROLE -u TMUX -u TMUX_PANE '{task}' spawn t1 test --handoff '{target}' --runtime demo > '{out}.tmp' 2>&1\n\
              echo \"rc=$?\" >> '{out}.tmp'; mv '{out}.tmp' '{out}'\n\
+             env -u TASK_AGENT -u TASK_ROLE -u TMUX -u TMUX_PANE '{task}' stop t1 > '{stopped}.tmp' 2>&1\n\
+             echo \"rc=$?\" >> '{stopped}.tmp'; mv '{stopped}.tmp' '{stopped}'\n\
              while true; do printf 'forger> '; IFS= read -r line || exit 0; done\n",
             task = bin().display(),
             out = out.display(),
+            stopped = stopped.display(),
         ),
     )
     .unwrap();
@@ -1007,10 +1011,30 @@ fn a_spoke_that_hides_who_it_is_is_refused_by_the_daemon() {
         w.state("t1")["agents"].get("test").is_none(),
         "the spoke started nobody"
     );
+    // Nor may it stop the task: the daemon keeps supervising it and every session runs.
+    let said = wait_for("the spoke's stop attempt", 30, || {
+        std::fs::read_to_string(&stopped).ok()
+    });
+    assert!(
+        said.contains("SPAWN_REJECT_SPOKE_CALLER") && said.contains("rc=6"),
+        "{said}"
+    );
+    assert!(ok(&run(w.task().args(["list"]))).contains("t1"), "still supervised");
+    let sessions = w.sessions();
+    assert!(
+        sessions.iter().any(|s| s == "aot-t1-pm") && sessions.iter().any(|s| s == "aot-t1-explore"),
+        "{sessions:?}"
+    );
     let refused = w.events_of("t1", "spawn_refused");
-    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused.len(), 2, "{refused:?}");
     assert_eq!(refused[0]["agent"], "test");
+    assert_eq!(
+        (&refused[1]["agent"], &refused[1]["data"]["verb"]),
+        (&Value::Null, &"stop".into())
+    );
     // A human (this test, under no pane) still may, through the same daemon.
     w.spawn("t1", "test", &target, "demo");
     assert!(w.state("t1")["agents"].get("test").is_some());
+    let o = ok(&run(w.task().args(["stop", "t1"])));
+    assert!(o.contains("Stopped"), "{o}");
 }

@@ -361,7 +361,7 @@ pub fn refusal(task: &Task, agent: &str, now: DateTime<Utc>) -> Option<String> {
 /// Refuse a spawn of `agent` when a budget covering it is used up
 /// (`SPAWN_REJECT_BUDGET`, exit 6): the refusal is recorded where people look (the lane's
 /// last outcome, a `spawn_refused` event) and a human is called once per budget.
-pub async fn check_spawn(task: &Task, agent: &str) -> anyhow::Result<()> {
+pub async fn check_spawn(task: &Task, agent: &str) -> crate::core::error::Result<()> {
     use crate::core::protocol::reason::{Reason, Refusal};
     let now = crate::core::clock::now();
     let state = task.state()?;
@@ -385,7 +385,7 @@ pub async fn check_spawn(task: &Task, agent: &str) -> anyhow::Result<()> {
         serde_json::json!({"reason": Reason::SpawnRejectBudget, "verb": "spawn", "scope": b.scope}),
         now,
     );
-    Err(Refusal::new(
+    Err(crate::core::error::Error::Refused(Refusal::new(
         Reason::SpawnRejectBudget,
         &format!(
             "the {} budget of task '{}' ({}) is {}% used; nothing new is started. Raise `budget{}:` in task.md, or (a human) run `task spawn {} {agent} --handoff FILE --over-budget`",
@@ -393,11 +393,14 @@ pub async fn check_spawn(task: &Task, agent: &str) -> anyhow::Result<()> {
             task.name,
             b.limit,
             b.percent.unwrap_or(100),
-            if b.scope == "task" { String::new() } else { format!("-{}", b.scope) },
+            if b.scope == "task" {
+                String::new()
+            } else {
+                format!("-{}", b.scope)
+            },
             task.name
         ),
-    )
-    .into())
+    )))
 }
 
 #[cfg(test)]

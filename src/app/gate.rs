@@ -14,9 +14,17 @@ use crate::core::protocol::reason::Refusal;
 use crate::store::events::Kind as EventKind;
 use crate::store::task::Task;
 
-/// Let the caller (found from the environment) `verb` `agent`, or refuse with the gate's
-/// advice, recorded, as a [`Refusal`] (exit 6).
-pub(crate) fn check(t: &Task, ctx: &Ctx, agent: &str, verb: Verb) -> anyhow::Result<()> {
+/// Who the gate let through.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Permit {
+    /// No agent of the task: a human (whose decisions, such as going over a budget, an
+    /// agent cannot make).
+    pub human: bool,
+}
+
+/// Let the caller (found from the environment) `verb` `agent` (or the whole task, when
+/// `None`), or refuse with the gate's advice, recorded, as a [`Refusal`] (exit 6).
+pub(crate) fn check(t: &Task, ctx: &Ctx, agent: Option<&str>, verb: Verb) -> anyhow::Result<Permit> {
     let caller = gate::Caller::from_vars(|k| std::env::var(k).ok(), &ctx.tmux.socket().path());
     check_caller(t, &caller, agent, verb).map_err(|e| match e {
         Error::Refused(r) => r.into(),
@@ -59,13 +67,18 @@ pub(crate) async fn caller_of(ctx: &Ctx, pid: Option<u32>) -> gate::Caller {
     }
 }
 
-/// Let `caller` `verb` `agent`, or refuse (recorded) with [`Error::Refused`].
-pub(crate) fn check_caller(t: &Task, caller: &gate::Caller, agent: &str, verb: Verb) -> Result<()> {
+/// Let `caller` `verb` `agent` (the whole task when `None`), or refuse (recorded) with
+/// [`Error::Refused`].
+pub(crate) fn check_caller(t: &Task, caller: &gate::Caller, agent: Option<&str>, verb: Verb) -> Result<Permit> {
     let st = t.state()?;
     let roster = crate::store::roster::for_task(t)?;
     let (reason, advice) = gate::decide(caller, &st, &roster, verb);
-    let Some(advice) = advice else { return Ok(()) };
-    if verb == Verb::Spawn {
+    let Some(advice) = advice else {
+        return Ok(Permit {
+            human: !gate::is_agent(caller, &st),
+        });
+    };
+    if let (Verb::Spawn, Some(agent)) = (verb, agent) {
         // `task status` shows the last outcome per lane, refusals included.
         let now = clock::now();
         t.update_state(now, |st| {
@@ -77,7 +90,7 @@ pub(crate) fn check_caller(t: &Task, caller: &gate::Caller, agent: &str, verb: V
     let _ = crate::store::events::append(
         t,
         EventKind::SpawnRefused,
-        Some(agent),
+        agent,
         serde_json::json!({"reason": reason, "verb": verb, "caller": caller.agent}),
         clock::now(),
     );

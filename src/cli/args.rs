@@ -168,7 +168,8 @@ pub enum Command {
         /// When the agent's lane is busy, wait in it (one spawn per lane) and start as soon as it frees.
         #[arg(long)]
         queue: bool,
-        /// Start even though a task.md budget is used up (for a human who decided to spend more).
+        /// Start even though a task.md budget is used up (for a human who decided to spend more;
+        /// from an agent, the PM included, it counts for nothing).
         #[arg(long)]
         over_budget: bool,
         /// Give the agent its own git worktree: `worktree` (the default when given bare), `detached`
@@ -264,6 +265,7 @@ pub enum Command {
         timeout: u64,
     },
     /// End the task's agent sessions (PM included) and remove its crontab line; every file is kept.
+    /// For a human or the hub: a spoke is refused (SPAWN_REJECT_SPOKE_CALLER, exit 6).
     Stop {
         /// The task.
         task: TaskName,

@@ -69,6 +69,10 @@ pub struct SpawnRequest {
     /// `--worktree[=KIND]` (older clients send none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<crate::core::worktree::Isolation>,
+    /// `--over-budget`: start even though a budget is used up. Honoured only when the
+    /// caller the server finds is a human (older clients never send it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub over_budget: bool,
     /// The tmux server and session prefix the CLI was asked to use (`app::session::Ctx::id`).
     pub tmux: String,
 }

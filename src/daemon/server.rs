@@ -18,7 +18,7 @@ use crate::store::task::Task;
 
 use super::actor::{self, Msg};
 use super::watcher::{Seen, Watcher};
-use crate::core::wire::{Envelope, MAX_REQUEST, PROTOCOL_VERSION, Request, Response, Supervised};
+use crate::core::wire::{Envelope, MAX_REQUEST, PROTOCOL_VERSION, Request, Response, StopRequest, Supervised};
 use crate::store::registry;
 
 /// Reconcile scan interval (events are only hints; network filesystems give none).
@@ -31,6 +31,8 @@ enum Control {
     Subscribe(oneshot::Sender<(Vec<Supervised>, super::subscribe::Changes)>),
     /// What the file watcher saw.
     Seen(Seen),
+    /// Stop supervising a task (a stop let through by its gate); answered once done.
+    Unsupervise(Supervised, oneshot::Sender<()>),
 }
 
 struct Entry {
@@ -62,6 +64,8 @@ struct Supervisor {
     tmux: Tmux,
     /// Changes for subscribers (`task ui`).
     changes: super::subscribe::Hub,
+    /// The supervisor loop's own queue, for work that finishes apart from it.
+    ctl: mpsc::Sender<Control>,
 }
 
 impl Supervisor {
@@ -221,20 +225,13 @@ impl Supervisor {
         });
     }
 
-    /// Run a verb (spawn, send, stop) apart from the supervisor loop: a spawn or a send can
+    /// Run a verb (spawn, send) apart from the supervisor loop: a spawn or a send can
     /// wait seconds for an agent's input area, and the PM being checked in may be the
-    /// caller (its check-in must not wait on its own spawn). A stop ends supervision first.
+    /// caller (its check-in must not wait on its own spawn).
     fn verb(&mut self, req: Request, peer: Option<u32>, reply: oneshot::Sender<Response>) {
-        let about = req.supervised();
-        if let (Request::Stop(_), Some(s)) = (&req, &about) {
-            self.remove(s);
-            if let Err(e) = self.save() {
-                tracing::warn!(error = %e, "cannot save the registry");
-            }
-        }
         // A spawned agent may be remote: its task's actor starts watching and pulling at once.
-        let spawned = match (&req, &about) {
-            (Request::Spawn(_), Some(s)) => self.entries.get(&key(s)).map(|e| e.handle.tx.clone()),
+        let spawned = match (&req, req.supervised()) {
+            (Request::Spawn(_), Some(s)) => self.entries.get(&key(&s)).map(|e| e.handle.tx.clone()),
             _ => None,
         };
         tokio::spawn(async move {
@@ -243,6 +240,29 @@ impl Supervisor {
                 let _ = tx.try_send(Msg::Spawned);
             }
             let _ = reply.send(response);
+        });
+    }
+
+    /// Stop a task for the caller behind `peer`, apart from the supervisor loop: the gate
+    /// first (a spoke may not stop its task), then supervision ends (back in the loop, as
+    /// [`Control::Unsupervise`]), then the sessions.
+    fn stop(&self, req: StopRequest, peer: Option<u32>, reply: oneshot::Sender<Response>) {
+        let ctl = self.ctl.clone();
+        let s = Supervised {
+            project: req.project.clone(),
+            task: req.task.to_string(),
+        };
+        tokio::spawn(async move {
+            let unsupervise = async {
+                let (tx, rx) = oneshot::channel();
+                if ctl.send(Control::Unsupervise(s, tx)).await.is_ok() {
+                    let _ = rx.await;
+                }
+            };
+            let response = crate::app::verbs::stop::answer(req, peer, unsupervise)
+                .await
+                .map(|stopped| Response::Stopped { stopped });
+            let _ = reply.send(response.unwrap_or_else(|e| Response::error(&e)));
         });
     }
 }
@@ -365,6 +385,7 @@ pub async fn run() -> Result<()> {
         watcher,
         tmux,
         changes: super::subscribe::Hub::new(),
+        ctl: ctl_tx.clone(),
     };
     for s in registry::load() {
         match sup.add(&s) {
@@ -425,6 +446,13 @@ pub async fn run() -> Result<()> {
                 Some(Control::Seen(Seen::Rescan)) => sup.hint_all(),
                 Some(Control::Seen(Seen::Lost(dir))) => sup.lost(&dir),
                 Some(Control::Seen(Seen::Final(dir, name, how))) => sup.final_in(&dir, &name, how),
+                Some(Control::Unsupervise(s, done)) => {
+                    sup.remove(&s);
+                    if let Err(e) = sup.save() {
+                        tracing::warn!(error = %e, "cannot save the registry");
+                    }
+                    let _ = done.send(());
+                }
                 Some(Control::Subscribe(reply)) => {
                     let _ = reply.send((sup.registered.clone(), sup.changes.subscribe()));
                 }
@@ -443,7 +471,8 @@ pub async fn run() -> Result<()> {
                     }
                     Request::Checkin { project, task } => sup.checkin(&Supervised { project, task }, reply).await,
                     Request::Rotate { project, task } => sup.rotate(&Supervised { project, task }, peer, reply).await,
-                    req @ (Request::Spawn(_) | Request::Send(_) | Request::Stop(_)) => sup.verb(req, peer, reply),
+                    req @ (Request::Spawn(_) | Request::Send(_)) => sup.verb(req, peer, reply),
+                    Request::Stop(r) => sup.stop(r, peer, reply),
                     Request::Subscribe => {
                         let _ = reply.send(Response::failure("subscribe is served on its own connection"));
                     }

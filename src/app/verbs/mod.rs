@@ -18,6 +18,7 @@ pub(crate) mod stop;
 
 use std::path::Path;
 
+use crate::app::gate::Permit;
 use crate::app::session::Ctx;
 use crate::core::error::{Error, Result};
 use crate::core::names::{AgentName, TaskName};
@@ -25,15 +26,15 @@ use crate::core::protocol::gate::Verb;
 use crate::core::wire::{Request, Response};
 use crate::store::task::Task;
 
-/// Serve one verb request from the process `peer` (the socket's peer credentials) in the
-/// daemon, and answer it: its report, a refusal with its reason, or an error.
+/// Serve a spawn or send request from the process `peer` (the socket's peer credentials)
+/// in the daemon, and answer it: its report, a refusal with its reason, or an error. A
+/// stop ends supervision between its gate and its work: [`stop::answer`].
 pub async fn answer(req: Request, peer: Option<u32>) -> Response {
     let answered = match req {
         Request::Spawn(r) => spawn::answer(r, peer).await.map(|report| Response::Spawned {
             report: Box::new(report),
         }),
         Request::Send(r) => send::answer(r, peer).await.map(|report| Response::Sent { report }),
-        Request::Stop(r) => stop::answer(r).await.map(|stopped| Response::Stopped { stopped }),
         other => Err(Error::Environment(format!("not a verb request: {other:?}"))),
     };
     answered.unwrap_or_else(|e| Response::error(&e))
@@ -59,7 +60,7 @@ fn ctx(wanted: &str) -> Result<Ctx> {
 }
 
 /// The gate for a request the daemon serves: the caller found from the process `peer`.
-async fn gate(ctx: &Ctx, t: &Task, agent: &AgentName, verb: Verb, peer: Option<u32>) -> Result<()> {
+async fn gate(ctx: &Ctx, t: &Task, agent: Option<&AgentName>, verb: Verb, peer: Option<u32>) -> Result<Permit> {
     let caller = crate::app::gate::caller_of(ctx, peer).await;
-    crate::app::gate::check_caller(t, &caller, agent.as_str(), verb)
+    crate::app::gate::check_caller(t, &caller, agent.map(AgentName::as_str), verb)
 }

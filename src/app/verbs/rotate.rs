@@ -13,6 +13,6 @@ pub async fn caller(s: &Supervised, peer: Option<u32>) -> Result<String> {
     let t = super::task(&s.project, &s.task.parse()?)?;
     let ctx = Ctx::from_env()?;
     let caller = crate::app::gate::caller_of(&ctx, peer).await;
-    crate::app::gate::check_caller(&t, &caller, "pm", Verb::Rotate)?;
+    crate::app::gate::check_caller(&t, &caller, Some("pm"), Verb::Rotate)?;
     Ok(caller.agent.unwrap_or_else(|| "a human".into()))
 }

@@ -46,7 +46,7 @@ pub(crate) fn text(t: &Task, what: Option<What>) -> anyhow::Result<String> {
 /// Send `text` to `agent` after the gate (a spoke may not message agents); the delivery
 /// report says whether the agent's screen confirmed it was submitted.
 pub(crate) async fn send(t: &Task, ctx: &Ctx, agent: &AgentName, text: &str) -> anyhow::Result<Report> {
-    crate::app::gate::check(t, ctx, agent.as_str(), Verb::Send)?;
+    crate::app::gate::check(t, ctx, Some(agent.as_str()), Verb::Send)?;
     let req = SendRequest {
         project: supervised(t).project,
         task: t.name.clone(),
@@ -65,7 +65,7 @@ pub(crate) async fn send(t: &Task, ctx: &Ctx, agent: &AgentName, text: &str) -> 
 /// In the daemon: the gate, with the caller found from the connection, then the delivery.
 pub(super) async fn answer(req: SendRequest, peer: Option<u32>) -> Result<Report> {
     let (ctx, t) = (super::ctx(&req.tmux)?, super::task(&req.project, &req.task)?);
-    super::gate(&ctx, &t, &req.agent, Verb::Send, peer).await?;
+    super::gate(&ctx, &t, Some(&req.agent), Verb::Send, peer).await?;
     serve(&ctx, &t, &req).await
 }
 

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use crate::app::dispatch::{daemon_or_here, supervised};
+use crate::app::gate::Permit;
 use crate::app::session::{self, Ctx, Prepared, SpawnMode};
 use crate::core::clock;
 use crate::core::error::Result;
@@ -18,7 +19,7 @@ use crate::store::task::Task;
 
 /// Spawn `agent` with the PM's `handoff`: the gate first, then the spawn in the daemon
 /// when one runs, else here; the same typed report from either side. A used-up budget
-/// refuses it unless `over_budget` (a human's decision).
+/// refuses it unless `over_budget` comes from a human; whoever serves it checks.
 pub(crate) async fn spawn(
     t: &Task,
     ctx: &Ctx,
@@ -28,10 +29,7 @@ pub(crate) async fn spawn(
     queue: bool,
     over_budget: bool,
 ) -> anyhow::Result<SpawnReport> {
-    crate::app::gate::check(t, ctx, agent.as_str(), Verb::Spawn)?;
-    if !over_budget {
-        crate::app::cost::check_spawn(t, agent.as_str()).await?;
-    }
+    let permit = crate::app::gate::check(t, ctx, Some(agent.as_str()), Verb::Spawn)?;
     let handoff = session::find_handoff(t, handoff)?;
     let req = SpawnRequest {
         project: supervised(t).project,
@@ -41,21 +39,36 @@ pub(crate) async fn spawn(
         runtime: flags.runtime.clone(),
         worktree: flags.isolation,
         queue,
+        over_budget,
         tmux: ctx.id(),
     };
     daemon_or_here(
         &Request::Spawn(req.clone()),
         "reading the daemon's spawn report",
-        async { Ok(serve(ctx, t, &req).await?) },
+        async {
+            budget(t, &permit, &req).await?;
+            Ok(serve(ctx, t, &req).await?)
+        },
     )
     .await
 }
 
-/// In the daemon: the gate, with the caller found from the connection, then the spawn.
+/// In the daemon: the gate, with the caller found from the connection, the budget, then
+/// the spawn.
 pub(super) async fn answer(req: SpawnRequest, peer: Option<u32>) -> Result<SpawnReport> {
     let (ctx, t) = (super::ctx(&req.tmux)?, super::task(&req.project, &req.task)?);
-    super::gate(&ctx, &t, &req.agent, Verb::Spawn, peer).await?;
+    let permit = super::gate(&ctx, &t, Some(&req.agent), Verb::Spawn, peer).await?;
+    budget(&t, &permit, &req).await?;
     serve(&ctx, &t, &req).await
+}
+
+/// A used-up budget refuses the spawn (recorded, and escalated to a human), unless a
+/// human asked to go over it: an agent's `--over-budget` counts for nothing.
+async fn budget(t: &Task, permit: &Permit, req: &SpawnRequest) -> Result<()> {
+    if req.over_budget && permit.human {
+        return Ok(());
+    }
+    crate::app::cost::check_spawn(t, req.agent.as_str()).await
 }
 
 /// The spawn itself, wherever it runs.
@@ -77,7 +90,7 @@ pub(crate) async fn prepare(
     handoff: &Path,
     runtime: Option<&str>,
 ) -> anyhow::Result<Prepared> {
-    crate::app::gate::check(t, ctx, agent.as_str(), Verb::Spawn)?;
+    crate::app::gate::check(t, ctx, Some(agent.as_str()), Verb::Spawn)?;
     Ok(session::prepare(ctx, t, agent, handoff, runtime, clock::now()).await?)
 }
 

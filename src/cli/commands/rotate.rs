@@ -30,7 +30,7 @@ pub(crate) async fn run(project: Option<&Path>, name: &TaskName, agent: &AgentNa
     let r = match app::dispatch::via_daemon::<crate::core::rotation::Rotated>(&req, "task rotate")? {
         Some(r) => r,
         None => {
-            app::gate::check(&t, &ctx, "pm", crate::core::protocol::gate::Verb::Rotate)?;
+            app::gate::check(&t, &ctx, Some("pm"), crate::core::protocol::gate::Verb::Rotate)?;
             let by = std::env::var("TASK_AGENT").unwrap_or_else(|_| "a human".into());
             app::rotate::asked(&ctx, &t, &by).await?
         }

@@ -21,6 +21,8 @@ pub enum Verb {
     Send,
     /// `task rotate` (the PM's conversation replaced).
     Rotate,
+    /// `task stop` (every session of the task ended, supervision too).
+    Stop,
 }
 
 impl Verb {
@@ -30,6 +32,7 @@ impl Verb {
             Verb::Spawn => "spawn",
             Verb::Send => "send",
             Verb::Rotate => "rotate",
+            Verb::Stop => "stop",
         }
     }
 }
@@ -75,6 +78,13 @@ fn pane_owner<'a>(caller: &Caller, state: &'a PmState) -> Option<(&'a String, &'
         .agents
         .iter()
         .find(|(_, a)| a.pane.as_ref() == Some(pane) && a.host.is_local())
+}
+
+/// Whether the caller is one of the task's agents (by the environment it started with, or
+/// by the pane it runs in). Going over a used-up budget is a human's decision: an agent's
+/// `--over-budget` is not one.
+pub fn is_agent(caller: &Caller, state: &PmState) -> bool {
+    caller.agent.is_some() || caller.role.is_some() || pane_owner(caller, state).is_some()
 }
 
 /// Decide whether `caller` may spawn or message agents of a task. Pure.
@@ -152,6 +162,36 @@ mod tests {
         assert_eq!(
             decide(&c(None, None, Some("%4")), &st, &roster, Verb::Spawn).0,
             Reason::SpawnOk
+        );
+        // Stopping the whole task is the hub's or a human's call too.
+        assert_eq!(
+            decide(&c(Some("dev"), None, None), &st, &roster, Verb::Stop).0,
+            Reason::SpawnRejectSpokeCaller
+        );
+        assert_eq!(
+            decide(&c(Some("pm"), None, None), &st, &roster, Verb::Stop).0,
+            Reason::SpawnOk
+        );
+    }
+
+    #[test]
+    fn only_a_caller_that_is_no_agent_counts_as_a_human() {
+        let st = state_with("dev", "spoke", "%3");
+        let c = |agent: Option<&str>, role: Option<&str>, pane: Option<&str>| Caller {
+            agent: agent.map(str::to_string),
+            role: role.map(str::to_string),
+            pane: pane.map(str::to_string),
+        };
+        assert!(!is_agent(&c(None, None, None), &st));
+        assert!(
+            !is_agent(&c(None, None, Some("%9")), &st),
+            "a human's own pane on the server"
+        );
+        assert!(is_agent(&c(Some("pm"), None, None), &st), "the PM");
+        assert!(is_agent(&c(None, Some("hub"), None), &st));
+        assert!(
+            is_agent(&c(None, None, Some("%3")), &st),
+            "a spoke that cleared its environment"
         );
     }
 }
