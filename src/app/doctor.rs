@@ -233,7 +233,7 @@ fn sandbox() -> Check {
 fn daemon() -> Check {
     let socket = crate::store::paths::socket_path().display().to_string();
     let answer = match control::request(&Request::Ping) {
-        Ok(Some(Response::Pong { pid, version })) => Some((pid, version)),
+        Ok(Some(Response::Pong { pid, version, .. })) => Some((pid, version)),
         _ => None,
     };
     doctor::daemon(

@@ -54,27 +54,12 @@ pub struct Patterns {
 
 fn compile(list: &[String], what: &str) -> std::result::Result<Vec<Arc<Regex>>, String> {
     list.iter()
-        .map(|p| cached_regex(&format!("(?m){p}")).map_err(|e| format!("{what} pattern {p:?}: {e}")))
+        .map(|p| {
+            Regex::new(&format!("(?m){p}"))
+                .map(Arc::new)
+                .map_err(|e| format!("{what} pattern {p:?}: {e}"))
+        })
         .collect()
-}
-
-/// A compiled regex, built once per process for each pattern text and shared. The
-/// supervisor resolves a runtime (and so its patterns) for every look at a pane and every
-/// delivery: compiling them again each time was a visible share of the daemon's CPU under
-/// load. Shared behind an `Arc`, not cloned: a cloned `Regex` starts with an empty cache
-/// of its own, and building those lazily on the first search was the next visible share.
-fn cached_regex(text: &str) -> std::result::Result<Arc<Regex>, regex::Error> {
-    static CACHE: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, Arc<Regex>>>> =
-        std::sync::LazyLock::new(Default::default);
-    if let Some(r) = CACHE.lock().unwrap_or_else(|e| e.into_inner()).get(text) {
-        return Ok(r.clone());
-    }
-    let r = Arc::new(Regex::new(text)?);
-    CACHE
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(text.to_string(), r.clone());
-    Ok(r)
 }
 
 impl PatternSpec {

@@ -143,8 +143,14 @@ pub struct Supervised {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Response {
-    /// Alive ([`Request::Ping`]).
-    Pong { pid: u32, version: String },
+    /// Alive ([`Request::Ping`]), with what the daemon's process memos hold (name →
+    /// entries: `store::memo`'s census; older daemons send none).
+    Pong {
+        pid: u32,
+        version: String,
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        memos: std::collections::BTreeMap<String, usize>,
+    },
     /// Done, nothing to report ([`Request::Register`], [`Request::Unregister`], [`Request::Shutdown`]).
     Ok,
     /// The tasks supervised ([`Request::Tasks`]).
@@ -258,6 +264,7 @@ mod tests {
         let v = round_trip(&Response::Pong {
             pid: 42,
             version: "0".into(),
+            memos: Default::default(),
         });
         assert_eq!((v["kind"].as_str(), v["pid"].as_u64()), (Some("pong"), Some(42)));
     }

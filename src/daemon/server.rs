@@ -458,7 +458,11 @@ pub async fn run() -> Result<()> {
                 }
                 Some(Control::Request(req, peer, reply)) => match req {
                     Request::Ping => {
-                        let _ = reply.send(Response::Pong { pid: std::process::id(), version: env!("CARGO_PKG_VERSION").into() });
+                        let _ = reply.send(Response::Pong {
+                            pid: std::process::id(),
+                            version: env!("CARGO_PKG_VERSION").into(),
+                            memos: crate::store::memo::census().into_iter().map(|(n, k)| (n.to_string(), k)).collect(),
+                        });
                     }
                     Request::Tasks => {
                         let _ = reply.send(Response::Tasks { tasks: sup.registered.clone() });

@@ -191,6 +191,18 @@ pub fn resolve_builtin(name: &str) -> Option<Runtime> {
 /// the user's profile of the same name, and the user's own.
 type Resolved = BTreeMap<String, std::result::Result<Runtime, String>>;
 
+/// The runtimes resolved with the user's config file, per version of that file (a
+/// process memo: [`crate::store::memo`]).
+#[derive(Default)]
+struct WithUser(crate::store::parsed::Cache<std::sync::Arc<Resolved>>);
+
+impl crate::store::memo::Memo for WithUser {
+    const NAME: &'static str = "runtime config";
+    fn entries(&self) -> usize {
+        self.0.len()
+    }
+}
+
 fn resolve_all(user: BTreeMap<String, Profile>) -> Resolved {
     let mut all = Resolved::new();
     for (name, text) in BUILTIN {
@@ -225,10 +237,8 @@ fn build(name: &str, profile: Profile) -> std::result::Result<Runtime, String> {
 /// patterns each time was the biggest part of an idle daemon's work).
 pub fn resolve(name: &str) -> Result<Runtime> {
     static BUILT_IN: std::sync::LazyLock<Resolved> = std::sync::LazyLock::new(|| resolve_all(BTreeMap::new()));
-    static WITH_USER: std::sync::LazyLock<crate::store::parsed::Cache<std::sync::Arc<Resolved>>> =
-        std::sync::LazyLock::new(Default::default);
     let with_user = match config_path() {
-        Some(path) => WITH_USER.get(
+        Some(path) => crate::store::memo::get::<WithUser>().0.get(
             &path,
             |e| Error::io("read", &path, e),
             |bytes| {

@@ -6,6 +6,7 @@ pub(crate) mod bundle;
 pub(crate) mod events;
 pub(crate) mod fsutil;
 pub mod handoffs;
+pub mod memo;
 pub(crate) mod parsed;
 pub(crate) mod paths;
 pub(crate) mod permits;

@@ -138,6 +138,11 @@ impl<T: Clone> Cache<T> {
         );
     }
 
+    /// How many files it remembers.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Entry<T>>> {
         self.files.lock().unwrap_or_else(|e| e.into_inner())
     }

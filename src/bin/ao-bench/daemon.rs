@@ -43,15 +43,17 @@ impl Env {
         c
     }
     pub(crate) fn daemon_pid(&self) -> Option<u32> {
+        self.ping()?["pid"].as_u64().map(|p| p as u32)
+    }
+    /// The daemon's answer to a ping: its pid, version and what its memos hold.
+    pub(crate) fn ping(&self) -> Option<serde_json::Value> {
         use std::io::{BufRead, BufReader, Write};
         let mut s =
             std::os::unix::net::UnixStream::connect(self.root.join("run/agent-orchestrator/daemon.sock")).ok()?;
         s.write_all(b"{\"v\":1,\"cmd\":\"ping\"}\n").ok()?;
         let mut line = String::new();
         BufReader::new(s).read_line(&mut line).ok()?;
-        serde_json::from_str::<serde_json::Value>(&line).ok()?["pid"]
-            .as_u64()
-            .map(|p| p as u32)
+        serde_json::from_str(&line).ok()
     }
 }
 

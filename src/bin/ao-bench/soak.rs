@@ -331,6 +331,9 @@ pub(crate) fn bench_soak(args: &[String]) {
         100.0 * children_cpu / wall,
         100.0 * server_cpu / wall
     );
+    if let Some(memos) = e.ping().and_then(|p| p.get("memos").cloned()) {
+        println!("daemon memos (entries): {memos}");
+    }
     drop(meter);
     // With no manual check-in anywhere, every handoff must have been recorded by the
     // check-ins the daemon ran itself, across its kill -9s (issue 31).

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use openssh::{KnownHosts, Session, SessionBuilder};
@@ -41,19 +41,44 @@ pub struct Host {
     session: Arc<Session>,
 }
 
+/// What this process knows of each host, by [`key`] (a process memo: [`crate::store::memo`]).
+#[derive(Default)]
+struct Hosts {
+    /// The master connection.
+    masters: Mutex<HashMap<String, Arc<Session>>>,
+    /// Whether it has rsync (see [`Host::has_rsync`]).
+    rsync: std::sync::Mutex<HashMap<String, bool>>,
+    /// Consecutive connection failures and when the next attempt is allowed, so an
+    /// unreachable host is retried with backoff (2 s, 4 s, … 60 s), not hammered.
+    backoff: std::sync::Mutex<HashMap<String, (u32, std::time::Instant)>>,
+    /// Its pull turn: at most one pull per host at a time.
+    pulls: std::sync::Mutex<HashMap<String, Arc<Mutex<()>>>>,
+}
+
+impl crate::store::memo::Memo for Hosts {
+    const NAME: &'static str = "remote hosts";
+    fn entries(&self) -> usize {
+        self.backoff
+            .lock()
+            .map_or(0, |b| b.len())
+            .max(self.rsync.lock().map_or(0, |r| r.len()))
+    }
+}
+
+fn hosts() -> &'static Hosts {
+    crate::store::memo::get::<Hosts>()
+}
+
 fn pool() -> &'static Mutex<HashMap<String, Arc<Session>>> {
-    static POOL: OnceLock<Mutex<HashMap<String, Arc<Session>>>> = OnceLock::new();
-    POOL.get_or_init(|| Mutex::new(HashMap::new()))
+    &hosts().masters
 }
 
 fn key(spec: &RemoteSpec) -> String {
     format!("{}:{}", spec.destination(), spec.port.unwrap_or(0))
 }
 
-/// Per host: whether it has rsync (see [`Host::has_rsync`]).
 fn rsync_hosts() -> &'static std::sync::Mutex<HashMap<String, bool>> {
-    static R: OnceLock<std::sync::Mutex<HashMap<String, bool>>> = OnceLock::new();
-    R.get_or_init(Default::default)
+    &hosts().rsync
 }
 
 /// An ssh config file to use instead of `~/.ssh/config` (`AO_SSH_CONFIG`).
@@ -63,11 +88,8 @@ fn config_file() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// Per host: consecutive connection failures and when the next attempt is allowed,
-/// so an unreachable host is retried with backoff (2 s, 4 s, … 60 s), not hammered.
 fn backoff() -> &'static std::sync::Mutex<HashMap<String, (u32, std::time::Instant)>> {
-    static B: OnceLock<std::sync::Mutex<HashMap<String, (u32, std::time::Instant)>>> = OnceLock::new();
-    B.get_or_init(|| std::sync::Mutex::new(HashMap::new()))
+    &hosts().backoff
 }
 
 /// The wait after `failures` consecutive failures. Pure.
@@ -316,8 +338,7 @@ impl Host {
     pub async fn pull(&self, remote_task_dir: &str, local_task_dir: &Path) -> Result<()> {
         // At most one pull per host at a time (tasks sharing a host take turns).
         let gate = {
-            static GATES: OnceLock<std::sync::Mutex<HashMap<String, Arc<Mutex<()>>>>> = OnceLock::new();
-            let mut g = GATES.get_or_init(Default::default).lock().expect("not poisoned");
+            let mut g = hosts().pulls.lock().expect("not poisoned");
             g.entry(key(&self.spec)).or_default().clone()
         };
         let _turn = gate.lock().await;

@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -152,29 +152,42 @@ impl Framer {
 /// (theirs start with the session prefix and carry a task and an agent).
 pub const SESSION: &str = "_ao-control";
 
-/// Whether this process uses control clients ([`enable`]).
-static ENABLED: AtomicBool = AtomicBool::new(false);
+/// This process's control clients (a process memo: [`crate::store::memo`]).
+#[derive(Default)]
+struct Clients {
+    /// Whether this process uses them ([`enable`]).
+    enabled: AtomicBool,
+    /// One per server, by its socket file.
+    all: Mutex<HashMap<PathBuf, Arc<Control>>>,
+}
+
+impl crate::store::memo::Memo for Clients {
+    const NAME: &'static str = "tmux control clients";
+    fn entries(&self) -> usize {
+        self.all.lock().map_or(0, |a| a.len())
+    }
+}
+
+fn clients() -> &'static Clients {
+    crate::store::memo::get::<Clients>()
+}
 
 /// Turn control clients on for every local tmux handle made in this process from now on,
 /// unless `AO_TMUX_CONTROL=off` (the daemon calls this at start; `off` is the way back to
 /// one-shot clients should a tmux build misbehave with control clients).
 pub fn enable() {
     let on = !std::env::var("AO_TMUX_CONTROL").is_ok_and(|v| v == "off" || v == "0");
-    ENABLED.store(on, Ordering::Relaxed);
+    clients().enabled.store(on, Ordering::Relaxed);
 }
 
 /// Whether [`enable`] turned control clients on.
 pub(super) fn enabled() -> bool {
-    ENABLED.load(Ordering::Relaxed)
+    clients().enabled.load(Ordering::Relaxed)
 }
 
 /// The one control client of this process for a server (by its socket file), made on first ask.
 pub(super) fn shared(socket_file: PathBuf, base: &std::process::Command) -> Arc<Control> {
-    static ALL: OnceLock<Mutex<HashMap<PathBuf, Arc<Control>>>> = OnceLock::new();
-    let mut all = ALL
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let mut all = clients().all.lock().unwrap_or_else(|e| e.into_inner());
     all.entry(socket_file)
         .or_insert_with(|| Arc::new(Control::new(base)))
         .clone()

@@ -27,7 +27,7 @@ use crate::core::error::Result;
 use crate::core::handoff::Ledger;
 use crate::store::parsed::Version;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::{Listing, Scanned};
@@ -86,10 +86,22 @@ struct Unchanged {
     mtime_ns: i64,
 }
 
-static FOLDERS: LazyLock<Mutex<HashMap<PathBuf, Folder>>> = LazyLock::new(Default::default);
+/// Every handoffs/ folder this process listed (a process memo: [`crate::store::memo`]).
+#[derive(Default)]
+struct Folders(Mutex<HashMap<PathBuf, Folder>>);
+
+impl crate::store::memo::Memo for Folders {
+    const NAME: &'static str = "handoffs/ listings";
+    fn entries(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
 
 fn folders() -> MutexGuard<'static, HashMap<PathBuf, Folder>> {
-    FOLDERS.lock().unwrap_or_else(|e| e.into_inner())
+    crate::store::memo::get::<Folders>()
+        .0
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
 }
 
 /// The watcher covers `dir` from now on: its events reach [`touched`].

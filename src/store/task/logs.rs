@@ -19,13 +19,14 @@ use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
 use crate::core::error::{Error, Result};
 use crate::core::handoff::{Ledger, LedgerEntry};
 use crate::core::model::state::{LineageEntry, Logs, PmState};
+use crate::store::memo::{self, Memo};
 
 /// The ledger log of the state at `state_path`.
 pub fn ledger_path(state_path: &Path) -> PathBuf {
@@ -87,6 +88,13 @@ impl<T> Default for Tails<T> {
     }
 }
 
+impl<T> Tails<T> {
+    /// How many logs it follows.
+    fn len(&self) -> usize {
+        self.logs.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
 impl<T: Record> Tails<T> {
     /// The records in the first `upto` bytes of the log at `path`. Lines that do not parse
     /// are skipped with a warning (one bad record must not cost the rest); a log shorter
@@ -132,18 +140,29 @@ impl<T: Record> Tails<T> {
     }
 }
 
-static LEDGERS: LazyLock<Tails<Ledger>> = LazyLock::new(Default::default);
-static LINEAGES: LazyLock<Tails<Vec<LineageEntry>>> = LazyLock::new(Default::default);
+impl Memo for Tails<Ledger> {
+    const NAME: &'static str = "ledger tails";
+    fn entries(&self) -> usize {
+        self.len()
+    }
+}
+
+impl Memo for Tails<Vec<LineageEntry>> {
+    const NAME: &'static str = "lineage tails";
+    fn entries(&self) -> usize {
+        self.len()
+    }
+}
 
 /// Fill `st` (just decoded from `state_path`) with the records its logs hold up to its
 /// marks. A state from before the logs (version 2) carries its records inline and has no
 /// marks: it is left as it is, and its first save moves them into the logs.
 pub fn attach(state_path: &Path, st: &mut PmState) -> Result<()> {
     if st.logs.ledger_bytes > 0 {
-        st.ledger = LEDGERS.read(&ledger_path(state_path), st.logs.ledger_bytes)?;
+        st.ledger = memo::get::<Tails<Ledger>>().read(&ledger_path(state_path), st.logs.ledger_bytes)?;
     }
     if st.logs.lineage_bytes > 0 {
-        st.lineage = LINEAGES.read(&lineage_path(state_path), st.logs.lineage_bytes)?;
+        st.lineage = memo::get::<Tails<Vec<LineageEntry>>>().read(&lineage_path(state_path), st.logs.lineage_bytes)?;
     }
     Ok(())
 }

@@ -10,6 +10,7 @@ use crate::core::error::{Error, Result};
 use crate::core::model::{PmState, TaskSpec};
 use crate::core::names::TaskName;
 use crate::store::fsutil;
+use crate::store::memo::{self, Memo};
 
 /// The artifact kinds (docs/protocol.md#task-folder), created under `artifacts/`.
 pub const ARTIFACT_KINDS: [&str; 5] = ["analysis", "design", "code", "tests", "reviews"];
@@ -24,6 +25,17 @@ pub struct Task {
     pub project: PathBuf,
     /// The validated name.
     pub name: TaskName,
+}
+
+/// Every task.md this process read, parsed (a process memo: [`crate::store::memo`]).
+#[derive(Default)]
+struct Specs(crate::store::parsed::Cache<TaskSpec>);
+
+impl Memo for Specs {
+    const NAME: &'static str = "parsed task.md";
+    fn entries(&self) -> usize {
+        self.0.len()
+    }
 }
 
 impl Task {
@@ -166,11 +178,10 @@ impl Task {
 
     /// Read task.md (parsed again only when it changed: [`crate::store::parsed`]).
     pub fn spec(&self) -> Result<TaskSpec> {
-        static SPECS: std::sync::LazyLock<crate::store::parsed::Cache<TaskSpec>> =
-            std::sync::LazyLock::new(Default::default);
         let path = self.task_md();
         let missing = || Error::io("read", &path, std::io::Error::from(std::io::ErrorKind::NotFound));
-        SPECS
+        memo::get::<Specs>()
+            .0
             .get(
                 &path,
                 |e| Error::io("read", &path, e),

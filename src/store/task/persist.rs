@@ -9,17 +9,30 @@ use chrono::{DateTime, Utc};
 use super::logs;
 use crate::core::error::{Error, Result};
 use crate::core::model::state::{DecodeError, PmState, STATE_VERSION, decode};
+use crate::store::memo::{self, Memo};
 use crate::store::{fsutil, parsed};
 
 /// Every state file this process read or wrote, parsed, with its logs attached.
-static STATES: LazyLock<parsed::Cache<Arc<PmState>>> = LazyLock::new(Default::default);
+#[derive(Default)]
+struct States(parsed::Cache<Arc<PmState>>);
+
+impl Memo for States {
+    const NAME: &'static str = "parsed pm_state.json";
+    fn entries(&self) -> usize {
+        self.0.len()
+    }
+}
+
+fn states() -> &'static parsed::Cache<Arc<PmState>> {
+    &memo::get::<States>().0
+}
 
 /// Read the state for display. A missing file is a fresh state; a bad one is an error, untouched.
 /// Parsed again only when the file changed ([`crate::store::parsed`]), its logs only from
 /// where the last read of them ended ([`logs`]); shared, not copied, between readers.
 pub fn load(path: &Path, task: &str) -> Result<Arc<PmState>> {
     static FRESH: LazyLock<Arc<PmState>> = LazyLock::new(Default::default);
-    STATES
+    states()
         .get(
             path,
             |e| Error::io("read", path, e),
@@ -174,7 +187,7 @@ pub fn save(path: &Path, state: &PmState) -> Result<()> {
     // The next read finds these bytes and takes this state: no decode, no log read.
     let mut saved = state.clone();
     saved.logs = marks;
-    STATES.prime(path, bytes, Arc::new(saved));
+    states().prime(path, bytes, Arc::new(saved));
     Ok(())
 }
 
