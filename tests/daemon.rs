@@ -958,7 +958,8 @@ fn a_permission_request_survives_a_daemon_kill_and_is_decided_once() {
 
 /// Issue 27, item 4: the daemon applies the spawn gate itself, to the process that
 /// connects, not to what the request or the caller's environment says. A spoke whose
-/// program clears TASK_AGENT, TASK_ROLE and $TMUX before `task spawn` (or `task stop`)
+/// program clears TASK_AGENT, TASK_ROLE and $TMUX before `task spawn` (or `task stop`, or
+/// `task shutdown`)
 /// passes the CLI's own check (it looks like a human at a terminal) and is refused by the
 /// daemon, which finds the spoke's pane above the calling process.
 #[test]
@@ -972,6 +973,7 @@ fn a_spoke_that_hides_who_it_is_is_refused_by_the_daemon() {
         .write();
     let out = w.dir.path().join("forged.txt");
     let stopped = w.dir.path().join("forged-stop.txt");
+    let down = w.dir.path().join("forged-shutdown.txt");
     let script = w.dir.path().join("forger.sh");
     std::fs::write(
         &script,
@@ -981,10 +983,13 @@ fn a_spoke_that_hides_who_it_is_is_refused_by_the_daemon() {
              echo \"rc=$?\" >> '{out}.tmp'; mv '{out}.tmp' '{out}'\n\
              env -u TASK_AGENT -u TASK_ROLE -u TMUX -u TMUX_PANE '{task}' stop t1 > '{stopped}.tmp' 2>&1\n\
              echo \"rc=$?\" >> '{stopped}.tmp'; mv '{stopped}.tmp' '{stopped}'\n\
+             env -u TASK_AGENT -u TASK_ROLE -u TMUX -u TMUX_PANE '{task}' shutdown > '{down}.tmp' 2>&1\n\
+             echo \"rc=$?\" >> '{down}.tmp'; mv '{down}.tmp' '{down}'\n\
              while true; do printf 'forger> '; IFS= read -r line || exit 0; done\n",
             task = bin().display(),
             out = out.display(),
             stopped = stopped.display(),
+            down = down.display(),
         ),
     )
     .unwrap();
@@ -1025,8 +1030,18 @@ fn a_spoke_that_hides_who_it_is_is_refused_by_the_daemon() {
         sessions.iter().any(|s| s == "aot-t1-pm") && sessions.iter().any(|s| s == "aot-t1-explore"),
         "{sessions:?}"
     );
+    // Nor stop the daemon.
+    let said = wait_for("the spoke's shutdown attempt", 30, || {
+        std::fs::read_to_string(&down).ok()
+    });
+    assert!(
+        said.contains("SPAWN_REJECT_SPOKE_CALLER") && said.contains("rc=6"),
+        "{said}"
+    );
+    assert!(w.daemon_pid().is_some(), "the daemon still runs");
     let refused = w.events_of("t1", "spawn_refused");
-    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert_eq!(refused.len(), 3, "{refused:?}");
+    assert_eq!(refused[2]["data"]["verb"], "shutdown");
     assert_eq!(refused[0]["agent"], "test");
     assert_eq!(
         (&refused[1]["agent"], &refused[1]["data"]["verb"]),

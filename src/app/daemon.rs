@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use crate::core::error::Error;
-use crate::core::wire::Request;
+use crate::core::wire::{Request, Response};
 use crate::io::control;
 
 /// Ask the running daemon to stop and wait (up to 10 s) until it no longer answers.
@@ -12,8 +12,15 @@ pub(crate) fn shutdown() -> anyhow::Result<bool> {
     if !control::running() {
         return Ok(false);
     }
-    // The answer may be cut short by the daemon exiting; what counts is that it stops.
-    let _ = control::request(&Request::Shutdown);
+    // The answer may be cut short by the daemon exiting; what counts is that it stops. A
+    // refusal (a spoke asked) is said as it is.
+    match control::request(&Request::Shutdown) {
+        Ok(Some(Response::Refused { refusal })) => return Err(refusal.into()),
+        Ok(Some(Response::Error { message, code })) => {
+            return Err(crate::core::error::Exit::new(code, message).into());
+        }
+        _ => {}
+    }
     let deadline = Instant::now() + Duration::from_secs(10);
     while control::running() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));

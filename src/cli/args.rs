@@ -302,7 +302,8 @@ pub enum Command {
         #[arg(long)]
         stop: bool,
     },
-    /// Stop the running daemon cleanly (agents keep running).
+    /// Stop the running daemon cleanly (agents keep running). Not for a spoke of a task it
+    /// supervises (SPAWN_REJECT_SPOKE_CALLER, exit 6).
     Shutdown,
     /// Install, remove or inspect the systemd user unit that runs the daemon.
     Service {

@@ -27,8 +27,6 @@ pub enum Request {
     Ping,
     /// Supervise a task (after `task start`).
     Register { project: String, task: String },
-    /// Stop supervising a task (after `task stop`).
-    Unregister { project: String, task: String },
     /// Run a check-in now; answered with [`Response::Checkin`].
     Checkin { project: String, task: String },
     /// Replace the PM's conversation by a fresh one now (`task rotate`); answered with
@@ -151,7 +149,7 @@ pub enum Response {
         #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
         memos: std::collections::BTreeMap<String, usize>,
     },
-    /// Done, nothing to report ([`Request::Register`], [`Request::Unregister`], [`Request::Shutdown`]).
+    /// Done, nothing to report ([`Request::Register`], [`Request::Shutdown`]).
     Ok,
     /// The tasks supervised ([`Request::Tasks`]).
     Tasks { tasks: Vec<Supervised> },

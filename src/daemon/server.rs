@@ -33,6 +33,8 @@ enum Control {
     Seen(Seen),
     /// Stop supervising a task (a stop let through by its gate); answered once done.
     Unsupervise(Supervised, oneshot::Sender<()>),
+    /// Stop the daemon (a shutdown let through by its gate), answering first.
+    Shutdown(oneshot::Sender<Response>),
 }
 
 struct Entry {
@@ -169,15 +171,6 @@ impl Supervisor {
         }
     }
 
-    /// Unregister `s` and save the list.
-    fn unregister(&mut self, s: &Supervised) -> Response {
-        self.remove(s);
-        match self.save() {
-            Ok(()) => Response::Ok,
-            Err(e) => Response::error(&e),
-        }
-    }
-
     /// Ask the task's actor for a check-in now; the answer comes from a separate task so
     /// the supervisor loop keeps serving.
     async fn checkin(&self, s: &Supervised, reply: oneshot::Sender<Response>) {
@@ -240,6 +233,23 @@ impl Supervisor {
                 let _ = tx.try_send(Msg::Spawned);
             }
             let _ = reply.send(response);
+        });
+    }
+
+    /// Stop the daemon for the caller behind `peer`, unless it is a spoke of a task the
+    /// daemon supervises (the gate of each, apart from the supervisor loop).
+    fn shutdown(&self, peer: Option<u32>, reply: oneshot::Sender<Response>) {
+        let ctl = self.ctl.clone();
+        let tasks = self.registered.clone();
+        tokio::spawn(async move {
+            match crate::app::verbs::shutdown::permit(&tasks, peer).await {
+                Ok(()) => {
+                    let _ = ctl.send(Control::Shutdown(reply)).await;
+                }
+                Err(e) => {
+                    let _ = reply.send(Response::error(&e));
+                }
+            }
         });
     }
 
@@ -453,6 +463,12 @@ pub async fn run() -> Result<()> {
                     }
                     let _ = done.send(());
                 }
+                Some(Control::Shutdown(reply)) => {
+                    let _ = reply.send(Response::Ok);
+                    // Let the connection task write the answer before the runtime ends.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    break;
+                }
                 Some(Control::Subscribe(reply)) => {
                     let _ = reply.send((sup.registered.clone(), sup.changes.subscribe()));
                 }
@@ -470,9 +486,6 @@ pub async fn run() -> Result<()> {
                     Request::Register { project, task } => {
                         let _ = reply.send(sup.register(Supervised { project, task }));
                     }
-                    Request::Unregister { project, task } => {
-                        let _ = reply.send(sup.unregister(&Supervised { project, task }));
-                    }
                     Request::Checkin { project, task } => sup.checkin(&Supervised { project, task }, reply).await,
                     Request::Rotate { project, task } => sup.rotate(&Supervised { project, task }, peer, reply).await,
                     req @ (Request::Spawn(_) | Request::Send(_)) => sup.verb(req, peer, reply),
@@ -480,12 +493,7 @@ pub async fn run() -> Result<()> {
                     Request::Subscribe => {
                         let _ = reply.send(Response::failure("subscribe is served on its own connection"));
                     }
-                    Request::Shutdown => {
-                        let _ = reply.send(Response::Ok);
-                        // Let the connection task write the answer before the runtime ends.
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        break;
-                    }
+                    Request::Shutdown => sup.shutdown(peer, reply),
                 },
             }
         }

@@ -1,5 +1,5 @@
-//! The verbs a hub or a human asks of a task's agents — spawn, send, stop, rotate — one
-//! module each, holding everything the verb decides: the request it builds (its type is on
+//! The verbs a hub or a human asks of a task's agents — spawn, send, stop, rotate (and of
+//! the daemon: shutdown) — one module each, holding everything the verb decides: the request it builds (its type is on
 //! the wire, [`crate::core::wire`]), the gate, and the work. The CLI (`cli/commands/<verb>`)
 //! reads arguments and prints; [`crate::app::dispatch`] sends the request to the daemon
 //! when one runs, and otherwise the CLI serves it itself with the same function; the
@@ -13,6 +13,7 @@
 
 pub(crate) mod rotate;
 pub(crate) mod send;
+pub(crate) mod shutdown;
 pub(crate) mod spawn;
 pub(crate) mod stop;
 

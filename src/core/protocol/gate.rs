@@ -23,6 +23,8 @@ pub enum Verb {
     Rotate,
     /// `task stop` (every session of the task ended, supervision too).
     Stop,
+    /// `task shutdown` (the daemon stops supervising every task).
+    Shutdown,
 }
 
 impl Verb {
@@ -33,6 +35,7 @@ impl Verb {
             Verb::Send => "send",
             Verb::Rotate => "rotate",
             Verb::Stop => "stop",
+            Verb::Shutdown => "shutdown",
         }
     }
 }
