@@ -14,21 +14,35 @@
 //! The same events keep two more things per watched folder. Its listing (readdir, parse
 //! and sort of every name: 12 % of the soak daemon at minute 25, 18 % when read once per
 //! new handoff) is reused while no event came and the folder's own version (its mtime and
-//! ctime, read [`crate::store::parsed::SETTLED`] after its last change) is unchanged; after
-//! events, only the names they carry are looked at again (a `stat` each), and the folder
-//! is read in full when its version changed with no event (a rename whose event is still
-//! on its way), after an overflow, and at least every [`FRESH_FOR`]. And the last scan's
-//! result is reused by the next scan of the same listing against the same ledger (a
-//! check-in scans two or three times, and the ledger only changes when one is recorded).
+//! ctime) is unchanged; after events, only the names they carry are looked at again (a
+//! `stat` each), and the folder is read in full when its version changed with no event (a
+//! rename whose event is still on its way), after an overflow, and at least every
+//! [`FRESH_FOR`]. A listing read within the kernel's timestamp granularity of a change is
+//! kept too (unlike a parsed file's, [`crate::store::parsed`]): a change in that same tick
+//! keeps the folder's version, but it cannot go unseen for long, since its event bumps the
+//! folder's count before anyone is told of the file, and the kept listing is amended then.
+//! Not keeping those reads made every check-in right after a handoff (the usual case: one
+//! is started at once) read its folder in full.
+//!
+//! The last scan's result is reused by the next scan of the same listing against the same
+//! ledger (a check-in scans two or three times, and the ledger only changes when one is
+//! recorded). And what the scans left open is kept: the names a scan could not skip (new,
+//! changed, not a regular file). The next scan of the kept listing looks only at those,
+//! at the names events carried since, and at the files whose records the ledger gained
+//! since, so a task's thousandth handoff costs what its first did: every other name was
+//! skippable and nothing has said otherwise since. A full scan, which refreshes the skips
+//! older than half [`FRESH_FOR`], is made when the listing was read in full, when the
+//! ledger cannot tell what it gained (it folded its records), and at least every half
+//! [`FRESH_FOR`], so no skip older than [`FRESH_FOR`] is relied on.
 
 use std::collections::HashMap;
 
 use crate::core::error::Result;
-use crate::core::handoff::Ledger;
+use crate::core::handoff::{HandoffName, Ledger};
 use crate::store::parsed::Version;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use super::{Listing, Scanned};
 
@@ -50,6 +64,27 @@ struct Folder {
     dirty: Vec<String>,
     /// The last scan's result, with what it was computed from.
     scanned: Option<KeptScan>,
+    /// What the scans of the kept listing left open (see the module doc).
+    open: Option<Open>,
+    /// Bumped whenever `open` is dropped: a scan that began on an earlier one leaves none.
+    open_epoch: u64,
+}
+
+impl Folder {
+    fn drop_open(&mut self) {
+        self.open = None;
+        self.open_epoch += 1;
+    }
+}
+
+/// The names of the kept listing a scan against `ledger` (or a ledger grown from it) must
+/// look at: every other name was skippable against it, and no event has named it since.
+#[derive(Debug)]
+struct Open {
+    ledger: Arc<Ledger>,
+    names: std::collections::HashSet<String>,
+    /// Until when the skips relied on are younger than [`FRESH_FOR`].
+    until: Instant,
 }
 
 /// A listing and what it reflects.
@@ -66,6 +101,15 @@ struct Kept {
 
 /// Past this many names waiting to be looked at, the folder is read in full instead.
 const DIRTY_MAX: usize = 256;
+
+/// A scan of the kept listing, to keep ([`Scan::end_keeping`]).
+pub(super) struct ScanOf<'a> {
+    pub listing: &'a Arc<Listing>,
+    pub ledger: &'a Arc<Ledger>,
+    pub result: Arc<Scanned>,
+    /// The names it could not skip.
+    pub looked: Vec<String>,
+}
 
 /// A scan's result and what it depends on: the event count, the listing and the ledger
 /// (held, so neither address can be reused by another value while it is kept).
@@ -137,6 +181,13 @@ pub fn touched(path: &Path) {
                 f.dirty.clear();
             }
         }
+        match &mut f.open {
+            Some(o) if o.names.len() < DIRTY_MAX => {
+                o.names.insert(name.to_string());
+            }
+            Some(_) => f.drop_open(),
+            None => {}
+        }
     }
 }
 
@@ -148,12 +199,13 @@ pub fn forget_all() {
         f.listing = None;
         f.dirty.clear();
         f.scanned = None;
+        f.drop_open();
     }
 }
 
 /// The listing of `dir`: for a watched folder, the kept one, brought up to date by the
 /// names events carried since; else `read` (in full; kept for next time when the folder
-/// is watched and its version settled).
+/// is watched and no event came during the read).
 pub(super) fn listing(dir: &Path, read: impl FnOnce() -> Result<Listing>) -> Result<Arc<Listing>> {
     let Ok(meta) = std::fs::metadata(dir) else {
         return read().map(Arc::new);
@@ -183,13 +235,14 @@ pub(super) fn listing(dir: &Path, read: impl FnOnce() -> Result<Listing>) -> Res
             }
             // The folder changed with no event yet: an entry whose event is on its way.
         }
+        // Read in full: names may appear that no event named, so the next scan is full.
+        f.drop_open();
         f.events
     };
-    // Read after the version: a change during the read gives the folder a later version.
-    let read_at = SystemTime::now();
+    // Read after the version: a change during the read gives the folder a later version
+    // (or, in the same tick, an event before anyone hears of it).
     let listing = Arc::new(read()?);
-    if version.settled_by(read_at)
-        && let Some(f) = folders().get_mut(dir)
+    if let Some(f) = folders().get_mut(dir)
         && f.events == events
     {
         f.listing = Some(Kept {
@@ -216,12 +269,54 @@ pub(super) fn scanned(dir: &Path, listing: &Arc<Listing>, ledger: &Arc<Ledger>) 
     .then(|| k.result.clone())
 }
 
+/// The names of `listing` (the folder's kept listing) a scan against `ledger` must look
+/// at, in the listing's order, when what the last scans left open tells them, with the
+/// folder's event count they reflect (the scan's, [`Scan::begin_partial`]); `None`: look
+/// at every name.
+pub(super) fn open_names(dir: &Path, listing: &Arc<Listing>, ledger: &Arc<Ledger>) -> Option<(Vec<HandoffName>, u64)> {
+    let folders = folders();
+    let f = folders.get(dir)?;
+    let (k, o) = (f.listing.as_ref()?, f.open.as_ref()?);
+    if !Arc::ptr_eq(&k.listing, listing) || k.events != f.events || Instant::now() >= o.until {
+        return None;
+    }
+    let gained = if Arc::ptr_eq(&o.ledger, ledger) {
+        Vec::new()
+    } else {
+        ledger.added_since(&o.ledger)?
+    };
+    let files = o.names.iter().chain(gained.into_iter().map(|(file, _)| file));
+    let mut at: Vec<usize> = files.filter_map(|file| position(listing, file)).collect();
+    at.sort_unstable();
+    at.dedup();
+    Some((at.into_iter().map(|i| listing.names[i].clone()).collect(), f.events))
+}
+
+/// Where `file` is in `listing`, if it is there: the listing is in time order, and
+/// names of one second are ordered among themselves by their files' times.
+fn position(listing: &Listing, file: &str) -> Option<usize> {
+    let second = HandoffName::parse(file)?.sort_key().0;
+    let from = listing.names.partition_point(|n| n.sort_key().0 < second);
+    listing.names[from..]
+        .iter()
+        .take_while(|n| n.sort_key().0 == second)
+        .position(|n| n.file() == file)
+        .map(|i| from + i)
+}
+
 /// A scan of one folder: what it may skip, and what it found unchanged.
 #[derive(Debug)]
 pub(super) struct Scan {
     dir: PathBuf,
     /// The folder's event count when the scan began; `None`: not watched, skip nothing.
     events: Option<u64>,
+    /// Whether it scans only the names left open ([`open_names`]).
+    partial: bool,
+    /// The folder's `open_epoch` when it began: what it leaves open is kept only if
+    /// nothing dropped what was open meanwhile (a full read of the listing).
+    epoch: u64,
+    /// Until when what a full scan leaves open may be relied on.
+    until: Instant,
     /// What the folder knew unchanged when the scan began. A file an event names after
     /// that is still skipped by this scan, but the event's own hint brings a scan that
     /// looks at it (its entry is gone from the folder's map).
@@ -230,20 +325,50 @@ pub(super) struct Scan {
 }
 
 impl Scan {
+    /// A scan of every name: the skips older than half [`FRESH_FOR`] are looked at again,
+    /// so what it leaves open may be relied on for another half.
     pub(super) fn begin(dir: &Path) -> Scan {
+        Scan::begin_as(dir, None)
+    }
+
+    /// A scan that remembers and skips nothing (to compare with, in tests).
+    #[cfg(test)]
+    pub(super) fn blind(dir: &Path) -> Scan {
+        Scan {
+            dir: dir.to_path_buf(),
+            events: None,
+            partial: false,
+            epoch: 0,
+            until: Instant::now(),
+            skip: Arc::default(),
+            found: Vec::new(),
+        }
+    }
+
+    /// A scan of only the names left open, as of the folder's event count `events` they
+    /// reflect ([`open_names`]): an event since, and it keeps nothing.
+    pub(super) fn begin_partial(dir: &Path, events: u64) -> Scan {
+        Scan::begin_as(dir, Some(events))
+    }
+
+    fn begin_as(dir: &Path, partial: Option<u64>) -> Scan {
         let now = Instant::now();
-        let (events, skip) = match folders().get_mut(dir) {
+        let half = FRESH_FOR / 2;
+        let (events, epoch, skip) = match folders().get_mut(dir) {
             Some(f) => {
-                if f.unchanged.values().any(|u| now.duration_since(u.at) >= FRESH_FOR) {
-                    Arc::make_mut(&mut f.unchanged).retain(|_, u| now.duration_since(u.at) < FRESH_FOR);
+                if partial.is_none() && f.unchanged.values().any(|u| now.duration_since(u.at) >= half) {
+                    Arc::make_mut(&mut f.unchanged).retain(|_, u| now.duration_since(u.at) < half);
                 }
-                (Some(f.events), f.unchanged.clone())
+                (Some(partial.unwrap_or(f.events)), f.open_epoch, f.unchanged.clone())
             }
-            None => (None, Arc::default()),
+            None => (None, 0, Arc::default()),
         };
         Scan {
             dir: dir.to_path_buf(),
             events,
+            partial: partial.is_some(),
+            epoch,
+            until: now + half,
             skip,
             found: Vec::new(),
         }
@@ -273,16 +398,23 @@ impl Scan {
         self.end_keeping(None);
     }
 
-    /// [`Scan::end`], and keep the scan's `result` of a `listing` against a `ledger` for
-    /// [`scanned`] (on the same condition).
-    pub(super) fn end_keeping(self, result: Option<(&Arc<Listing>, &Arc<Ledger>, Arc<Scanned>)>) {
+    /// [`Scan::end`], and keep the scan of the folder's kept listing for the next ones (on
+    /// the same condition): its `result` against `ledger` for [`scanned`], and the names
+    /// it `looked` at (could not skip) for [`open_names`].
+    pub(super) fn end_keeping(self, kept: Option<ScanOf<'_>>) {
         let Some(events) = self.events else { return };
         let mut folders = folders();
         let Some(f) = folders.get_mut(&self.dir) else { return };
         if f.events != events {
             return;
         }
-        if let Some((listing, ledger, result)) = result {
+        if let Some(ScanOf {
+            listing,
+            ledger,
+            result,
+            looked,
+        }) = kept
+        {
             f.scanned = Some(KeptScan {
                 events,
                 at: Instant::now(),
@@ -290,6 +422,31 @@ impl Scan {
                 ledger: ledger.clone(),
                 result,
             });
+            // Left open only for the kept listing as of every event the scan knew of (an
+            // event between the listing and the scan's start names a file the listing may
+            // lack), and only if nothing dropped what was open meanwhile (a full read of
+            // the listing: a name no event named may be in the folder).
+            let of_kept = f
+                .listing
+                .as_ref()
+                .is_some_and(|k| Arc::ptr_eq(&k.listing, listing) && k.events == events);
+            if of_kept && self.epoch == f.open_epoch {
+                let names = looked.into_iter().collect();
+                match (&mut f.open, self.partial) {
+                    (_, false) => {
+                        f.open = Some(Open {
+                            ledger: ledger.clone(),
+                            names,
+                            until: self.until,
+                        })
+                    }
+                    (Some(o), true) => {
+                        o.ledger = ledger.clone();
+                        o.names = names;
+                    }
+                    (None, true) => {}
+                }
+            }
         }
         if self.found.is_empty() {
             return;

@@ -192,9 +192,9 @@ fn loaded_hashed(name: &HandoffName, contents: &fsutil::Contents, sha256: String
 /// regular-file rules are returned as skipped, never read.
 pub fn scan(ledger: &Ledger, dir: &Path, names: &[HandoffName]) -> Result<(Vec<Candidate>, Vec<Skipped>)> {
     let mut memo = memo::Scan::begin(dir);
-    let r = scan_with(&mut memo, ledger, dir, names)?;
+    let (cands, skipped, _) = scan_with(&mut memo, ledger, dir, names)?;
     memo.end();
-    Ok(r)
+    Ok((cands, skipped))
 }
 
 /// [`scan`] of a shared listing against a shared ledger: in the daemon, a second scan of
@@ -203,21 +203,34 @@ pub fn scan_listing(ledger: &Arc<Ledger>, dir: &Path, listing: &Arc<Listing>) ->
     if let Some(r) = memo::scanned(dir, listing, ledger) {
         return Ok(r);
     }
-    let mut memo = memo::Scan::begin(dir);
-    let (cands, skipped) = scan_with(&mut memo, ledger, dir, &listing.names)?;
-    let r = Arc::new(Scanned { cands, skipped });
-    memo.end_keeping(Some((listing, ledger, r.clone())));
-    Ok(r)
+    // Only the names left open, when the last scans tell them (see `memo`).
+    let open = memo::open_names(dir, listing, ledger);
+    let (mut memo, names) = match &open {
+        Some((names, events)) => (memo::Scan::begin_partial(dir, *events), names.as_slice()),
+        None => (memo::Scan::begin(dir), listing.names.as_slice()),
+    };
+    let (cands, skipped, looked) = scan_with(&mut memo, ledger, dir, names)?;
+    let result = Arc::new(Scanned { cands, skipped });
+    memo.end_keeping(Some(memo::ScanOf {
+        listing,
+        ledger,
+        result: result.clone(),
+        looked,
+    }));
+    Ok(result)
 }
 
+/// The scan itself: the candidates, the files skipped with a reason, and the names it
+/// could not skip (all but those found as the ledger records them, or gone).
 fn scan_with(
     memo: &mut memo::Scan,
     ledger: &Ledger,
     dir: &Path,
     names: &[HandoffName],
-) -> Result<(Vec<Candidate>, Vec<Skipped>)> {
+) -> Result<(Vec<Candidate>, Vec<Skipped>, Vec<String>)> {
     let mut out = Vec::new();
     let mut skipped = Vec::new();
+    let mut looked = Vec::new();
     for name in names {
         let file = name.file();
         if memo.skips(file, ledger) {
@@ -228,6 +241,9 @@ fn scan_with(
             Ok(m) => m,
             Err(_) => continue, // vanished since listing
         };
+        if ledger.quick_check(file, meta.len(), fsutil::mtime_ns(&meta)) != Some(Seen::Unchanged) {
+            looked.push(file.to_string());
+        }
         if let Err(skip) = fsutil::check_regular(&meta) {
             skipped.push(Skipped {
                 file: file.to_string(),
@@ -261,5 +277,5 @@ fn scan_with(
             sha256: sha,
         });
     }
-    Ok((out, skipped))
+    Ok((out, skipped, looked))
 }

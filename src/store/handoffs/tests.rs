@@ -455,6 +455,191 @@ mod kept_listing_and_scan {
     }
 
     #[test]
+    fn a_listing_read_right_after_a_change_is_kept_and_amended_by_the_next_event() {
+        let (_d, dir) = folder(&["dev-20250101-000000.md"]);
+        memo::watching(&dir);
+        // A check-in starts at once when a handoff lands: the folder changed a moment ago.
+        handoff(&dir, "dev-20250101-000001.md");
+        memo::touched(&dir.join("dev-20250101-000001.md"));
+        let a = listing(&dir).unwrap();
+        assert_eq!(a.names.len(), 2);
+        assert!(
+            Arc::ptr_eq(&a, &listing(&dir).unwrap()),
+            "kept, though read within the timestamp tick of a change"
+        );
+        handoff(&dir, "dev-20250101-000002.md");
+        memo::touched(&dir.join("dev-20250101-000002.md"));
+        assert_eq!(listing(&dir).unwrap().names.len(), 3, "the next event's name is added");
+        memo::unwatched(&dir);
+    }
+
+    fn files_of(names: &[HandoffName]) -> Vec<String> {
+        names.iter().map(|n| n.file().to_string()).collect()
+    }
+
+    /// What a scan with nothing remembered finds: every name stat'ed, read when its
+    /// record differs.
+    fn blind_scan(ledger: &Ledger, dir: &Path, l: &Listing) -> Vec<(String, Seen)> {
+        let mut m = memo::Scan::blind(dir);
+        let (cands, _, _) = scan_with(&mut m, ledger, dir, &l.names).unwrap();
+        cands.into_iter().map(|c| (c.loaded.file, c.seen)).collect()
+    }
+
+    #[test]
+    fn a_scan_looks_only_at_what_the_last_left_open_events_named_and_the_ledger_gained() {
+        let many: Vec<String> = (0..40).map(|i| format!("dev-20250101-0000{i:02}.md")).collect();
+        let (_d, dir) = folder(&many.iter().map(String::as_str).collect::<Vec<_>>());
+        memo::watching(&dir);
+        let l = listing(&dir).unwrap();
+        let mut recorded = Ledger::default();
+        for c in &scan_listing(&Arc::new(Ledger::default()), &dir, &l).unwrap().cands {
+            recorded.record_candidate(c, "2025-11-27T12:00:00Z");
+        }
+        let ledger = Arc::new(recorded);
+        assert!(scan_listing(&ledger, &dir, &l).unwrap().cands.is_empty());
+        assert_eq!(
+            memo::open_names(&dir, &l, &ledger).map(|(n, _)| n.len()),
+            Some(0),
+            "nothing left open"
+        );
+
+        // A new handoff, with its event: the next scan looks at it alone.
+        handoff(&dir, "pm-20250102-000000.md");
+        memo::touched(&dir.join("pm-20250102-000000.md"));
+        let l = listing(&dir).unwrap();
+        assert_eq!(
+            memo::open_names(&dir, &l, &ledger).map(|(n, _)| files_of(&n)),
+            Some(vec!["pm-20250102-000000.md".to_string()])
+        );
+        let found = scan_listing(&ledger, &dir, &l).unwrap();
+        assert_eq!(found.cands.len(), 1);
+        // Recorded in a ledger grown from that one: the name it gained, then nothing.
+        let mut grown = Ledger::clone(&ledger);
+        grown.record_candidate(&found.cands[0], "2025-11-27T12:00:01Z");
+        let grown = Arc::new(grown);
+        assert_eq!(memo::open_names(&dir, &l, &grown).map(|(n, _)| n.len()), Some(1));
+        assert!(scan_listing(&grown, &dir, &l).unwrap().cands.is_empty());
+        assert_eq!(memo::open_names(&dir, &l, &grown).map(|(n, _)| n.len()), Some(0));
+        // A ledger not grown from it (a fresh one, a repaired state): every name again.
+        assert!(memo::open_names(&dir, &l, &Arc::new(Ledger::default())).is_none());
+        assert_eq!(
+            scan_listing(&Arc::new(Ledger::default()), &dir, &l)
+                .unwrap()
+                .cands
+                .len(),
+            41
+        );
+
+        // The folder changed with no event: read in full, and what was open is dropped.
+        settle();
+        handoff(&dir, "pm-20250102-000001.md");
+        let l = listing(&dir).unwrap();
+        assert_eq!(l.names.len(), 42);
+        assert!(memo::open_names(&dir, &l, &grown).is_none());
+        assert_eq!(
+            scan_listing(&grown, &dir, &l).unwrap().cands.len(),
+            1,
+            "found by a full scan"
+        );
+        memo::unwatched(&dir);
+    }
+
+    #[test]
+    fn an_event_between_the_listing_and_the_scan_leaves_its_name_open() {
+        let (_d, dir) = folder(&["dev-20250101-000000.md"]);
+        memo::watching(&dir);
+        let ledger = Arc::new(Ledger::default());
+        for round in 1..=3 {
+            let stale = listing(&dir).unwrap();
+            // Renamed in after the caller's listing, before its scan: that scan cannot see
+            // it, and must not leave the folder believing nothing else is open.
+            let file = format!("pm-20250102-00000{round}.md");
+            handoff(&dir, &file);
+            memo::touched(&dir.join(&file));
+            assert_eq!(scan_listing(&ledger, &dir, &stale).unwrap().cands.len(), round);
+            let fresh = listing(&dir).unwrap();
+            let found = scan_listing(&ledger, &dir, &fresh).unwrap();
+            assert!(found.cands.iter().any(|c| c.loaded.file == file), "round {round}");
+            assert_eq!(found.cands.len(), round + 1);
+        }
+        memo::unwatched(&dir);
+    }
+
+    /// Whatever happens in the folder (handoffs new, rewritten, removed, each with its
+    /// event) and to the ledger (records gained, or a fresh ledger), a scan finds what a
+    /// scan with nothing remembered finds.
+    #[test]
+    fn scans_of_what_was_left_open_find_what_a_blind_scan_finds() {
+        for seed in [0x9e37_79b9_7f4a_7c15u64, 0x2545_f491_4f6c_dd1d, 7] {
+            left_open_against_blind(seed);
+        }
+    }
+
+    fn left_open_against_blind(seed: u64) {
+        let (_d, dir) = folder(&["dev-20250101-000000.md"]);
+        memo::watching(&dir);
+        let mut ledger = Arc::new(Ledger::default());
+        let mut dice = seed;
+        let mut roll = |n: u64| {
+            dice ^= dice << 13;
+            dice ^= dice >> 7;
+            dice ^= dice << 17;
+            dice % n
+        };
+        for step in 0..300 {
+            let file = format!(
+                "{}-20250101-00{:02}{:02}.md",
+                ["dev", "pm", "test"][roll(3) as usize],
+                roll(3),
+                roll(60)
+            );
+            match roll(10) {
+                0..=4 => {
+                    std::fs::write(
+                        dir.join(&file),
+                        format!("# Handoff: dev\n**Status:** COMPLETE\n\nstep {step}\n"),
+                    )
+                    .unwrap();
+                    memo::touched(&dir.join(&file));
+                }
+                5 => {
+                    if std::fs::remove_file(dir.join(&file)).is_ok() {
+                        memo::touched(&dir.join(&file));
+                    }
+                }
+                6..=8 => {
+                    let l = listing(&dir).unwrap();
+                    let found = scan_listing(&ledger, &dir, &l).unwrap();
+                    let mut grown = Ledger::clone(&ledger);
+                    for c in found.cands.iter().take(1 + roll(3) as usize) {
+                        grown.record_candidate(c, "2025-11-27T12:00:00Z");
+                    }
+                    ledger = Arc::new(grown);
+                }
+                _ => {
+                    if roll(4) == 0 {
+                        ledger = Arc::new(Ledger::default());
+                    }
+                }
+            }
+            let l = listing(&dir).unwrap();
+            let found: Vec<_> = scan_listing(&ledger, &dir, &l)
+                .unwrap()
+                .cands
+                .iter()
+                .map(|c| (c.loaded.file.clone(), c.seen))
+                .collect();
+            assert_eq!(found, blind_scan(&ledger, &dir, &l), "seed {seed}, step {step}");
+            assert_eq!(
+                files_of(&l.names),
+                files_of(&read_listing(&dir).unwrap().names),
+                "seed {seed}, step {step}"
+            );
+        }
+        memo::unwatched(&dir);
+    }
+
+    #[test]
     fn a_scan_is_reused_only_for_the_same_listing_and_ledger_with_no_event_between() {
         let (_d, dir) = folder(&["dev-20250101-000000.md"]);
         memo::watching(&dir);
