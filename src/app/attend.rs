@@ -19,6 +19,11 @@ const RESUME_READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long after the broker's decision a dialog still on screen is taken as closing.
 const BROKER_SETTLE: Duration = Duration::from_secs(10);
 
+/// How long a dialog seen for the first time is given to go away before it is called a
+/// human's: Claude Code shows its permission dialog while the PermissionRequest hook runs,
+/// and the broker's rules answer within milliseconds, before any request is on record.
+const FIRST_SEEN_GRACE: Duration = Duration::from_secs(1);
+
 /// What [`tend`] did, by agent.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Tended {
@@ -53,8 +58,25 @@ pub async fn tend(ctx: &crate::app::session::Ctx, task: &Task, now: DateTime<Utc
     if !st.agents.values().any(|a| a.pane.is_some()) {
         return Ok(Tended::default());
     }
-    let live = crate::app::session::liveness(ctx, &st, now).await?;
+    let mut live = crate::app::session::liveness(ctx, &st, now).await?;
     tracing::debug!(task = %task.name, agents = live.len(), "looked at the agents' screens");
+    // A dialog no episode knows yet: looked at once more after a moment, and taken as a
+    // human's only if it is still there (or the broker took it up meanwhile).
+    let new_dialog = |seen: &Seen, agent: &str| {
+        matches!(seen, Seen::Dialog(_)) && st.agents.get(agent).is_some_and(|a| a.attention.is_none())
+    };
+    if live.iter().any(|l| new_dialog(&l.seen, &l.agent)) {
+        tokio::time::sleep(FIRST_SEEN_GRACE).await;
+        let again = crate::app::session::liveness(ctx, &st, now).await?;
+        for l in live.iter_mut().filter(|l| new_dialog(&l.seen, &l.agent)) {
+            if let Some(now_seen) = again.iter().find(|a| a.agent == l.agent)
+                && !matches!(now_seen.seen, Seen::Dialog(_))
+            {
+                tracing::debug!(task = %task.name, agent = %l.agent, "a dialog went away within its first second");
+                *l = now_seen.clone();
+            }
+        }
+    }
     let timing = Timing::from_spec(task.spec().ok().as_ref());
     // A dialog the broker is waiting on an answer for is its, not a human's yet: the hook
     // runs while Claude Code shows the dialog, and the PM answers first; once answered,
