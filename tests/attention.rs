@@ -79,6 +79,28 @@ fn spawn(w: &World, task: &str, agent: &str, runtime: &str) -> String {
     w.pane(task, agent)
 }
 
+/// Task t1 in cron mode (no daemon), its dialogs escalated after 1 s, its demo PM idle
+/// at its prompt.
+fn cron_task() -> World {
+    let w = World::new();
+    fake_runtimes(&w);
+    ok(&run(w.task().args(["new", "t1"])));
+    std::fs::write(
+        w.project.join("tasks/t1/task.md"),
+        "# Task: t1\n\n## Agent Config\nattention_after: 1s\n",
+    )
+    .unwrap();
+    ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
+        "start",
+        "t1",
+        "--runtime",
+        "demo",
+        "--no-daemon",
+    ])));
+    w.wait_demo_prompt(&w.pane("t1", "pm"));
+    w
+}
+
 fn status_json(w: &World, task: &str) -> Value {
     serde_json::from_str(&ok(&run(w.task().args(["status", task, "--json"])))).unwrap()
 }
@@ -250,22 +272,7 @@ fn a_usage_limit_pauses_the_agent_and_it_is_resumed_after_the_reset() {
 /// first time is looked at again a second later, and one gone by then calls nobody.
 #[test]
 fn a_dialog_gone_within_a_second_calls_nobody() {
-    let w = World::new();
-    fake_runtimes(&w);
-    ok(&run(w.task().args(["new", "t1"])));
-    std::fs::write(
-        w.project.join("tasks/t1/task.md"),
-        "# Task: t1\n\n## Agent Config\nattention_after: 1s\n",
-    )
-    .unwrap();
-    ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
-        "start",
-        "t1",
-        "--runtime",
-        "demo",
-        "--no-daemon",
-    ])));
-    w.wait_demo_prompt(&w.pane("t1", "pm"));
+    let w = cron_task();
     let pane = spawn(&w, "t1", "dev", "flasher");
     std::fs::write(w.project.join("tasks/t1/flash"), "").unwrap();
     wait_for("the dialog", 10, || {
@@ -286,23 +293,7 @@ fn a_dialog_gone_within_a_second_calls_nobody() {
 
 #[test]
 fn cron_mode_check_ins_notice_a_dialog_and_call_a_human_without_a_daemon() {
-    let w = World::new();
-    fake_runtimes(&w);
-    ok(&run(w.task().args(["new", "t1"])));
-    std::fs::write(
-        w.project.join("tasks/t1/task.md"),
-        "# Task: t1\n\n## Agent Config\nattention_after: 1s\n",
-    )
-    .unwrap();
-    ok(&run(w.task().env("AO_DEMO_IDLE", "1").args([
-        "start",
-        "t1",
-        "--runtime",
-        "demo",
-        "--no-daemon",
-    ])));
-    let pm = w.pane("t1", "pm");
-    w.wait_demo_prompt(&pm);
+    let w = cron_task();
     let pane = spawn(&w, "t1", "dev", "asker");
     assert!(w.daemon_pid().is_none(), "cron mode: no daemon");
     wait_for("the dialog", 10, || {
