@@ -12,6 +12,7 @@ mod output;
 
 use anyhow::Context as _;
 use clap::Parser;
+use std::ops::ControlFlow::{self, Break, Continue};
 
 use crate::app::{start::Mode, verbs::send::What};
 use crate::core::error::{self, Error, Exit};
@@ -54,10 +55,24 @@ pub fn main() -> i32 {
     }
 }
 
-/// Run one parsed command.
+/// Run one parsed command: the commands that make and read tasks, the verbs that act on a
+/// task's agents, then the supervisor's own.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {
-        Command::New { name, project, json } => commands::new::run(&name, project.as_deref(), json),
+    let cmd = match tasks(cli.command) {
+        Break(done) => return done,
+        Continue(cmd) => cmd,
+    };
+    let cmd = match agents(cmd) {
+        Break(done) => return done,
+        Continue(cmd) => cmd,
+    };
+    supervisor(cmd)
+}
+
+/// Making, starting and reading tasks; `Continue` passes on a command served elsewhere.
+fn tasks(cmd: Command) -> ControlFlow<anyhow::Result<()>, Command> {
+    match cmd {
+        Command::New { name, project, json } => Break(commands::new::run(&name, project.as_deref(), json)),
         Command::Handoff {
             task,
             from,
@@ -67,7 +82,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             body_file,
             project,
             json,
-        } => {
+        } => Break({
             let header = commands::handoff::Header {
                 from: &from,
                 status,
@@ -75,18 +90,23 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 next: next.as_ref(),
             };
             commands::handoff::run(project.project.as_deref(), &task, header, body_file.as_deref(), json)
-        }
+        }),
         Command::Status { task, project, json } => {
-            commands::status::run(project.project.as_deref(), task.as_ref(), json)
+            Break(commands::status::run(project.project.as_deref(), task.as_ref(), json))
         }
-        Command::List { project, json } => commands::list::run(project.project.as_deref(), json),
-        Command::Progress { task, project } => commands::progress::run(project.project.as_deref(), &task),
+        Command::List { project, json } => Break(commands::list::run(project.project.as_deref(), json)),
+        Command::Progress { task, project } => Break(commands::progress::run(project.project.as_deref(), &task)),
         Command::SetupAgents {
             project,
             runtime,
             roster,
             json,
-        } => commands::setup_agents::run(project.project.as_deref(), runtime, &roster, json),
+        } => Break(commands::setup_agents::run(
+            project.project.as_deref(),
+            runtime,
+            &roster,
+            json,
+        )),
         Command::Start {
             name,
             project,
@@ -94,27 +114,38 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             no_daemon,
             no_cron,
             json,
-        } => block_on(commands::start::run(
+        } => Break(block_on(commands::start::run(
             &name,
             project.as_deref(),
             runtime.as_deref(),
             Mode { no_daemon, no_cron },
             json,
-        )),
-        Command::Daemon { stop: false } => commands::daemon::run(),
-        Command::Daemon { stop: true } | Command::Shutdown => commands::daemon::shutdown(),
-        Command::Service { action, json } => commands::service::run(action, json),
-        Command::Runtime {
-            action: RuntimeAction::Check { runtime, project, json },
-        } => block_on(commands::runtime::check(&runtime, project.project.as_deref(), json)),
-        Command::Doctor { project, json } => block_on(commands::doctor::run(project.project.as_deref(), json)),
+        ))),
         Command::Log {
             task,
             project,
             follow,
             json,
             lineage,
-        } => commands::log::run(project.project.as_deref(), &task, follow, json, lineage),
+        } => Break(commands::log::run(
+            project.project.as_deref(),
+            &task,
+            follow,
+            json,
+            lineage,
+        )),
+        Command::Ui {
+            project,
+            all,
+            read_only,
+        } => Break(commands::ui::run(project.project.as_deref(), all, read_only)),
+        other => Continue(other),
+    }
+}
+
+/// The verbs that act on a task's agents; `Continue` passes on a command served elsewhere.
+fn agents(cmd: Command) -> ControlFlow<anyhow::Result<()>, Command> {
+    match cmd {
         Command::Spawn {
             task,
             agent,
@@ -124,14 +155,14 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             prepare: true,
             json,
             ..
-        } => block_on(commands::prepare::run(
+        } => Break(block_on(commands::prepare::run(
             project.project.as_deref(),
             &task,
             &agent,
             &handoff,
             runtime.as_deref(),
             json,
-        )),
+        ))),
         Command::Spawn {
             task,
             agent,
@@ -143,7 +174,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             worktree,
             json,
             ..
-        } => {
+        } => Break({
             let args = commands::spawn::Args {
                 over_budget,
                 agent: &agent,
@@ -155,7 +186,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 queue,
             };
             block_on(commands::spawn::run(project.project.as_deref(), &task, args, json))
-        }
+        }),
         Command::Send {
             task,
             agent,
@@ -164,7 +195,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             handoff,
             project,
             json,
-        } => {
+        } => Break({
             let what = match (message, file, handoff) {
                 (Some(m), _, _) => Some(What::Message(m)),
                 (None, Some(f), _) => Some(What::File(f)),
@@ -178,36 +209,54 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 what,
                 json,
             ))
-        }
+        }),
         Command::Rotate {
             task,
             agent,
             project,
             json,
-        } => block_on(commands::rotate::run(project.project.as_deref(), &task, &agent, json)),
-        Command::Checkin { task, project, json } => {
-            block_on(commands::checkin::run(project.project.as_deref(), &task, json))
-        }
+        } => Break(block_on(commands::rotate::run(
+            project.project.as_deref(),
+            &task,
+            &agent,
+            json,
+        ))),
+        Command::Checkin { task, project, json } => Break(block_on(commands::checkin::run(
+            project.project.as_deref(),
+            &task,
+            json,
+        ))),
         Command::Watch {
             task,
             project,
             poll_ms,
             timeout,
-        } => block_on(commands::watch::run(
+        } => Break(block_on(commands::watch::run(
             project.project.as_deref(),
             &task,
             poll_ms,
             timeout,
-        )),
-        Command::Stop { task, project, json } => block_on(commands::stop::run(project.project.as_deref(), &task, json)),
-        Command::Attach { task, agent, project } => {
-            commands::attach::run(project.project.as_deref(), &task, agent.as_ref())
+        ))),
+        Command::Stop { task, project, json } => {
+            Break(block_on(commands::stop::run(project.project.as_deref(), &task, json)))
         }
-        Command::Ui {
-            project,
-            all,
-            read_only,
-        } => commands::ui::run(project.project.as_deref(), all, read_only),
+        Command::Attach { task, agent, project } => {
+            Break(commands::attach::run(project.project.as_deref(), &task, agent.as_ref()))
+        }
+        other => Continue(other),
+    }
+}
+
+/// The supervisor itself: its daemon and service, checks, and the hooks agents call.
+fn supervisor(cmd: Command) -> anyhow::Result<()> {
+    match cmd {
+        Command::Daemon { stop: false } => commands::daemon::run(),
+        Command::Daemon { stop: true } | Command::Shutdown => commands::daemon::shutdown(),
+        Command::Service { action, json } => commands::service::run(action, json),
+        Command::Runtime {
+            action: RuntimeAction::Check { runtime, project, json },
+        } => block_on(commands::runtime::check(&runtime, project.project.as_deref(), json)),
+        Command::Doctor { project, json } => block_on(commands::doctor::run(project.project.as_deref(), json)),
         Command::DemoAgent { prompt_file } => Ok(crate::runtimes::demo::main(&prompt_file)?),
         Command::Hook { event } => block_on(commands::hook::run(&event)),
         Command::Permit {
@@ -227,6 +276,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             reason,
             json,
         ),
+        other => anyhow::bail!("internal: no handler for {other:?}"),
     }
 }
 
