@@ -14,5 +14,6 @@ pub mod io;
 pub(crate) mod runtimes;
 pub mod store;
 pub(crate) mod ui;
+pub(crate) mod web;
 
 pub use core::error::{Error, Result};

@@ -1,6 +1,7 @@
 //! Escalation to a human: recorded in pm_state.json (shown by `task status`
 //! and in progress.md under "Needs a Human"), logged in events.jsonl, and
-//! announced by the user's notify command.
+//! announced by the user's notify command and webhook (`[webhook]` in config.toml, a JSON
+//! POST carrying the link to the task on the web page; see `app::settings`).
 //!
 //! The command is an argv in `$XDG_CONFIG_HOME/agent-orchestrator/config.toml`,
 //! never a shell string:
@@ -140,5 +141,26 @@ fn notify(task: &Task, reason: &str) {
             }
             Err(e) => tracing::warn!(program = %prog, error = %e, "notify command failed to start"),
         }
+    }
+    if let Some(h) = crate::app::settings::webhook() {
+        let project = task.project.display().to_string();
+        let link = crate::app::settings::web()
+            .ok()
+            .and_then(|w| crate::app::settings::base_url(&w))
+            .map(|b| {
+                format!(
+                    "{b}{}#needs",
+                    crate::app::settings::task_path(&project, task.name.as_str())
+                )
+            });
+        let body = crate::io::webhook::payload(&project, task.name.as_str(), reason, link.as_deref());
+        crate::io::webhook::send(
+            crate::io::webhook::Hook {
+                url: h.url,
+                timeout: std::time::Duration::from_secs(h.timeout_secs.max(1)),
+                retries: h.retries,
+            },
+            body,
+        );
     }
 }

@@ -28,6 +28,7 @@ pub(crate) mod rotate;
 pub(crate) mod runtime_check;
 pub(crate) mod service;
 pub(crate) mod session;
+pub(crate) mod settings;
 pub(crate) mod settle;
 pub(crate) mod start;
 pub(crate) mod status;

@@ -296,6 +296,33 @@ pub enum Command {
         #[arg(long)]
         read_only: bool,
     },
+    /// The team on a phone: have the daemon serve the web page (who needs you, answer it)
+    /// and print its address with a one-time login code.
+    #[command(after_help = crate::cli::commands::web::AFTER_HELP)]
+    Web {
+        /// Where to listen, host:port (default: config.toml's [web] listen, else 127.0.0.1:8470).
+        #[arg(long, value_name = "ADDR", conflicts_with_all = ["url", "revoke"])]
+        listen: Option<String>,
+        /// Serve a non-loopback address over plain HTTP (anyone on that network can read it).
+        #[arg(long, conflicts_with_all = ["url", "revoke"])]
+        insecure_listen: bool,
+        /// Look only: no answers, messages, check-ins or stops from the page.
+        #[arg(long, conflicts_with_all = ["url", "revoke"])]
+        read_only: bool,
+        /// Only print the address with a new login code (the page must be served already).
+        #[arg(long, conflicts_with = "revoke")]
+        url: bool,
+        /// End every web session and drop unused login codes (a new secret is made).
+        #[arg(long)]
+        revoke: bool,
+        /// Print {"url", "login_url", "read_only", "code_expires_in_secs"} as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Post one webhook message (the JSON on stdin); what an escalation starts, so a message
+    /// outlives a short-lived `task` process.
+    #[command(hide = true)]
+    WebhookPost,
     /// Run the supervisor daemon in the foreground (what the systemd unit runs); --stop asks a running one to stop.
     Daemon {
         /// Stop the running daemon instead (agents keep running).

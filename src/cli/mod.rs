@@ -253,6 +253,22 @@ fn supervisor(cmd: Command) -> anyhow::Result<()> {
         Command::Daemon { stop: false } => commands::daemon::run(),
         Command::Daemon { stop: true } | Command::Shutdown => commands::daemon::shutdown(),
         Command::Service { action, json } => commands::service::run(action, json),
+        Command::Web {
+            listen,
+            insecure_listen,
+            read_only,
+            url,
+            revoke,
+            json,
+        } => commands::web::run(commands::web::Asked {
+            listen,
+            insecure_listen,
+            read_only,
+            url,
+            revoke,
+            json,
+        }),
+        Command::WebhookPost => commands::web::webhook_post(),
         Command::Runtime {
             action: RuntimeAction::Check { runtime, project, json },
         } => block_on(commands::runtime::check(&runtime, project.project.as_deref(), json)),

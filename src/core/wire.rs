@@ -45,6 +45,9 @@ pub enum Request {
     Subscribe,
     /// End a task's sessions and stop supervising it (`task stop`); answered with [`Response::Stopped`].
     Stop(StopRequest),
+    /// Serve the web page (`task web`), or say where it is served; answered with
+    /// [`Response::Web`].
+    Web(WebRequest),
 }
 
 /// `task spawn`, as the CLI asks it and the daemon (or the CLI itself) serves it. The
@@ -99,6 +102,22 @@ pub struct StopRequest {
     pub task: TaskName,
     /// As for [`SpawnRequest::tmux`].
     pub tmux: String,
+}
+
+/// `task web`: the page the daemon serves.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebRequest {
+    /// Start it when it is not served (otherwise only say where it is).
+    pub start: bool,
+    /// `host:port`; `None`: as served now, else config.toml's `[web] listen`, else loopback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    /// Answers off; `None`: as served now, else config.toml's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// A non-loopback address over plain HTTP, knowingly.
+    #[serde(default)]
+    pub insecure_listen: bool,
 }
 
 impl Request {
@@ -169,6 +188,8 @@ pub enum Response {
     Sent { report: crate::core::report::Report },
     /// The sessions a stop ended ([`Request::Stop`]).
     Stopped { stopped: crate::core::report::Stopped },
+    /// Where the web page is served ([`Request::Web`]); `url` is `None` when it is not.
+    Web { url: Option<String>, read_only: bool },
     /// A streamed change ([`Request::Subscribe`]): a handoff of this task is final, or
     /// (`task` empty) the set of supervised tasks changed.
     Changed { project: String, task: String },

@@ -18,7 +18,9 @@ use crate::store::task::Task;
 
 use super::actor::{self, Msg};
 use super::watcher::{Seen, Watcher};
-use crate::core::wire::{Envelope, MAX_REQUEST, PROTOCOL_VERSION, Request, Response, StopRequest, Supervised};
+use crate::core::wire::{
+    Envelope, MAX_REQUEST, PROTOCOL_VERSION, Request, Response, StopRequest, Supervised, WebRequest,
+};
 use crate::store::registry;
 
 /// Reconcile scan interval (events are only hints; network filesystems give none).
@@ -35,6 +37,8 @@ enum Control {
     Unsupervise(Supervised, oneshot::Sender<()>),
     /// Stop the daemon (a shutdown let through by its gate), answering first.
     Shutdown(oneshot::Sender<Response>),
+    /// Serve the web page or say where it is (a request let through by its gate).
+    Web(WebRequest, oneshot::Sender<Response>),
 }
 
 struct Entry {
@@ -68,6 +72,8 @@ struct Supervisor {
     changes: super::subscribe::Hub,
     /// The supervisor loop's own queue, for work that finishes apart from it.
     ctl: mpsc::Sender<Control>,
+    /// The web page, when served (`task web`, `[web] listen`).
+    web: Option<crate::web::Server>,
 }
 
 impl Supervisor {
@@ -238,6 +244,70 @@ impl Supervisor {
 
     /// Stop the daemon for the caller behind `peer`, unless it is a spoke of a task the
     /// daemon supervises (the gate of each, apart from the supervisor loop).
+    /// `task web` for the caller behind `peer`: its gate apart from the loop (a human's
+    /// only), then [`Supervisor::serve_web`] back in it.
+    fn web_request(&self, r: WebRequest, peer: Option<u32>, reply: oneshot::Sender<Response>) {
+        let ctl = self.ctl.clone();
+        let tasks = self.registered.clone();
+        tokio::spawn(async move {
+            match crate::app::verbs::web::permit(&tasks, peer).await {
+                Ok(()) => {
+                    let _ = ctl.send(Control::Web(r, reply)).await;
+                }
+                Err(e) => {
+                    let _ = reply.send(Response::error(&e));
+                }
+            }
+        });
+    }
+
+    /// Serve the web page as `r` asks (the request's choices, else those it is served
+    /// with, else config.toml's, else loopback), or say where it is.
+    async fn serve_web(&mut self, r: WebRequest) -> Response {
+        let config = match crate::app::settings::web() {
+            Ok(c) => c,
+            Err(e) => return Response::error(&e),
+        };
+        let running = self.web.as_ref();
+        let want = crate::web::Options {
+            listen: r
+                .listen
+                .clone()
+                .or_else(|| running.map(|w| w.addr.to_string()))
+                .or(config.listen.clone())
+                .unwrap_or_else(|| crate::web::DEFAULT_LISTEN.to_string()),
+            read_only: r.read_only.or(running.map(|w| w.read_only)).unwrap_or(config.read_only),
+            insecure_listen: r.insecure_listen || config.insecure_listen,
+        };
+        let same = running.is_some_and(|w| w.addr.to_string() == want.listen && w.read_only == want.read_only);
+        if same || !r.start {
+            return Response::Web {
+                url: running.map(crate::web::Server::url),
+                read_only: running.is_some_and(|w| w.read_only),
+            };
+        }
+        // A bad address is refused before the page served now is touched; the old page
+        // goes first when the new one wants its port.
+        if let Err(e) = crate::web::resolve(&want).await {
+            return Response::error(&e);
+        }
+        let same_port = running.is_some_and(|w| want.listen.rsplit(':').next() == Some(&w.addr.port().to_string()));
+        if same_port {
+            self.web = None;
+        }
+        match crate::web::start(&want, self.changes.subscribe()).await {
+            Ok(w) => {
+                let answer = Response::Web {
+                    url: Some(w.url()),
+                    read_only: w.read_only,
+                };
+                self.web = Some(w);
+                answer
+            }
+            Err(e) => Response::error(&e),
+        }
+    }
+
     fn shutdown(&self, peer: Option<u32>, reply: oneshot::Sender<Response>) {
         let ctl = self.ctl.clone();
         let tasks = self.registered.clone();
@@ -396,6 +466,7 @@ pub async fn run() -> Result<()> {
         tmux,
         changes: super::subscribe::Hub::new(),
         ctl: ctl_tx.clone(),
+        web: None,
     };
     for s in registry::load() {
         match sup.add(&s) {
@@ -407,6 +478,21 @@ pub async fn run() -> Result<()> {
     }
     if let Err(e) = sup.save() {
         tracing::warn!(error = %e, "cannot save the registry");
+    }
+    // The web page, when config.toml's `[web] listen` asks for it; a page that cannot be
+    // served is logged, and the supervision goes on without it.
+    match crate::app::settings::web() {
+        Ok(w) if w.listen.is_some() => {
+            let r = WebRequest {
+                start: true,
+                ..Default::default()
+            };
+            if let Response::Error { message, .. } = sup.serve_web(r).await {
+                tracing::error!(error = %message, "the web page is not served");
+            }
+        }
+        Ok(_) => {}
+        Err(e) => tracing::error!(error = %e, "the web page is not served: config.toml does not read"),
     }
     tracing::info!(pid = std::process::id(), tasks = sup.entries.len(), socket = %sock.display(), "daemon ready");
 
@@ -469,6 +555,9 @@ pub async fn run() -> Result<()> {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     break;
                 }
+                Some(Control::Web(r, reply)) => {
+                    let _ = reply.send(sup.serve_web(r).await);
+                }
                 Some(Control::Subscribe(reply)) => {
                     let _ = reply.send((sup.registered.clone(), sup.changes.subscribe()));
                 }
@@ -494,6 +583,7 @@ pub async fn run() -> Result<()> {
                         let _ = reply.send(Response::failure("subscribe is served on its own connection"));
                     }
                     Request::Shutdown => sup.shutdown(peer, reply),
+                    Request::Web(r) => sup.web_request(r, peer, reply),
                 },
             }
         }

@@ -19,3 +19,4 @@ pub(crate) mod sandbox;
 pub(crate) mod schedule;
 pub(crate) mod signals;
 pub mod tmux;
+pub(crate) mod webhook;

@@ -82,6 +82,8 @@ pub enum Kind {
     Escalation,
     /// A context bundle that could not be removed.
     BundleCleanupFailed,
+    /// Something a person did on the web page (`task web`), naming the web session.
+    WebAction,
 }
 
 impl Kind {
@@ -119,6 +121,7 @@ impl Kind {
             Kind::SpawnQueueDropped => "spawn_queue_dropped",
             Kind::Escalation => "escalation",
             Kind::BundleCleanupFailed => "bundle_cleanup_failed",
+            Kind::WebAction => "web_action",
         }
     }
 }

@@ -14,7 +14,7 @@ use crate::store::events::Kind as EventKind;
 use crate::store::task::Task;
 
 /// Send `text` to `agent` with verified delivery (through the daemon when one runs).
-pub(super) async fn send(t: &Task, ctx: &Ctx, agent: &str, text: &str) -> String {
+pub(crate) async fn send(t: &Task, ctx: &Ctx, agent: &str, text: &str) -> String {
     let name: AgentName = match agent.parse() {
         Ok(n) => n,
         Err(e) => return format!("not sent: {e}"),
@@ -32,7 +32,7 @@ pub(super) async fn send(t: &Task, ctx: &Ctx, agent: &str, text: &str) -> String
 }
 
 /// Run a check-in of `t` now (by the daemon's actor when it supervises the task).
-pub(super) async fn checkin(t: &Task, ctx: &Ctx) -> String {
+pub(crate) async fn checkin(t: &Task, ctx: &Ctx) -> String {
     match app::checkin::checkin(t, ctx).await {
         Ok(app::checkin::Checkin::ByDaemon(r) | app::checkin::Checkin::Here(r)) => {
             let what = match (&r.skip_reason, &r.delivery) {
@@ -63,7 +63,7 @@ pub(super) fn permit(t: &Task, id: &str, allow: bool) -> String {
 
 /// Stop one agent: end its session, mark it stopped, free its lane; its files stay.
 /// (`task stop` ends the whole task; the UI's `x` is about the one agent selected.)
-pub(super) async fn stop_agent(t: &Task, ctx: &Ctx, agent: &str) -> String {
+pub(crate) async fn stop_agent(t: &Task, ctx: &Ctx, agent: &str) -> String {
     let now = crate::core::clock::now();
     let session = ctx.session_name(t, agent);
     let remote = t

@@ -12,6 +12,7 @@ pub mod longhaul;
 pub mod model;
 pub mod sshd;
 mod wait;
+pub mod web;
 
 use leftovers::kill_leftovers;
 pub use wait::{wait_for, wait_until};

@@ -16,6 +16,7 @@ pub(crate) mod send;
 pub(crate) mod shutdown;
 pub(crate) mod spawn;
 pub(crate) mod stop;
+pub(crate) mod web;
 
 use std::path::Path;
 

@@ -24,3 +24,4 @@ pub(crate) mod status;
 pub(crate) mod stop;
 pub(crate) mod ui;
 pub(crate) mod watch;
+pub(crate) mod web;
