@@ -301,7 +301,7 @@ mod tests {
         assert_ne!(k.token().unwrap(), token);
         assert!(!k.redeem(&code, now), "revoke drops the codes");
         let code = k.new_code().unwrap();
-        assert!(!k.redeem(&code, now + CODE_TTL), "expired");
+        assert!(!k.redeem(&code, Utc::now() + CODE_TTL), "expired");
         let mode = std::fs::metadata(d.path().join("web/token"))
             .unwrap()
             .permissions()
