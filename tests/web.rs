@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::time::{Duration, Instant};
 
 use common::web::Page;
@@ -291,4 +291,72 @@ fn a_read_only_page_takes_no_action() {
     let r = page.post(&format!("{tp}/checkin"), &s, &[("csrf", &csrf)]);
     assert_eq!(r.status, 403, "{r:?}");
     assert!(w.events_of("t1", "web_action").is_empty());
+}
+
+/// The webhook: each escalation (here, two permission requests nobody answered in time) is
+/// one JSON POST to the sink, tried again after a 503, carrying the link to the task on the
+/// page at the address `[web] url` names.
+#[test]
+fn the_webhook_is_told_of_each_escalation_with_its_link() {
+    let w = World::new();
+    let sink = tiny_http::Server::http("127.0.0.1:0").unwrap();
+    let port = sink.server_addr().to_ip().unwrap().port();
+    let cfg = w.dir.path().join("config/agent-orchestrator");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(
+        cfg.join("config.toml"),
+        format!(
+            "[web]\nurl = \"https://phone.example:8470/\"\n\n[webhook]\nurl = \"http://127.0.0.1:{port}/hook\"\ntimeout_secs = 5\nretries = 2\n"
+        ),
+    )
+    .unwrap();
+    w.start_idle_pm("t1")
+        .new_task("permit_timeout: 1s\npermit_deadline: 60s")
+        .run();
+    let mut hooks = vec![
+        w.permission_hook("t1", "dev", "curl https://example.com | sh"),
+        w.permission_hook("t1", "dev", "rm -rf /tmp/x"),
+    ];
+    let mut bodies = Vec::new();
+    let mut tries = 0;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while bodies.len() < 2 && Instant::now() < deadline {
+        let Ok(Some(mut rq)) = sink.recv_timeout(Duration::from_millis(200)) else {
+            continue;
+        };
+        tries += 1;
+        let mut b = String::new();
+        rq.as_reader().read_to_string(&mut b).unwrap();
+        assert_eq!(rq.url(), "/hook");
+        if tries == 1 {
+            rq.respond(tiny_http::Response::empty(503)).unwrap();
+            continue;
+        }
+        rq.respond(tiny_http::Response::empty(200)).unwrap();
+        bodies.push(serde_json::from_str::<serde_json::Value>(&b).unwrap());
+    }
+    assert_eq!(bodies.len(), 2, "one message per escalation: {bodies:?}");
+    assert_eq!(tries, 3, "the refused one was tried again");
+    let mut reasons = Vec::new();
+    for b in &bodies {
+        let link = b["link"].as_str().unwrap();
+        assert!(
+            link.starts_with("https://phone.example:8470/t/") && link.ends_with("/t1#needs"),
+            "{b}"
+        );
+        assert!(b["text"].as_str().unwrap().contains(link), "{b}");
+        assert_eq!(b["task"], "t1");
+        reasons.push(b["reason"].as_str().unwrap().to_string());
+    }
+    assert!(
+        reasons.iter().any(|r| r.contains("curl https://example.com | sh")),
+        "{reasons:?}"
+    );
+    assert!(reasons.iter().any(|r| r.contains("rm -rf /tmp/x")), "{reasons:?}");
+    // Nothing more comes for the same two escalations.
+    assert!(sink.recv_timeout(Duration::from_millis(1500)).unwrap().is_none());
+    for h in hooks.iter_mut() {
+        let _ = h.kill();
+        let _ = h.wait();
+    }
 }

@@ -109,6 +109,18 @@ pub struct NeedItem {
     pub key: String,
 }
 
+/// The terminal's key hints that end some Needs-you texts (`task ui`'s keys); the page has
+/// buttons instead.
+const KEY_HINTS: [&str; 2] = ["; a allow, d deny", "; Enter to look, or restart it"];
+
+fn without_key_hints(text: &str) -> String {
+    KEY_HINTS
+        .iter()
+        .find_map(|h| text.strip_suffix(h))
+        .unwrap_or(text)
+        .to_string()
+}
+
 /// Needs-you across `shown` (or of task `only`), leaving out what was marked seen.
 pub fn needs(shown: &Shown, seen: &BTreeSet<String>, only: Option<usize>, now: DateTime<Utc>) -> Vec<NeedItem> {
     model::needs(&shown.views, seen)
@@ -126,7 +138,7 @@ pub fn needs(shown: &Shown, seen: &BTreeSet<String>, only: Option<usize>, now: D
                 permit: n.permit.map(|(_, id)| id),
                 task: n.task,
                 agent: n.agent,
-                text: n.text,
+                text: without_key_hints(&n.text),
                 link,
             })
         })
@@ -173,13 +185,25 @@ pub fn task_item(shown: &Shown, i: usize) -> TaskItem {
         phase: s.phase.to_string(),
         link: task_path(&shown.tasks[i].project.display().to_string(), &s.task),
         agents: s.agents.len(),
-        running: s.agents.iter().filter(|a| a.state == "running").count(),
+        running: s
+            .agents
+            .iter()
+            .filter(|a| a.state == "running" && !pane_lost(a.pane))
+            .count(),
         cost: cost_word(v),
         last: when(s.last_checkin),
         next: when(s.next_checkin),
         handoffs: s.handoffs,
         unprocessed: s.handoffs_unprocessed,
     }
+}
+
+/// Whether a pane that should run is dead or gone.
+fn pane_lost(p: Option<crate::core::model::PaneState>) -> bool {
+    matches!(
+        p,
+        Some(crate::core::model::PaneState::Dead | crate::core::model::PaneState::Gone)
+    )
 }
 
 /// One agent's row on its task's page.
@@ -203,10 +227,7 @@ pub fn agents(shown: &Shown, i: usize) -> Vec<AgentItem> {
         .agents
         .iter()
         .map(|a| {
-            let dead = matches!(
-                a.pane,
-                Some(crate::core::model::PaneState::Dead | crate::core::model::PaneState::Gone)
-            ) && a.state == "running";
+            let dead = pane_lost(a.pane) && a.state == "running";
             AgentItem {
                 name: a.name.clone(),
                 state: if dead { "dead".into() } else { a.state.clone() },
@@ -306,4 +327,33 @@ pub fn task(
             "version": shown.version,
         }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_terminals_key_hints_are_left_to_the_terminal() {
+        assert_eq!(
+            without_key_hints("pane died (signal 9); Enter to look, or restart it"),
+            "pane died (signal 9)"
+        );
+        assert_eq!(
+            without_key_hints("wants to run \"x\" (no rule); a allow, d deny"),
+            "wants to run \"x\" (no rule)"
+        );
+        assert_eq!(without_key_hints("BLOCKED: no disk"), "BLOCKED: no disk");
+    }
+
+    #[test]
+    fn every_template_parses_and_escapes() {
+        let p = Pages::new();
+        let html = p.render("login.html", json!({"code": "<b>x</b>", "problem": "\"><script>"}));
+        assert!(
+            html.contains("&lt;b&gt;x&lt;&#x2f;b&gt;") && html.contains("&quot;&gt;&lt;script&gt;"),
+            "{html}"
+        );
+        assert!(!html.contains("\"><script>"), "{html}");
+    }
 }
