@@ -360,3 +360,77 @@ fn the_webhook_is_told_of_each_escalation_with_its_link() {
         let _ = h.wait();
     }
 }
+
+/// With a certificate and key in config.toml the page is HTTPS, may listen beyond
+/// loopback, and its cookies are `Secure`; plain HTTP on that port gets no page.
+#[test]
+fn with_tls_configured_the_page_is_https_and_may_listen_wider() {
+    let w = World::new();
+    let cfg = w.dir.path().join("config/agent-orchestrator");
+    std::fs::create_dir_all(&cfg).unwrap();
+    let (cert, key) = (cfg.join("cert.pem"), cfg.join("key.pem"));
+    ok(&run(std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "2",
+        ])
+        .args(["-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)));
+    std::fs::write(
+        cfg.join("config.toml"),
+        format!(
+            "[web]\ntls_cert = \"{}\"\ntls_key = \"{}\"\n",
+            cert.display(),
+            key.display()
+        ),
+    )
+    .unwrap();
+    w.start_idle_pm("t1").new_task("").run();
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&run(w.task().args(["web", "--listen", "0.0.0.0:0", "--json"])))).unwrap();
+    let url = v["url"].as_str().unwrap().to_string();
+    assert!(url.starts_with("https://0.0.0.0:"), "{url}");
+    let port = url.rsplit(':').next().unwrap();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .max_redirects(0)
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .tls_config(ureq::tls::TlsConfig::builder().disable_verification(true).build())
+        .build()
+        .into();
+    let code = common::web::code_of(v["login_url"].as_str().unwrap());
+    let r = agent
+        .post(format!("https://127.0.0.1:{port}/login"))
+        .send_form([("code", code.as_str())])
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 303);
+    let cookie = r.headers().get("set-cookie").unwrap().to_str().unwrap().to_string();
+    assert!(
+        cookie.starts_with("ao_session=") && cookie.contains("; Secure"),
+        "{cookie}"
+    );
+    let plain = agent.get(format!("http://127.0.0.1:{port}/login")).call();
+    assert!(
+        plain.is_err() || plain.unwrap().status().as_u16() != 200,
+        "plain HTTP got the page"
+    );
+    // A half-configured pair is named.
+    std::fs::write(
+        cfg.join("config.toml"),
+        format!("[web]\ntls_cert = \"{}\"\n", cert.display()),
+    )
+    .unwrap();
+    let o = run(w.task().args(["web", "--listen", "127.0.0.1:0"]));
+    assert_ne!(o.status.code(), Some(0));
+    assert!(stderr(&o).contains("both tls_cert and tls_key"), "{}", stderr(&o));
+}

@@ -55,6 +55,19 @@ pub struct Webhook {
     pub retries: u32,
 }
 
+impl Web {
+    /// The certificate and key for HTTPS: both or neither.
+    pub fn tls(&self) -> Result<Option<(std::path::PathBuf, std::path::PathBuf)>> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(c), Some(k)) => Ok(Some((c.into(), k.into()))),
+            (None, None) => Ok(None),
+            _ => Err(Error::BadInput(
+                "config.toml [web] needs both tls_cert and tls_key for HTTPS (or neither)".into(),
+            )),
+        }
+    }
+}
+
 fn default_timeout() -> u64 {
     10
 }

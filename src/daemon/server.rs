@@ -278,6 +278,10 @@ impl Supervisor {
                 .unwrap_or_else(|| crate::web::DEFAULT_LISTEN.to_string()),
             read_only: r.read_only.or(running.map(|w| w.read_only)).unwrap_or(config.read_only),
             insecure_listen: r.insecure_listen || config.insecure_listen,
+            tls: match config.tls() {
+                Ok(t) => t,
+                Err(e) => return Response::error(&e),
+            },
         };
         let same = running.is_some_and(|w| w.addr.to_string() == want.listen && w.read_only == want.read_only);
         if same || !r.start {

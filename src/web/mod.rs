@@ -16,6 +16,7 @@ pub mod board;
 pub mod markdown;
 pub mod pages;
 pub mod routes;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -35,6 +36,25 @@ pub struct Options {
     pub read_only: bool,
     /// A non-loopback address over plain HTTP, knowingly.
     pub insecure_listen: bool,
+    /// HTTPS: the certificate chain and key (PEM).
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+}
+
+/// The address a request came from (the login limiter counts failures by it), for plain
+/// and TLS connections alike.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub SocketAddr);
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>> for Peer {
+    fn connect_info(s: axum::serve::IncomingStream<'_, tokio::net::TcpListener>) -> Peer {
+        Peer(*s.remote_addr())
+    }
+}
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tls::Listener>> for Peer {
+    fn connect_info(s: axum::serve::IncomingStream<'_, tls::Listener>) -> Peer {
+        Peer(*s.remote_addr())
+    }
 }
 
 /// The default address: loopback only.
@@ -46,6 +66,8 @@ pub struct Server {
     pub addr: SocketAddr,
     /// Answers off.
     pub read_only: bool,
+    /// Served over HTTPS.
+    pub tls: bool,
     board: Arc<board::Board>,
     join: tokio::task::JoinHandle<()>,
 }
@@ -53,7 +75,7 @@ pub struct Server {
 impl Server {
     /// The address a browser on this machine uses.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", if self.tls { "https" } else { "http" }, self.addr)
     }
 }
 
@@ -65,8 +87,8 @@ impl Drop for Server {
 }
 
 /// Whether `addr` may be served with these options, and the warning to log when it is.
-pub fn check_listen(addr: &SocketAddr, insecure_listen: bool) -> Result<Option<String>> {
-    if addr.ip().is_loopback() {
+pub fn check_listen(addr: &SocketAddr, insecure_listen: bool, tls: bool) -> Result<Option<String>> {
+    if addr.ip().is_loopback() || tls {
         return Ok(None);
     }
     if insecure_listen {
@@ -76,7 +98,8 @@ pub fn check_listen(addr: &SocketAddr, insecure_listen: bool) -> Result<Option<S
     }
     Err(Error::BadInput(format!(
         "refusing to serve the web page on {addr}: it is not a loopback address and the page has no TLS; \
-         listen on 127.0.0.1 and reach it through an SSH tunnel or Tailscale, or pass --insecure-listen"
+         set [web] tls_cert and tls_key in config.toml, listen on 127.0.0.1 and reach it through an SSH tunnel \
+         or Tailscale, or pass --insecure-listen"
     )))
 }
 
@@ -87,7 +110,7 @@ pub async fn resolve(opts: &Options) -> Result<SocketAddr> {
         .ok()
         .and_then(|mut a| a.next())
         .ok_or_else(|| Error::BadInput(format!("{:?} is not an address to listen on (host:port)", opts.listen)))?;
-    if let Some(w) = check_listen(&addr, opts.insecure_listen)? {
+    if let Some(w) = check_listen(&addr, opts.insecure_listen, opts.tls.is_some())? {
         tracing::warn!("{w}");
     }
     Ok(addr)
@@ -100,6 +123,10 @@ pub async fn start(opts: &Options, mut changes: broadcast::Receiver<Response>) -
     let addr = resolve(opts).await?;
     let keys = auth::Keys::of_user()?;
     keys.token()?;
+    let tls = match &opts.tls {
+        Some((cert, key)) => Some(tls::acceptor(cert, key)?),
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Error::io("listen on", std::path::Path::new(&opts.listen), e))?;
@@ -128,19 +155,34 @@ pub async fn start(opts: &Options, mut changes: broadcast::Receiver<Response>) -
         keys,
         pages: pages::Pages::new(),
         read_only: opts.read_only,
-        secure: false,
+        secure: tls.is_some(),
         limiter: Mutex::new(auth::Limiter::default()),
     });
     let router = routes::router(app);
-    let join = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>()).await {
-            tracing::error!(error = %e, "the web page stopped serving");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let join = match tls {
+        Some(acceptor) => {
+            let listener = tls::Listener::new(listener, acceptor)
+                .map_err(|e| Error::io("listen on", std::path::Path::new(&opts.listen), e))?;
+            tokio::spawn(async move {
+                let app = router.into_make_service_with_connect_info::<Peer>();
+                if let Err(e) = axum::serve(listener, app).await {
+                    tracing::error!(error = %e, "the web page stopped serving");
+                }
+            })
         }
-    });
-    tracing::info!(url = %format!("http://{addr}"), read_only = opts.read_only, "web page served");
+        None => tokio::spawn(async move {
+            let app = router.into_make_service_with_connect_info::<Peer>();
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::error!(error = %e, "the web page stopped serving");
+            }
+        }),
+    };
+    tracing::info!(url = %format!("{scheme}://{addr}"), read_only = opts.read_only, "web page served");
     Ok(Server {
         addr,
         read_only: opts.read_only,
+        tls: scheme == "https",
         board,
         join,
     })

@@ -3,7 +3,6 @@
 //! event stream that tells open pages something changed.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -263,7 +262,7 @@ struct LoginForm {
 
 async fn login(
     State(app): State<Shared>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ConnectInfo(super::Peer(peer)): ConnectInfo<super::Peer>,
     Form(f): Form<LoginForm>,
 ) -> Response {
     let now = crate::core::clock::now();
