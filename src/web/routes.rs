@@ -417,15 +417,20 @@ async fn events(State(app): State<Shared>, headers: HeaderMap) -> Response {
         return (StatusCode::UNAUTHORIZED, "log in first").into_response();
     }
     let rx = app.board.follow();
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.changed().await.ok()?;
-        let v = rx.borrow_and_update().version;
-        tokio::time::sleep(STREAM_SPACING).await;
-        Some((
-            Ok::<_, Infallible>(SseEvent::default().event("changed").data(v.to_string())),
-            rx,
-        ))
-    });
+    // Told at once; the next one no sooner than STREAM_SPACING after (a busy task's many
+    // changes become a few fetches).
+    let stream = futures_util::stream::unfold(
+        (rx, None),
+        |(mut rx, last): (_, Option<tokio::time::Instant>)| async move {
+            if let Some(last) = last {
+                tokio::time::sleep_until(last + STREAM_SPACING).await;
+            }
+            rx.changed().await.ok()?;
+            let v = rx.borrow_and_update().version;
+            let ev = SseEvent::default().event("changed").data(v.to_string());
+            Some((Ok::<_, Infallible>(ev), (rx, Some(tokio::time::Instant::now()))))
+        },
+    );
     sse(stream).into_response()
 }
 

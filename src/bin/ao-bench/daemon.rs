@@ -37,6 +37,7 @@ impl Env {
             .env("AO_DEMO_IDLE", "1")
             .env("XDG_RUNTIME_DIR", self.root.join("run"))
             .env("XDG_STATE_HOME", self.root.join("state"))
+            .env("XDG_CONFIG_HOME", self.root.join("config"))
             .env_remove("TMUX")
             .stdout(Stdio::null())
             .stderr(Stdio::null());

@@ -27,6 +27,10 @@
 //!   ao-bench permit [--runs N]
 //!       the permission broker: a request decided by rule (the whole hook) beside
 //!       `task --version`; a request to the PM's check-in beside a handoff's check-in.
+//!   ao-bench web [--handoffs N] [--idle-secs N]
+//!       the web page: a handoff → visible on an open page (its event stream, then the page
+//!       fetched again) beside the daemon's own check-in of it; the idle daemon's CPU with
+//!       no page and with five pages open.
 //!   ao-bench longhaul [--rejections N] [--progress N] [--full-secs N] [--no-faults]
 //!       issue 26's long-haul run (real Claude Code against the tests' scripted model,
 //!       faults on the way): runs `cargo bench --bench longhaul` in the source tree, since
@@ -44,6 +48,7 @@ mod status;
 mod tmux;
 mod ui;
 mod usage;
+mod web;
 mod worktree;
 
 use std::path::PathBuf;
@@ -160,6 +165,7 @@ fn main() {
         Some("ui") => ui::bench_ui(&args),
         Some("usage") => usage::bench_usage(&args),
         Some("worktree") => worktree::bench_worktree(&args),
+        Some("web") => web::bench_web(&args),
         Some("longhaul") => longhaul(&args[1..]),
         Some("generate") => {
             let dir = PathBuf::from(args.get(1).expect("ao-bench generate DIR"));
