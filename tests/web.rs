@@ -434,3 +434,96 @@ fn with_tls_configured_the_page_is_https_and_may_listen_wider() {
     assert_ne!(o.status.code(), Some(0));
     assert!(stderr(&o).contains("both tls_cert and tls_key"), "{}", stderr(&o));
 }
+
+/// The rest of the answers: a message typed into an agent (verified delivery), a BLOCKED
+/// handoff marked seen, an agent stopped — each recorded with the session.
+#[test]
+fn a_message_a_seen_item_and_a_stop_from_the_page() {
+    let w = World::new();
+    w.start_idle_pm("t1").new_task("").run();
+    let h = w.handoff("t1", "pm", "IN_PROGRESS").target("dev").write();
+    w.spawn_idle_demo("t1", "dev", &h);
+    let page = w.web(&[]);
+    let s = page.first_login();
+    let tp = page.task_path(&s, "t1");
+    let csrf = page.csrf(&s);
+
+    let text = "from the phone: keep going; don't `rm` anything";
+    let r = page.post(
+        &format!("{tp}/send"),
+        &s,
+        &[("csrf", &csrf), ("back", &tp), ("agent", "pm"), ("text", text)],
+    );
+    assert_eq!(r.status, 303, "{r:?}");
+    assert!(
+        w.inbox("t1", "pm").iter().any(|m| m == text),
+        "{:?}",
+        w.inbox("t1", "pm")
+    );
+    let note = common::web::note(&r).expect("the outcome, shown once on the page");
+    assert!(note.contains("delivered to t1/pm"), "{note}");
+
+    w.handoff("t1", "dev", "BLOCKED")
+        .body("## Blockers\nno credentials\n")
+        .write();
+    let key = wait_for("the BLOCKED item on the page", 10, || {
+        let b = page.get("/", &s).body;
+        let at = b.find("need blocked\" data-key=\"")?;
+        Some(common::web::unescape(b[at + 24..].split('"').next().unwrap()))
+    });
+    let r = page.post("/seen", &s, &[("csrf", &csrf), ("back", "/"), ("key", &key)]);
+    assert_eq!(r.status, 303, "{r:?}");
+    assert!(!page.get("/", &s).body.contains("need blocked"), "marked seen");
+
+    let r = page.post(&format!("{tp}/stop/dev"), &s, &[("csrf", &csrf), ("back", &tp)]);
+    assert_eq!(r.status, 303, "{r:?}");
+    wait_for("dev's session ended", 10, || {
+        (!w.sessions().iter().any(|x| x.ends_with("-dev"))).then_some(())
+    });
+    // Marked stopped, unless its last report already says how it ended (the demo dev, given
+    // no work it can do, reports BLOCKED).
+    let status = w.state("t1")["agents"]["dev"]["status"].clone();
+    assert!(status == "stopped" || status == "blocked", "{status}");
+    let stopped = w.events_of("t1", "agent_stopped");
+    assert!(
+        stopped[0]["data"]["by"].as_str().unwrap().starts_with("web:"),
+        "{stopped:?}"
+    );
+    let acts: Vec<String> = w
+        .events_of("t1", "web_action")
+        .iter()
+        .map(|e| e["data"]["action"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(acts, ["send", "seen", "stop"]);
+    let sent = &w.events_of("t1", "web_action")[0];
+    assert_eq!(sent["data"]["chars"], text.chars().count());
+    assert!(
+        !sent.to_string().contains("keep going"),
+        "the message's text is not logged"
+    );
+}
+
+/// `[web] listen` in config.toml: the daemon serves the page from its start, and
+/// `task web --url` gives a code for it without starting anything.
+#[test]
+fn the_daemon_serves_the_page_its_setting_names() {
+    let w = World::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = w.dir.path().join("config/agent-orchestrator");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(
+        cfg.join("config.toml"),
+        format!("[web]\nlisten = \"127.0.0.1:{port}\"\n"),
+    )
+    .unwrap();
+    w.start_idle_pm("t1").new_task("").run();
+    let v: serde_json::Value = serde_json::from_str(&ok(&run(w.task().args(["web", "--url", "--json"])))).unwrap();
+    assert_eq!(v["url"], format!("http://127.0.0.1:{port}"));
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let r = agent.get(format!("http://127.0.0.1:{port}/login")).call().unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+}

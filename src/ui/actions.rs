@@ -62,8 +62,9 @@ pub(super) fn permit(t: &Task, id: &str, allow: bool) -> String {
 }
 
 /// Stop one agent: end its session, mark it stopped, free its lane; its files stay.
-/// (`task stop` ends the whole task; the UI's `x` is about the one agent selected.)
-pub(crate) async fn stop_agent(t: &Task, ctx: &Ctx, agent: &str) -> String {
+/// (`task stop` ends the whole task; the UI's `x` is about the one agent selected.) `by`
+/// names who asked in the `agent_stopped` event (`task ui`, a web session).
+pub(crate) async fn stop_agent(t: &Task, ctx: &Ctx, agent: &str, by: &str) -> String {
     let now = crate::core::clock::now();
     let session = ctx.session_name(t, agent);
     let remote = t
@@ -109,7 +110,7 @@ pub(crate) async fn stop_agent(t: &Task, ctx: &Ctx, agent: &str) -> String {
         t,
         EventKind::AgentStopped,
         Some(agent),
-        serde_json::json!({"by": "task ui", "session": session}),
+        serde_json::json!({"by": by, "session": session}),
         now,
     );
     if ended {

@@ -235,7 +235,7 @@ fn act(
         Action::Stop => match sel.agent {
             Some((i, agent)) => {
                 let t = src.tasks[i].clone();
-                let out = src.block_on(actions::stop_agent(&t, src.ctx(), &agent));
+                let out = src.block_on(actions::stop_agent(&t, src.ctx(), &agent, "task ui"));
                 src.reload(i);
                 out
             }

@@ -587,8 +587,8 @@ async fn stop(
     let Ok(agent) = agent.parse::<AgentName>() else {
         return done(&app, &f.back, "not stopped: that is not an agent name");
     };
-    let (task, name) = (t.clone(), agent.to_string());
-    let note = apart(move |c| async move { crate::ui::actions::stop_agent(&task, &c, &name).await }).await;
+    let (task, name, by) = (t.clone(), agent.to_string(), s.label.clone());
+    let note = apart(move |c| async move { crate::ui::actions::stop_agent(&task, &c, &name, &by).await }).await;
     record(&t, &s, "stop", Some(agent.as_str()), serde_json::json!({}), &note);
     refresh(&app, &t);
     done(&app, &f.back, &note)

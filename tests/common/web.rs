@@ -147,3 +147,26 @@ impl Page {
         a.body[start + 1..at + end.len() - 1].to_string()
     }
 }
+
+/// An attribute's text as a browser reads it.
+pub fn unescape(s: &str) -> String {
+    s.replace("&quot;", "\"")
+        .replace("&#x27;", "'")
+        .replace("&#39;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&#x2f;", "/")
+        .replace("&amp;", "&")
+}
+
+/// The one-time note an action's answer carries for the page it goes back to.
+pub fn note(a: &Answer) -> Option<String> {
+    let hex = a.cookies.iter().find_map(|c| {
+        c.strip_prefix("ao_note=")
+            .map(|v| v.split(';').next().unwrap().to_string())
+    })?;
+    let bytes: Vec<u8> = (0..hex.len() / 2)
+        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    String::from_utf8(bytes).ok()
+}

@@ -89,6 +89,22 @@ pub(crate) fn run(a: Asked) -> anyhow::Result<()> {
         Some(other) => anyhow::bail!("the daemon answered {other:?} to `task web`; is it an older version? Restart it"),
         None => return Err(Error::Environment("the daemon stopped while asked".into()).into()),
     };
+    let host = url
+        .split("://")
+        .nth(1)
+        .unwrap_or("")
+        .rsplit_once(':')
+        .map_or("", |(h, _)| h);
+    let loopback = host
+        .trim_matches(['[', ']'])
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_loopback());
+    if !loopback && url.starts_with("http://") {
+        crate::cli::output::warn(format!(
+            "the page is served on {url} over plain HTTP: anyone on that network can read it, session cookies included; \
+             set [web] tls_cert and tls_key in config.toml for HTTPS"
+        ));
+    }
     let code = keys.new_code()?;
     let base = crate::app::settings::web()
         .ok()
