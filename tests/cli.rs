@@ -478,6 +478,7 @@ fn help_lists_each_verb_with_its_own_description() {
         ("attach", "Attach your terminal to an agent's tmux session"),
         ("ui", "A live dashboard: who needs you first"),
         ("web", "The team on a phone"),
+        ("hosts", "The fleet"),
         ("daemon", "Run the supervisor daemon in the foreground"),
         ("shutdown", "Stop the running daemon cleanly"),
         ("service", "Install, remove or inspect the systemd user unit"),

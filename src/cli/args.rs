@@ -319,6 +319,17 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The fleet: every host of config.toml's [hosts.<name>] with whether it answers, its
+    /// slots used and free, load, memory, tmux/rsync/git, labels and the agents on it.
+    /// `check [NAME]`: what `task doctor` looks at, for each host (exit 1 on a problem).
+    Hosts {
+        /// `check`: ssh, tmux, rsync, git and a writable root on each host (or NAME).
+        #[command(subcommand)]
+        action: Option<HostsAction>,
+        /// Print the hosts as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Post one webhook message (the JSON on stdin); what an escalation starts, so a message
     /// outlives a short-lived `task` process.
     #[command(hide = true)]
@@ -412,6 +423,19 @@ pub enum RuntimeAction {
         #[command(flatten)]
         project: ProjectArg,
         /// Print the steps as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `task hosts` actions.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Subcommand)]
+pub enum HostsAction {
+    /// Check each host (or NAME) as `task doctor` would: ssh, tmux, rsync, git, a writable root.
+    Check {
+        /// One host's name.
+        name: Option<String>,
+        /// Print the checks as JSON.
         #[arg(long)]
         json: bool,
     },

@@ -269,6 +269,11 @@ fn supervisor(cmd: Command) -> anyhow::Result<()> {
             json,
         }),
         Command::WebhookPost => commands::web::webhook_post(),
+        Command::Hosts { action: None, json } => block_on(commands::hosts::list(json)),
+        Command::Hosts {
+            action: Some(args::HostsAction::Check { name, json }),
+            ..
+        } => block_on(commands::hosts::check(name.as_deref(), json)),
         Command::Runtime {
             action: RuntimeAction::Check { runtime, project, json },
         } => block_on(commands::runtime::check(&runtime, project.project.as_deref(), json)),

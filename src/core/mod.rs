@@ -11,6 +11,7 @@ pub(crate) mod compound;
 pub mod cost;
 pub(crate) mod doctor;
 pub mod error;
+pub(crate) mod fleet;
 pub mod handoff;
 pub mod model;
 pub mod names;

@@ -84,6 +84,8 @@ pub enum Kind {
     BundleCleanupFailed,
     /// Something a person did on the web page (`task web`), naming the web session.
     WebAction,
+    /// An agent placed on a host of the fleet, and why there.
+    Placed,
 }
 
 impl Kind {
@@ -122,6 +124,7 @@ impl Kind {
             Kind::Escalation => "escalation",
             Kind::BundleCleanupFailed => "bundle_cleanup_failed",
             Kind::WebAction => "web_action",
+            Kind::Placed => "placed",
         }
     }
 }

@@ -47,7 +47,16 @@ pub async fn spawn_with(
             roster.name
         ));
     }
-    let remote = remote_for(&spec, agent);
+    // The fleet places an agent whose task asks for it (`hosts:`); otherwise `cwd:` says.
+    let fleet = crate::app::fleet::place(task, &spec, agent.as_str(), &super::remote_roles(&spec)).await?;
+    if let Some((_, c)) = &fleet {
+        notes.push(format!("placed on host {}: {}", c.host, c.why));
+    }
+    let placed_by = fleet.as_ref().map(|(_, c)| c.clone());
+    let remote = match fleet {
+        Some((r, _)) => Some(r),
+        None => remote_for(&spec, agent),
+    };
     let (path, contents) = read_spawn_handoff(task, handoff_arg)?;
     let mut warnings = Vec::new();
     let handoff_text = handoff::decode(&contents.bytes, &mut warnings);
@@ -128,6 +137,15 @@ pub async fn spawn_with(
     };
     crate::app::lanes::record_pane(task, agent.as_str(), &started.pane, now)?;
     spawn_event(task, agent.as_str(), reason.code(), &started, now)?;
+    if let Some(c) = &placed_by {
+        crate::store::events::append(
+            task,
+            crate::store::events::Kind::Placed,
+            Some(agent.as_str()),
+            serde_json::json!({"host": c.host, "why": c.why}),
+            now,
+        )?;
+    }
     Ok(SpawnReport {
         reason,
         agent: agent.to_string(),

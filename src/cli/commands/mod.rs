@@ -7,6 +7,7 @@ pub(crate) mod daemon;
 pub(crate) mod doctor;
 pub(crate) mod handoff;
 pub(crate) mod hook;
+pub(crate) mod hosts;
 pub(crate) mod list;
 pub(crate) mod log;
 pub(crate) mod new;

@@ -1,0 +1,209 @@
+//! The fleet: hosts listed once in config.toml, agents placed on them by their slots and
+//! labels, the choice said, a full fleet said, a host that goes away seen — over real sshd
+//! hosts on loopback (each with its own keys, port and root folder).
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::sshd::Sshd;
+use common::*;
+
+struct Fleet {
+    w: World,
+    hosts: Vec<Sshd>,
+    ssh_config: PathBuf,
+    rsock: PathBuf,
+}
+
+impl Fleet {
+    /// `n` hosts `h1`…`hn`; `tables` is config.toml's `[hosts.*]` part, `{root}` replaced by
+    /// each host's root folder in turn (h1's, h2's …).
+    fn new(n: usize, tables: &str) -> Fleet {
+        let w = World::new();
+        let mut hosts = Vec::new();
+        let mut config = String::new();
+        let mut tables = tables.to_string();
+        for i in 1..=n {
+            let d = w.dir.path().join(format!("h{i}"));
+            let s = Sshd::start(&d);
+            config.push_str(
+                &std::fs::read_to_string(&s.config)
+                    .unwrap()
+                    .replace("Host aoremote", &format!("Host h{i}")),
+            );
+            let root = d.join("root");
+            tables = tables.replacen("{root}", &root.display().to_string(), 1);
+            hosts.push(s);
+        }
+        let ssh_config = w.dir.path().join("fleet_ssh_config");
+        std::fs::write(&ssh_config, config).unwrap();
+        let cfg = w.dir.path().join("config/agent-orchestrator");
+        std::fs::create_dir_all(&cfg).unwrap();
+        std::fs::write(cfg.join("config.toml"), tables).unwrap();
+        let rsock = w.dir.path().join("remote-tmux.sock");
+        Fleet {
+            w,
+            hosts,
+            ssh_config,
+            rsock,
+        }
+    }
+
+    fn task(&self) -> Command {
+        let mut c = self.w.task();
+        c.env("AO_SSH_CONFIG", &self.ssh_config)
+            .env("AO_REMOTE_TMUX_SOCKET", &self.rsock)
+            .env("AO_DEMO_IDLE", "1");
+        c
+    }
+
+    fn hosts_json(&self) -> serde_json::Value {
+        serde_json::from_str(&ok(&run(self.task().args(["hosts", "--json"])))).unwrap()
+    }
+
+    /// The PM's handoff to `agent`, then `task spawn` of it (demo runtime).
+    fn spawn(&self, agent: &str) -> std::process::Output {
+        let h = self.w.handoff("t1", "pm", "IN_PROGRESS").target(agent).write();
+        run(self.task().args([
+            "spawn",
+            "t1",
+            agent,
+            "--handoff",
+            h.trim(),
+            "--runtime",
+            "demo",
+            "--json",
+        ]))
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.rsock)
+            .arg("kill-server")
+            .output();
+    }
+}
+
+const TWO: &str = "[hosts.h1]\nssh = \"h1\"\nroot = \"{root}\"\nslots = 1\n\n[hosts.h2]\nssh = \"h2\"\nroot = \"{root}\"\nslots = 2\nlabels = [\"gpu\"]\n";
+
+/// Agents go where slots and labels say, each choice recorded with why; a full fleet is
+/// said, not guessed around; `task hosts` shows who runs where.
+#[test]
+fn agents_are_placed_by_slots_and_labels_and_a_full_fleet_is_said() {
+    let f = Fleet::new(2, TWO);
+    let hosts = f.hosts_json();
+    for h in hosts.as_array().unwrap() {
+        assert_eq!(h["reachable"], true, "{h}");
+        assert_eq!(h["used"], 0);
+        assert!(h["load"].is_number(), "{h}");
+        assert!(h["tools"]["tmux"].as_str().unwrap().starts_with("tmux"), "{h}");
+    }
+    f.w.start_idle_pm("t1")
+        .new_task("hosts: any\nhost-review: label:gpu\nremote_agents: dev, architect, review, explore")
+        .env("AO_SSH_CONFIG", f.ssh_config.display().to_string())
+        .env("AO_REMOTE_TMUX_SOCKET", f.rsock.display().to_string())
+        .run();
+    assert!(f.w.state("t1")["agents"]["pm"]["host"] == "local", "the PM stays here");
+
+    let o = f.spawn("review");
+    let r: serde_json::Value = serde_json::from_str(&ok(&o)).unwrap();
+    assert!(r["notes"].to_string().contains("placed on host h2"), "{r}");
+    let o = f.spawn("dev");
+    let r: serde_json::Value = serde_json::from_str(&ok(&o)).unwrap();
+    assert!(
+        r["notes"].to_string().contains("placed on host h1"),
+        "spread: h1 empty, h2 half full: {r}"
+    );
+    ok(&f.spawn("architect"));
+    let placed = f.w.events_of("t1", "placed");
+    let on: Vec<(&str, &str)> = placed
+        .iter()
+        .map(|e| (e["agent"].as_str().unwrap(), e["data"]["host"].as_str().unwrap()))
+        .collect();
+    assert_eq!(on, [("review", "h2"), ("dev", "h1"), ("architect", "h2")]);
+    assert!(
+        placed[2]["data"]["why"].as_str().unwrap().contains("h1: full (1 of 1)"),
+        "{placed:?}"
+    );
+    let dev_host = f.w.state("t1")["agents"]["dev"]["host"].as_str().unwrap().to_string();
+    assert!(dev_host.starts_with("h1:"), "{dev_host}");
+
+    let o = f.spawn("explore");
+    assert_ne!(o.status.code(), Some(0));
+    let e = stderr(&o);
+    assert!(
+        e.contains("no host of the fleet can take explore")
+            && e.contains("h1: full (1 of 1)")
+            && e.contains("h2: full (2 of 2)"),
+        "{e}"
+    );
+
+    let hosts = f.hosts_json();
+    let by: std::collections::BTreeMap<String, &serde_json::Value> = hosts
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| (h["name"].as_str().unwrap().to_string(), h))
+        .collect();
+    assert_eq!(
+        (by["h1"]["used"].clone(), by["h1"]["free"].clone()),
+        (1.into(), 0.into())
+    );
+    assert_eq!(by["h2"]["used"], 2);
+    assert!(by["h2"]["agents"].to_string().contains("review"), "{}", by["h2"]);
+    let text = ok(&run(f.task().args(["hosts"])));
+    assert!(
+        text.contains("h1") && text.contains("1/1 used") && text.contains("t1/dev"),
+        "{text}"
+    );
+}
+
+/// A host that does not answer is shown unreachable, its check fails with the fix, and it
+/// is passed over (named) when an agent is placed.
+#[test]
+fn an_unreachable_host_is_shown_checked_and_passed_over() {
+    let mut f = Fleet::new(2, TWO);
+    ok(&run(f.task().args(["hosts", "check"])));
+    f.hosts[1].stop();
+    let hosts = f.hosts_json();
+    let h2 = hosts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "h2")
+        .unwrap()
+        .clone();
+    assert_eq!(h2["reachable"], false, "{h2}");
+    let o = run(f.task().args(["hosts", "check", "h2"]));
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("host h2 ssh") && stdout(&o).contains("ssh h2 true"),
+        "{}",
+        stdout(&o)
+    );
+    f.w.start_idle_pm("t1")
+        .new_task("hosts: any\nremote_agents: dev")
+        .env("AO_SSH_CONFIG", f.ssh_config.display().to_string())
+        .env("AO_REMOTE_TMUX_SOCKET", f.rsock.display().to_string())
+        .run();
+    let r: serde_json::Value = serde_json::from_str(&ok(&f.spawn("dev"))).unwrap();
+    let notes = r["notes"].to_string();
+    assert!(
+        notes.contains("placed on host h1") && notes.contains("h2: unreachable"),
+        "{notes}"
+    );
+}
+
+/// Mistakes in the fleet's settings are named, and nothing starts.
+#[test]
+fn a_broken_fleet_setting_is_named() {
+    let f = Fleet::new(1, "[hosts.h1]\nssh = \"h1\"\nroot = \"relative/path\"\n");
+    let o = run(f.task().args(["hosts"]));
+    assert_ne!(o.status.code(), Some(0));
+    assert!(stderr(&o).contains("absolute"), "{}", stderr(&o));
+}
