@@ -207,3 +207,86 @@ fn a_broken_fleet_setting_is_named() {
     assert_ne!(o.status.code(), Some(0));
     assert!(stderr(&o).contains("absolute"), "{}", stderr(&o));
 }
+
+/// Agents on two hosts of the fleet: each one's handoff, written there, comes home to the
+/// task's ledger (the watch each host gets, as any remote agent has).
+#[test]
+fn handoffs_written_on_two_hosts_come_home() {
+    let f = Fleet::new(2, TWO);
+    f.w.start_idle_pm("t1")
+        .new_task("hosts: any\nremote_agents: dev, architect")
+        .env("AO_SSH_CONFIG", f.ssh_config.display().to_string())
+        .env("AO_REMOTE_TMUX_SOCKET", f.rsock.display().to_string())
+        .run();
+    ok(&f.spawn("dev"));
+    ok(&f.spawn("architect"));
+    let placed: Vec<String> =
+        f.w.events_of("t1", "placed")
+            .iter()
+            .map(|e| e["data"]["host"].as_str().unwrap().to_string())
+            .collect();
+    let mut hosts = placed.clone();
+    hosts.sort();
+    assert_eq!(hosts, ["h1", "h2"], "spread over both: {placed:?}");
+    for (agent, host) in ["dev", "architect"].iter().zip(&placed) {
+        let dir = f.w.dir.path().join(host).join("root/tasks/t1/handoffs");
+        let name = format!("{agent}-20991231-235959.md");
+        let tmp = dir.join(format!(".{agent}.tmp"));
+        std::fs::write(
+            &tmp,
+            format!("# Handoff: {agent}\n**Status:** COMPLETE\n\n## Completed Work\nOn {host}.\n"),
+        )
+        .unwrap();
+        std::fs::rename(&tmp, dir.join(&name)).unwrap();
+        wait_for(&format!("{agent}'s handoff from {host} in the ledger"), 20, || {
+            f.w.state("t1")["ledger"].get(&name).map(|_| ())
+        });
+    }
+}
+
+/// A spawn with --queue that finds the fleet full waits in its lane and starts by itself
+/// when a slot frees (here: the agent on the one host stopped).
+#[test]
+fn a_queued_spawn_waits_for_a_free_slot_and_starts_when_one_frees() {
+    let f = Fleet::new(1, "[hosts.h1]\nssh = \"h1\"\nroot = \"{root}\"\nslots = 1\n");
+    f.w.start_idle_pm("t1")
+        .new_task("hosts: any\nremote_agents: dev, architect")
+        .env("AO_SSH_CONFIG", f.ssh_config.display().to_string())
+        .env("AO_REMOTE_TMUX_SOCKET", f.rsock.display().to_string())
+        .run();
+    ok(&f.spawn("dev"));
+    let h = f.w.handoff("t1", "pm", "IN_PROGRESS").target("architect").write();
+    let o = run(f.task().args([
+        "spawn",
+        "t1",
+        "architect",
+        "--handoff",
+        h.trim(),
+        "--runtime",
+        "demo",
+        "--queue",
+        "--json",
+    ]));
+    let r: serde_json::Value = serde_json::from_str(&ok(&o)).unwrap();
+    assert_eq!(r["reason"], "SPAWN_QUEUED", "{r}");
+    assert!(r["waiting_for"].as_str().unwrap().contains("h1: full (1 of 1)"), "{r}");
+    assert_eq!(f.w.events_of("t1", "spawn_queued").len(), 1);
+    // The queue holds while the fleet is full (the daemon tries it on its ticks).
+    std::thread::sleep(std::time::Duration::from_secs(6));
+    assert!(f.w.state("t1")["agents"].get("architect").is_none());
+    assert_eq!(f.w.events_of("t1", "spawn_queued").len(), 1, "said once");
+    // dev's slot frees: it hands off COMPLETE on its host, the handoff comes home.
+    let dir = f.w.dir.path().join("h1/root/tasks/t1/handoffs");
+    let tmp = dir.join(".dev.tmp");
+    std::fs::write(
+        &tmp,
+        "# Handoff: dev\n**Status:** COMPLETE\n\n## Completed Work\nDone.\n",
+    )
+    .unwrap();
+    std::fs::rename(&tmp, dir.join("dev-20991231-235959.md")).unwrap();
+    wait_for("architect started on the freed slot", 40, || {
+        (f.w.state("t1")["agents"]["architect"]["status"] == "running").then_some(())
+    });
+    let placed = f.w.events_of("t1", "placed");
+    assert_eq!(placed.last().unwrap()["agent"], "architect");
+}

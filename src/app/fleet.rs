@@ -191,20 +191,34 @@ pub fn wanted(spec: &TaskSpec, agent: &str) -> Result<Option<(Wanted, Placement)
     Ok(Some((w, p)))
 }
 
+/// Where the fleet puts an agent.
+#[derive(Debug, Clone)]
+pub enum Placing {
+    /// Its task does not ask for the fleet, or its role stays here: `cwd:` says.
+    NotAsked,
+    /// On this host, for this reason.
+    On(RemoteSpec, Choice),
+    /// No host can take it now; why each could not.
+    NoRoom(String),
+}
+
+impl Placing {
+    /// The refusal for a spawn that may not wait.
+    pub fn no_room(agent: &str, why: &str) -> Error {
+        Error::Remote(format!(
+            "no host of the fleet can take {agent} now ({why}); spawn it with --queue to start it when a slot frees, free one (task stop, or an agent's COMPLETE), or add a host in config.toml [hosts]"
+        ))
+    }
+}
+
 /// Where `agent` of `task` runs when its task asks for the fleet and its role may run
-/// remotely (`remote_agents:`): the host chosen now and why. `Ok(None)`: not placed by the
-/// fleet. An error says why no host can take it.
-pub async fn place(
-    task: &Task,
-    spec: &TaskSpec,
-    agent: &str,
-    remote_roles: &[String],
-) -> Result<Option<(RemoteSpec, Choice)>> {
+/// remotely (`remote_agents:`): the host chosen now and why, or why none can take it.
+pub async fn place(task: &Task, spec: &TaskSpec, agent: &str, remote_roles: &[String]) -> Result<Placing> {
     let Some((wanted, placement)) = wanted(spec, agent)? else {
-        return Ok(None);
+        return Ok(Placing::NotAsked);
     };
     if !remote_roles.iter().any(|r| r == agent) {
-        return Ok(None);
+        return Ok(Placing::NotAsked);
     }
     let hosts = hosts()?;
     if hosts.is_empty() {
@@ -228,17 +242,15 @@ pub async fn place(
         })
         .collect();
     match fleet::choose(&hosts, &standing, &wanted, placement) {
-        Ok(None) => Ok(None),
+        Ok(None) => Ok(Placing::NotAsked),
         Ok(Some(c)) => {
             let h = hosts.iter().find(|h| h.name == c.host).expect("chosen from these");
             let spec = h.spec().map_err(Error::BadInput)?;
             // The root is the fleet's to keep: made on first use.
             root_writable(h).await?;
-            Ok(Some((spec, c)))
+            Ok(Placing::On(spec, c))
         }
-        Err(why) => Err(Error::Remote(format!(
-            "no host of the fleet can take {agent} now ({why}); free a slot (task stop, or an agent's COMPLETE), add one in config.toml [hosts], or wait"
-        ))),
+        Err(why) => Ok(Placing::NoRoom(why)),
     }
 }
 

@@ -98,5 +98,9 @@ async fn start_queued(
     )
     .await?;
     debug_assert!(matches!(r.reason, Reason::SpawnDequeued | Reason::SpawnQueued));
+    // Queued again: no host of the fleet has a free slot yet.
+    if r.reason == Reason::SpawnQueued {
+        return Ok(None);
+    }
     Ok(Some(r))
 }

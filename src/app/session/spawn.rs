@@ -19,6 +19,56 @@ use crate::store::task::Task;
 /// Spawn `agent` with the PM's handoff (the spoke preamble, then the handoff itself),
 /// taking its lane first so two agents never work one lane. The mode says what a busy lane means: the gate's `--queue` waits for the
 /// lane, and a queued spawn started later by the settle must not queue again.
+/// A spawn no host of the fleet can take now, held in its lane's queue (`--queue`, or a
+/// queued spawn tried again): the daemon's settling starts it once a slot frees. Said once,
+/// when first held; a retry that still finds no room leaves it as it was, quietly.
+#[allow(clippy::too_many_arguments)] // the spawn's own values, passed on
+fn hold_for_fleet(
+    task: &Task,
+    agent: &str,
+    role: &str,
+    roster: &str,
+    path: &Path,
+    flags: &crate::core::protocol::lane::SpawnFlags,
+    why: &str,
+    mode: SpawnMode,
+    now: DateTime<Utc>,
+) -> Result<SpawnReport> {
+    use crate::core::protocol::lane::Reason;
+    let handoff = path.display().to_string();
+    task.update_state(now, |st| {
+        let l = st.lanes.entry(agent.to_string()).or_default();
+        if l.queued.is_none() {
+            l.queued = Some(crate::core::protocol::lane::Queued {
+                handoff: handoff.clone(),
+                flags: flags.clone(),
+                at: now,
+            });
+        }
+        l.last_reason = Some(Reason::SpawnQueued);
+        Ok(())
+    })?;
+    let waiting_for = format!("a free slot on the fleet ({why})");
+    if mode == SpawnMode::Queue {
+        crate::store::events::append(
+            task,
+            crate::store::events::Kind::SpawnQueued,
+            Some(agent),
+            serde_json::json!({"reason": Reason::SpawnQueued, "handoff": handoff, "waiting_for": waiting_for}),
+            now,
+        )?;
+    }
+    Ok(SpawnReport {
+        reason: Reason::SpawnQueued,
+        agent: agent.to_string(),
+        role: role.into(),
+        roster: roster.into(),
+        started: None,
+        waiting_for: Some(waiting_for),
+        notes: Vec::new(),
+    })
+}
+
 pub async fn spawn_with(
     ctx: &Ctx,
     task: &Task,
@@ -47,8 +97,18 @@ pub async fn spawn_with(
             roster.name
         ));
     }
+    let (path, contents) = read_spawn_handoff(task, handoff_arg)?;
     // The fleet places an agent whose task asks for it (`hosts:`); otherwise `cwd:` says.
-    let fleet = crate::app::fleet::place(task, &spec, agent.as_str(), &super::remote_roles(&spec)).await?;
+    let fleet = match crate::app::fleet::place(task, &spec, agent.as_str(), &super::remote_roles(&spec)).await? {
+        crate::app::fleet::Placing::NoRoom(why) if mode != SpawnMode::Start => {
+            return hold_for_fleet(task, agent.as_str(), role, &roster.name, &path, flags, &why, mode, now);
+        }
+        crate::app::fleet::Placing::NoRoom(why) => {
+            return Err(crate::app::fleet::Placing::no_room(agent.as_str(), &why));
+        }
+        crate::app::fleet::Placing::On(r, c) => Some((r, c)),
+        crate::app::fleet::Placing::NotAsked => None,
+    };
     if let Some((_, c)) = &fleet {
         notes.push(format!("placed on host {}: {}", c.host, c.why));
     }
@@ -57,7 +117,6 @@ pub async fn spawn_with(
         Some((r, _)) => Some(r),
         None => remote_for(&spec, agent),
     };
-    let (path, contents) = read_spawn_handoff(task, handoff_arg)?;
     let mut warnings = Vec::new();
     let handoff_text = handoff::decode(&contents.bytes, &mut warnings);
     let rt = choose_runtime(task, agent.as_str(), runtime_flag)?;
