@@ -290,3 +290,84 @@ fn a_queued_spawn_waits_for_a_free_slot_and_starts_when_one_frees() {
     let placed = f.w.events_of("t1", "placed");
     assert_eq!(placed.last().unwrap()["agent"], "architect");
 }
+
+/// The daemon looks at remote agents too: one whose session ends on its host is marked
+/// dead, reported once and its slot freed; a host that stops answering is recorded, told to
+/// the PM past host_timeout, and recorded again when it is back.
+#[test]
+fn a_remote_death_and_a_silent_host_are_noticed_by_the_daemon() {
+    let f = Fleet::new(2, TWO);
+    f.w.start_idle_pm("t1")
+        .new_task("hosts: any\nremote_agents: dev, architect\nhost_timeout: 2s")
+        .env("AO_SSH_CONFIG", f.ssh_config.display().to_string())
+        .env("AO_REMOTE_TMUX_SOCKET", f.rsock.display().to_string())
+        .run();
+    ok(&f.spawn("dev"));
+    ok(&f.spawn("architect"));
+    let host_of = |agent: &str| {
+        f.w.state("t1")["agents"][agent]["host"]
+            .as_str()
+            .unwrap()
+            .split(':')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let (dev_host, arch_host) = (host_of("dev"), host_of("architect"));
+    assert_ne!(dev_host, arch_host, "spread over both");
+
+    let _ = Command::new("tmux")
+        .arg("-S")
+        .arg(&f.rsock)
+        .args(["kill-session", "-t", "=aot-t1-dev"])
+        .output();
+    wait_for("dev marked dead", 20, || {
+        (f.w.state("t1")["agents"]["dev"]["status"] == "dead").then_some(())
+    });
+    let died = f.w.events_of("t1", "agent_died");
+    assert_eq!(died.len(), 1, "{died:?}");
+    assert_eq!(
+        died[0]["data"]["host"].as_str().unwrap().split(':').next().unwrap(),
+        dev_host
+    );
+    let hosts = f.hosts_json();
+    let used: u64 = hosts
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["used"].as_u64().unwrap())
+        .sum();
+    assert_eq!(used, 1, "dev's slot freed: {hosts}");
+
+    let i = if arch_host == "h1" { 0 } else { 1 };
+    f.hosts[i].freeze();
+    let t0 = std::time::Instant::now();
+    // Found by the master's heartbeat (15 s) and the next look; a pull or check-in caught
+    // on the silent host first may take its own bound (rsync's 30 s).
+    wait_for("the silent host recorded", 150, || {
+        (!f.w.events_of("t1", "host_unreachable").is_empty()).then_some(())
+    });
+    eprintln!("recorded after {:?}", t0.elapsed());
+    let down = &f.w.events_of("t1", "host_unreachable")[0];
+    assert!(down["data"]["agents"].to_string().contains("architect"), "{down}");
+    wait_for("the PM told of it", 30, || {
+        f.w.inbox("t1", "pm")
+            .iter()
+            .any(|m| m.contains(&format!("host {arch_host}")) && m.contains("architect"))
+            .then_some(())
+    });
+    eprintln!("told after {:?}", t0.elapsed());
+    assert_eq!(
+        f.w.state("t1")["agents"]["architect"]["status"],
+        "running",
+        "not taken for dead while silent"
+    );
+    f.hosts[i].thaw();
+    let t1 = std::time::Instant::now();
+    wait_for("the host back", 90, || {
+        (!f.w.events_of("t1", "host_back").is_empty()).then_some(())
+    });
+    eprintln!("back after {:?}", t1.elapsed());
+    assert_eq!(f.w.events_of("t1", "host_unreachable").len(), 1, "recorded once");
+    assert_eq!(f.w.state("t1")["agents"]["architect"]["status"], "running");
+}

@@ -43,6 +43,20 @@ pub struct Lately {
     pub looked: Deed,
     /// The state could not be saved: since when, and when to try again.
     pub storage: crate::app::checkin::storage::Episode,
+    /// Hosts found silent by the actor's last look (by their `AgentHost` string), and
+    /// since when: pulls pass them over rather than wait on them, and the look that finds
+    /// one answering again gives it back to them.
+    pub silent: Mutex<std::collections::BTreeMap<String, chrono::DateTime<chrono::Utc>>>,
+}
+
+impl Lately {
+    /// Whether `host` was found silent.
+    pub fn is_silent(&self, host: &str) -> bool {
+        self.silent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains_key(host)
+    }
 }
 
 #[cfg(test)]

@@ -177,7 +177,7 @@ struct Actor {
     next_at: Option<chrono::DateTime<chrono::Utc>>,
     /// The schedule problem last logged (each is logged once).
     warned: Option<String>,
-    /// Deaths already reported (per agent, server and pane).
+    /// Deaths already reported (per agent, server and pane), and hosts found silent.
     reported: BTreeSet<String>,
     /// When to try the PM's restart again.
     pm_retry: Option<Instant>,
@@ -408,7 +408,10 @@ impl Actor {
         )
         .await;
         let mut pm_died = None;
-        let sigs = deaths(task, &self.tmux, view.as_ref(), &mut self.reported, &mut pm_died).await;
+        let mut sigs = deaths(task, &self.tmux, view.as_ref(), &mut self.reported, &mut pm_died).await;
+        if self.remote {
+            sigs.extend(super::deaths::remote_deaths(task, view.as_ref(), &mut self.reported, &self.lately).await);
+        }
         if !sigs.is_empty() {
             let _ = self.check_in(Why::Deaths(sigs)).await;
         }

@@ -128,6 +128,147 @@ pub(super) async fn deaths(
     out
 }
 
+/// How long a host may stay silent before the PM is told (task.md `host_timeout:`).
+const HOST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one host may take to answer a look.
+const HOST_LOOK: Duration = Duration::from_secs(5);
+
+/// Remote agents recorded as running: one pane listing per host over its master. On a host
+/// that answers, an agent whose pane is dead or gone is marked dead and reported once, as a
+/// local one is (its slot on the fleet frees). A host that does not answer is recorded
+/// (`host_unreachable`, naming its agents) and, once silent past `host_timeout:`, told to
+/// the PM once; when it answers again, `host_back`, and its agents are looked at as before.
+pub(super) async fn remote_deaths(
+    task: &Task,
+    view: Option<&View>,
+    reported: &mut BTreeSet<String>,
+    lately: &crate::app::recent::Lately,
+) -> Vec<Signal> {
+    let Some(View { state: st, writable }) = view else {
+        return Vec::new();
+    };
+    let mut by_host: std::collections::BTreeMap<String, (crate::core::model::RemoteSpec, Vec<&String>)> =
+        std::collections::BTreeMap::new();
+    for (name, a) in &st.agents {
+        if a.status != AgentStatus::Running {
+            continue;
+        }
+        if let Some(r) = a.host.remote() {
+            by_host
+                .entry(a.host.to_string())
+                .or_insert_with(|| (r.clone(), Vec::new()))
+                .1
+                .push(name);
+        }
+    }
+    let timeout = task
+        .spec()
+        .ok()
+        .and_then(|s| s.setting("host_timeout").and_then(clock::parse_duration))
+        .unwrap_or(HOST_TIMEOUT);
+    let now = clock::now();
+    let mut out = Vec::new();
+    // A host with no running agent of the task left is no one's to watch: pulls take it back.
+    let mut down = lately
+        .silent
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    down.retain(|h, _| by_host.contains_key(h));
+    // Every host at once: a silent one costs one bounded wait, not one per host.
+    let looks = futures_util::future::join_all(by_host.values().map(|(spec, _)| {
+        // A host that failed moments ago is not dialled again on every tick (its backoff,
+        // shared with the pulls, runs from 2 s to a minute).
+        tokio::time::timeout(HOST_LOOK, async move {
+            let h = crate::io::remote::Host::connect_backoff(spec).await?;
+            h.tmux()?.list_panes().await
+        })
+    }))
+    .await;
+    for ((host, (_, agents)), listed) in by_host.into_iter().zip(looks) {
+        let panes = match listed {
+            Ok(Ok(p)) => p,
+            Ok(Err(_)) | Err(_) => {
+                let since = *down.entry(host.clone()).or_insert_with(|| {
+                    event(
+                        task,
+                        EventKind::HostUnreachable,
+                        None,
+                        serde_json::json!({"host": host, "agents": agents}),
+                        now,
+                    );
+                    tracing::warn!(task = %task.name, %host, "host does not answer");
+                    now
+                });
+                let key = format!("host-down@{host}@{}", since.timestamp());
+                if (now - since).to_std().unwrap_or_default() >= timeout && reported.insert(key) {
+                    let names: Vec<&str> = agents.iter().map(|a| a.as_str()).collect();
+                    out.push(Signal {
+                        kind: SignalKind::Blocked,
+                        agent: names.first().map_or_else(String::new, |a| a.to_string()),
+                        file: None,
+                        text: format!(
+                            "host {host} has not answered since {} ({} agent(s) there: {}); their work comes home when it is back — wait, or stop them and spawn the work again elsewhere",
+                            clock::local_time(since),
+                            names.len(),
+                            names.join(", ")
+                        ),
+                    });
+                }
+                continue;
+            }
+        };
+        if let Some(since) = down.remove(&host) {
+            event(
+                task,
+                EventKind::HostBack,
+                None,
+                serde_json::json!({"host": host, "down_since": since}),
+                now,
+            );
+            tracing::info!(task = %task.name, %host, "host answers again");
+        }
+        for name in agents {
+            let a = &st.agents[name];
+            let Some(pane) = &a.pane else { continue };
+            let (dead, detail) = match crate::io::tmux::find_pane(&panes, pane, a.tmux_server.as_deref()) {
+                None => (true, format!("its tmux pane on {host} is gone")),
+                Some(p) if p.dead => (true, format!("its pane on {host} exited")),
+                _ => (false, String::new()),
+            };
+            if !dead {
+                continue;
+            }
+            if *writable {
+                update_state(task, "a remote agent's death", |fresh| {
+                    if let Some(x) = fresh.agents.get_mut(name) {
+                        x.status = AgentStatus::Dead;
+                    }
+                });
+            }
+            let server = a.tmux_server.as_deref().unwrap_or("?");
+            if reported.insert(format!("{name}@{host}@{server}/{pane}")) {
+                event(
+                    task,
+                    EventKind::AgentDied,
+                    Some(name),
+                    serde_json::json!({"pane": pane, "server": a.tmux_server, "host": host, "detail": detail}),
+                    now,
+                );
+                tracing::warn!(task = %task.name, agent = %name, %detail, "remote agent died");
+                out.push(Signal {
+                    kind: SignalKind::Blocked,
+                    agent: name.clone(),
+                    file: None,
+                    text: format!("agent died: {detail}; restart it with `task spawn` or reassign the work"),
+                });
+            }
+        }
+    }
+    *lately.silent.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = down;
+    out
+}
+
 /// Restart the PM that died at `died_at` once its backoff has run, or give up and
 /// escalate; returns when to look again (the backoff's end, or a retry after a state save
 /// failed, so it is retried rather than lost).

@@ -86,6 +86,10 @@ pub enum Kind {
     WebAction,
     /// An agent placed on a host of the fleet, and why there.
     Placed,
+    /// A host with running agents stopped answering.
+    HostUnreachable,
+    /// A host that had stopped answering answers again.
+    HostBack,
 }
 
 impl Kind {
@@ -125,6 +129,8 @@ impl Kind {
             Kind::BundleCleanupFailed => "bundle_cleanup_failed",
             Kind::WebAction => "web_action",
             Kind::Placed => "placed",
+            Kind::HostUnreachable => "host_unreachable",
+            Kind::HostBack => "host_back",
         }
     }
 }

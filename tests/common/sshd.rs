@@ -17,6 +17,8 @@ pub struct Sshd {
     sshd_config: PathBuf,
     /// The port it listens on (127.0.0.1).
     pub port: u16,
+    /// What [`Sshd::freeze`] stopped.
+    frozen: std::sync::Mutex<Vec<i32>>,
 }
 
 impl Sshd {
@@ -68,6 +70,7 @@ impl Sshd {
             config,
             sshd_config: d.join("sshd_config"),
             port,
+            frozen: Default::default(),
         }
     }
 
@@ -82,6 +85,60 @@ impl Sshd {
         wait_for("sshd to go away", 10, || {
             std::net::TcpStream::connect(("127.0.0.1", port)).is_err().then_some(())
         });
+    }
+
+    /// The listener and every process under it (its connections and the commands they
+    /// run); the tmux server a session started has left the tree and is not among them.
+    fn tree(&self) -> Vec<i32> {
+        let mut parent_of = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            let ppid = stat
+                .rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<i32>().ok());
+            if let Some(ppid) = ppid {
+                parent_of.push((pid, ppid));
+            }
+        }
+        let mut tree = vec![self.child.id() as i32];
+        let mut i = 0;
+        while i < tree.len() {
+            let p = tree[i];
+            tree.extend(parent_of.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+            i += 1;
+        }
+        tree
+    }
+
+    /// The host falls silent as a partitioned one does: every sshd process stopped
+    /// (SIGSTOP), connections open but unanswered; [`Sshd::thaw`] heals it (and so does
+    /// dropping it).
+    pub fn freeze(&self) {
+        let tree = self.tree();
+        for pid in &tree {
+            // SAFETY: signalling processes of this test's own sshd.
+            unsafe {
+                libc::kill(*pid, libc::SIGSTOP);
+            }
+        }
+        self.frozen.lock().unwrap().extend(tree);
+    }
+
+    /// Undo [`Sshd::freeze`]: exactly the processes it stopped go on.
+    pub fn thaw(&self) {
+        for pid in std::mem::take(&mut *self.frozen.lock().unwrap()) {
+            // SAFETY: as in freeze.
+            unsafe {
+                libc::kill(pid, libc::SIGCONT);
+            }
+        }
     }
 
     /// Bring it back on the same port.
@@ -111,6 +168,7 @@ fn spawn_sshd(config: &Path) -> Child {
 
 impl Drop for Sshd {
     fn drop(&mut self) {
+        self.thaw();
         self.stop();
     }
 }

@@ -50,34 +50,39 @@ pub async fn pull_remotes_unless_fresh(task: &Task, within: Duration, lately: &L
 /// An unreachable host is reported and skipped; the others are still pulled. A clean
 /// pull is noted in `lately`.
 pub async fn pull_remotes(task: &Task, lately: &Lately) -> Vec<String> {
-    let mut problems = Vec::new();
-    let hosts = remote_hosts(task);
+    // Hosts the actor found silent are passed over: its look tries them on every tick.
+    let hosts: Vec<_> = remote_hosts(task)
+        .into_iter()
+        .filter(|r| !lately.is_silent(&crate::core::model::AgentHost::Remote(r.clone()).to_string()))
+        .collect();
     // What a pull brings is what existed when it started: freshness counts from here.
     let started = std::time::Instant::now();
     tracing::debug!(task = %task.name, hosts = hosts.len(), "pulling remote hosts");
-    for spec in hosts {
-        let r = async {
-            let host = crate::io::remote::Host::connect_backoff(&spec).await?;
-            let cwd = host.cwd().await?;
-            // A pull never holds a check-in hostage: rsync has its own --timeout, SFTP this one.
-            tokio::time::timeout(
-                Duration::from_secs(120),
-                host.pull(&format!("{cwd}/tasks/{}", task.name), &task.dir()),
-            )
-            .await
-            .map_err(|_| {
-                Error::Remote(format!(
-                    "pulling from {} took over 120 s; retried next time",
-                    spec.destination()
-                ))
-            })?
-        }
-        .await;
+    // Every host at once: one that is slow or silent holds up no other's handoffs.
+    let pulls = futures_util::future::join_all(hosts.iter().map(|spec| async move {
+        let host = crate::io::remote::Host::connect_backoff(spec).await?;
+        let cwd = host.cwd().await?;
+        // A pull never holds a check-in hostage: rsync has its own --timeout, SFTP this one.
+        tokio::time::timeout(
+            Duration::from_secs(120),
+            host.pull(&format!("{cwd}/tasks/{}", task.name), &task.dir()),
+        )
+        .await
+        .map_err(|_| {
+            Error::Remote(format!(
+                "pulling from {} took over 120 s; retried next time",
+                spec.destination()
+            ))
+        })?
+    }))
+    .await;
+    let mut problems = Vec::new();
+    for (spec, r) in hosts.iter().zip(pulls) {
         if let Err(e) = &r {
             tracing::warn!(host = %spec.destination(), error = %e, "pull failed");
             problems.push(e.to_string());
         }
-        if let Err(e) = mark_reachable(task, &spec, r.is_ok()) {
+        if let Err(e) = mark_reachable(task, spec, r.is_ok()) {
             tracing::warn!(error = %e, "cannot record the host's reachability");
         }
     }

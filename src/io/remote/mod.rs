@@ -26,8 +26,10 @@ pub mod watch;
 
 /// How long to wait for a host before calling it unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Keep-alive, so a dead link is noticed rather than hanging.
-const SERVER_ALIVE: Duration = Duration::from_secs(15);
+/// The master's heartbeat: a host that answers none of three in a row (15 s) is given up,
+/// so every command waiting on it fails rather than hangs, and the host counts as silent.
+/// (A stopped or partitioned host keeps its TCP connection: only this notices.)
+const SERVER_ALIVE: Duration = Duration::from_secs(5);
 /// A master with no client for this long ends by itself (no ssh left behind after a kill).
 const IDLE_PERSIST: Duration = Duration::from_secs(10);
 /// The tmux socket name used on remote hosts (`AO_REMOTE_TMUX_SOCKET` overrides: a name or a path).
@@ -44,8 +46,9 @@ pub struct Host {
 /// What this process knows of each host, by [`key`] (a process memo: [`crate::store::memo`]).
 #[derive(Default)]
 struct Hosts {
-    /// The master connection.
-    masters: Mutex<HashMap<String, Arc<Session>>>,
+    /// The master connection, one slot per host: a slow or silent host holds its own slot
+    /// while it is checked or dialled, never another host's.
+    masters: std::sync::Mutex<HashMap<String, Slot>>,
     /// Whether it has rsync (see [`Host::has_rsync`]).
     rsync: std::sync::Mutex<HashMap<String, bool>>,
     /// Consecutive connection failures and when the next attempt is allowed, so an
@@ -69,8 +72,18 @@ fn hosts() -> &'static Hosts {
     crate::store::memo::get::<Hosts>()
 }
 
-fn pool() -> &'static Mutex<HashMap<String, Arc<Session>>> {
-    &hosts().masters
+/// One host's master, when it has one.
+type Slot = Arc<Mutex<Option<Arc<Session>>>>;
+
+/// `spec`'s slot (made empty on first use).
+fn slot(spec: &RemoteSpec) -> Slot {
+    hosts()
+        .masters
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry(key(spec))
+        .or_default()
+        .clone()
 }
 
 fn key(spec: &RemoteSpec) -> String {
@@ -126,15 +139,16 @@ impl Host {
     /// The master for `spec`'s host, connecting (BatchMode: keys or agent only) when there
     /// is none or the old one died. One per host per process.
     pub async fn connect(spec: &RemoteSpec) -> Result<Host> {
-        let mut pool = pool().lock().await;
-        if let Some(s) = pool.get(&key(spec)) {
+        let slot = slot(spec);
+        let mut held = slot.lock().await;
+        if let Some(s) = held.as_ref() {
             if s.check().await.is_ok() {
                 return Ok(Host {
                     spec: spec.clone(),
                     session: s.clone(),
                 });
             }
-            pool.remove(&key(spec));
+            *held = None;
         }
         let dir = crate::store::paths::runtime_dir().join("ssh");
         crate::store::fsutil::create_dir_all(&dir)?;
@@ -167,7 +181,7 @@ impl Host {
             ))
         })?;
         let session = Arc::new(session);
-        pool.insert(key(spec), session.clone());
+        *held = Some(session.clone());
         Ok(Host {
             spec: spec.clone(),
             session,
@@ -501,7 +515,17 @@ pub fn attach_exec(spec: &RemoteSpec, tmux: &Tmux, session: &str) -> Error {
 
 /// End every master this process opened (daemon shutdown, end of a CLI command).
 pub async fn close_all() {
-    let sessions: Vec<_> = pool().lock().await.drain().map(|(_, s)| s).collect();
+    let slots: Vec<Slot> = hosts()
+        .masters
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .drain()
+        .map(|(_, s)| s)
+        .collect();
+    let mut sessions = Vec::new();
+    for slot in slots {
+        sessions.extend(slot.lock().await.take());
+    }
     for s in sessions {
         if let Ok(s) = Arc::try_unwrap(s) {
             let _ = s.close().await;
