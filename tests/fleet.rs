@@ -59,6 +59,16 @@ impl Fleet {
         c
     }
 
+    /// `task start t1` with an idle demo PM, task.md's Agent Config being `config`.
+    fn start(&self, config: &str) {
+        self.w
+            .start_idle_pm("t1")
+            .new_task(config)
+            .env("AO_SSH_CONFIG", self.ssh_config.display().to_string())
+            .env("AO_REMOTE_TMUX_SOCKET", self.rsock.display().to_string())
+            .run();
+    }
+
     fn hosts_json(&self) -> serde_json::Value {
         serde_json::from_str(&ok(&run(self.task().args(["hosts", "--json"])))).unwrap()
     }
@@ -103,11 +113,7 @@ fn agents_are_placed_by_slots_and_labels_and_a_full_fleet_is_said() {
         assert!(h["load"].is_number(), "{h}");
         assert!(h["tools"]["tmux"].as_str().unwrap().starts_with("tmux"), "{h}");
     }
-    f.w.start_idle_pm("t1")
-        .new_task("hosts: any\nhost-review: label:gpu\nremote_agents: dev, architect, review, explore")
-        .env("AO_SSH_CONFIG", f.ssh_config.display().to_string())
-        .env("AO_REMOTE_TMUX_SOCKET", f.rsock.display().to_string())
-        .run();
+    f.start("hosts: any\nhost-review: label:gpu\nremote_agents: dev, architect, review, explore");
     assert!(f.w.state("t1")["agents"]["pm"]["host"] == "local", "the PM stays here");
 
     let o = f.spawn("review");
@@ -186,11 +192,7 @@ fn an_unreachable_host_is_shown_checked_and_passed_over() {
         "{}",
         stdout(&o)
     );
-    f.w.start_idle_pm("t1")
-        .new_task("hosts: any\nremote_agents: dev")
-        .env("AO_SSH_CONFIG", f.ssh_config.display().to_string())
-        .env("AO_REMOTE_TMUX_SOCKET", f.rsock.display().to_string())
-        .run();
+    f.start("hosts: any\nremote_agents: dev");
     let r: serde_json::Value = serde_json::from_str(&ok(&f.spawn("dev"))).unwrap();
     let notes = r["notes"].to_string();
     assert!(
@@ -213,11 +215,7 @@ fn a_broken_fleet_setting_is_named() {
 #[test]
 fn handoffs_written_on_two_hosts_come_home() {
     let f = Fleet::new(2, TWO);
-    f.w.start_idle_pm("t1")
-        .new_task("hosts: any\nremote_agents: dev, architect")
-        .env("AO_SSH_CONFIG", f.ssh_config.display().to_string())
-        .env("AO_REMOTE_TMUX_SOCKET", f.rsock.display().to_string())
-        .run();
+    f.start("hosts: any\nremote_agents: dev, architect");
     ok(&f.spawn("dev"));
     ok(&f.spawn("architect"));
     let placed: Vec<String> =
@@ -249,11 +247,7 @@ fn handoffs_written_on_two_hosts_come_home() {
 #[test]
 fn a_queued_spawn_waits_for_a_free_slot_and_starts_when_one_frees() {
     let f = Fleet::new(1, "[hosts.h1]\nssh = \"h1\"\nroot = \"{root}\"\nslots = 1\n");
-    f.w.start_idle_pm("t1")
-        .new_task("hosts: any\nremote_agents: dev, architect")
-        .env("AO_SSH_CONFIG", f.ssh_config.display().to_string())
-        .env("AO_REMOTE_TMUX_SOCKET", f.rsock.display().to_string())
-        .run();
+    f.start("hosts: any\nremote_agents: dev, architect");
     ok(&f.spawn("dev"));
     let h = f.w.handoff("t1", "pm", "IN_PROGRESS").target("architect").write();
     let o = run(f.task().args([
@@ -297,11 +291,7 @@ fn a_queued_spawn_waits_for_a_free_slot_and_starts_when_one_frees() {
 #[test]
 fn a_remote_death_and_a_silent_host_are_noticed_by_the_daemon() {
     let f = Fleet::new(2, TWO);
-    f.w.start_idle_pm("t1")
-        .new_task("hosts: any\nremote_agents: dev, architect\nhost_timeout: 2s")
-        .env("AO_SSH_CONFIG", f.ssh_config.display().to_string())
-        .env("AO_REMOTE_TMUX_SOCKET", f.rsock.display().to_string())
-        .run();
+    f.start("hosts: any\nremote_agents: dev, architect\nhost_timeout: 2s");
     ok(&f.spawn("dev"));
     ok(&f.spawn("architect"));
     let host_of = |agent: &str| {

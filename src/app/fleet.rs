@@ -13,8 +13,9 @@ use crate::core::fleet::{self, Choice, Host, Placement, Standing, Wanted};
 use crate::core::model::{AgentStatus, RemoteSpec, TaskSpec};
 use crate::store::task::Task;
 
-/// How long one host may take to answer a look.
-const LOOK_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one host may take to answer a look (a login shell's rc files can take
+/// seconds; a silent host's master gives up after 15 s anyway).
+const LOOK_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The fleet in config.toml (`[hosts.<name>]`); empty when there is none.
 pub fn hosts() -> Result<Vec<Host>> {
@@ -93,7 +94,8 @@ pub struct Look {
     pub load: Option<f64>,
     pub mem_total_mib: Option<u64>,
     pub mem_available_mib: Option<u64>,
-    /// `tmux -V`, `rsync --version`, `git --version`: their first lines ("" when missing).
+    /// `tmux -V`, `rsync --version`, `git --version` and the agent programs' and `task`'s
+    /// `--version`: their first lines ("" when missing).
     pub tools: BTreeMap<String, String>,
 }
 
@@ -101,10 +103,14 @@ pub struct Look {
 /// its own, tagged.
 const LOOK_SCRIPT: &str = "echo \"load $(cut -d' ' -f1 /proc/loadavg 2>/dev/null)\"; \
     echo \"memtotal $(awk '/^MemTotal:/{print $2}' /proc/meminfo 2>/dev/null)\"; \
-    echo \"memavail $(awk '/^MemAvailable:/{print $2}' /proc/meminfo 2>/dev/null)\"; \
-    echo \"tmux $(tmux -V 2>/dev/null | head -n1)\"; \
+    echo \"memavail $(awk '/^MemAvailable:/{print $2}' /proc/meminfo 2>/dev/null)\"";
+
+/// What `task hosts` adds to a look: the tools' versions (an agent program can take a
+/// second to say its own, so a spawn's placement does not ask).
+const TOOLS_SCRIPT: &str = "echo \"tmux $(tmux -V 2>/dev/null | head -n1)\"; \
     echo \"rsync $(rsync --version 2>/dev/null | head -n1)\"; \
-    echo \"git $(git --version 2>/dev/null | head -n1)\"";
+    echo \"git $(git --version 2>/dev/null | head -n1)\"; \
+    for p in claude kiro-cli codex gemini task; do echo \"$p $($p --version 2>/dev/null </dev/null | head -n1)\"; done";
 
 /// The look's answer read (pure).
 fn read_look(out: &str) -> Look {
@@ -119,7 +125,7 @@ fn read_look(out: &str) -> Look {
             "load" => l.load = v.parse().ok(),
             "memtotal" => l.mem_total_mib = v.parse::<u64>().ok().map(|k| k / 1024),
             "memavail" => l.mem_available_mib = v.parse::<u64>().ok().map(|k| k / 1024),
-            "tmux" | "rsync" | "git" => {
+            "tmux" | "rsync" | "git" | "claude" | "kiro-cli" | "codex" | "gemini" | "task" => {
                 l.tools.insert(k.to_string(), v.to_string());
             }
             _ => {}
@@ -128,8 +134,8 @@ fn read_look(out: &str) -> Look {
     l
 }
 
-/// Look at one host over its master, bounded by [`LOOK_TIMEOUT`].
-pub async fn look(h: &Host) -> Look {
+/// Look at one host over its master, bounded by [`LOOK_TIMEOUT`]; `tools`: their versions too.
+pub async fn look(h: &Host, tools: bool) -> Look {
     let spec = match h.spec() {
         Ok(s) => s,
         Err(e) => {
@@ -141,7 +147,12 @@ pub async fn look(h: &Host) -> Look {
     };
     let asked = async {
         let host = crate::io::remote::Host::connect(&spec).await?;
-        host.run("look at the host", &["sh", "-c", LOOK_SCRIPT], None).await
+        let script = if tools {
+            format!("{LOOK_SCRIPT}; {TOOLS_SCRIPT}")
+        } else {
+            LOOK_SCRIPT.to_string()
+        };
+        host.run("look at the host", &["sh", "-c", &script], None).await
     };
     match tokio::time::timeout(LOOK_TIMEOUT, asked).await {
         Ok(Ok(out)) => read_look(&out),
@@ -170,9 +181,13 @@ pub async fn root_writable(h: &Host) -> Result<()> {
     .map(|_| ())
 }
 
-/// Every host looked at (at once) with its agents counted.
-pub async fn survey(hosts: &[Host], also: Option<&Task>) -> (BTreeMap<String, Look>, BTreeMap<String, Vec<Placed>>) {
-    let looks = futures_util::future::join_all(hosts.iter().map(look)).await;
+/// Every host looked at (at once; `tools`: their versions too) with its agents counted.
+pub async fn survey(
+    hosts: &[Host],
+    also: Option<&Task>,
+    tools: bool,
+) -> (BTreeMap<String, Look>, BTreeMap<String, Vec<Placed>>) {
+    let looks = futures_util::future::join_all(hosts.iter().map(|h| look(h, tools))).await;
     let looks = hosts.iter().map(|h| h.name.clone()).zip(looks).collect();
     (looks, agents_on(hosts, also))
 }
@@ -226,7 +241,7 @@ pub async fn place(task: &Task, spec: &TaskSpec, agent: &str, remote_roles: &[St
             "task.md asks for the fleet (hosts:) but config.toml has no [hosts.<name>]; add one, or remove hosts: to run {agent} here"
         )));
     }
-    let (looks, agents) = survey(&hosts, Some(task)).await;
+    let (looks, agents) = survey(&hosts, Some(task), false).await;
     let standing: BTreeMap<String, Standing> = hosts
         .iter()
         .map(|h| {

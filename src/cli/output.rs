@@ -51,3 +51,24 @@ pub(super) fn print_checkin(r: &CheckinReport) {
         }
     }
 }
+
+/// Print checks as `task doctor` does (or `--json`: `{"schema", "healthy", "checks"}`) and
+/// fail with exit 1 when one is a problem.
+pub(super) fn report_checks(checks: &[crate::core::doctor::Check], json: bool) -> anyhow::Result<()> {
+    use crate::core::doctor;
+    let healthy = doctor::healthy(checks);
+    if json {
+        print_json(&serde_json::json!({ "schema": 1, "healthy": healthy, "checks": checks }))?;
+    } else {
+        print!("{}", doctor::render(checks));
+    }
+    if healthy {
+        return Ok(());
+    }
+    let n = checks.iter().filter(|c| c.level == doctor::Level::Problem).count();
+    Err(crate::core::error::Exit::new(
+        crate::core::error::EXIT_FAILURE,
+        format!("{n} problem(s) found; each line above names its fix"),
+    )
+    .into())
+}

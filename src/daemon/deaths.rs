@@ -92,46 +92,67 @@ pub(super) async fn deaths(
         if !dead {
             continue;
         }
-        // Still "running" in the state: marked dead now, or at the next look if this save fails.
-        if *writable {
-            update_state(task, "an agent's death", |fresh| {
-                if let Some(x) = fresh.agents.get_mut(name) {
-                    x.status = AgentStatus::Dead;
-                }
-            });
-        }
-        // Remembered per server and pane: the next server reuses `%0`, `%1`…, and a death
-        // in a reused pane id is a new death.
-        let server = a.tmux_server.as_deref().unwrap_or("?");
-        if reported.insert(format!("{name}@{server}/{pane}")) {
-            let now = clock::now();
-            event(
-                task,
-                EventKind::AgentDied,
-                Some(name),
-                serde_json::json!({"pane": pane, "server": a.tmux_server, "detail": detail}),
-                now,
-            );
-            tracing::warn!(task = %task.name, agent = %name, %detail, "agent died");
+        let host = a.host.remote().map(|_| a.host.to_string());
+        if let Some(now) = mark_dead(task, name, a, *writable, host.as_deref(), &detail, reported) {
             if name == "pm" {
                 *pm_died = Some(now);
             } else {
-                out.push(Signal {
-                    kind: SignalKind::Blocked,
-                    agent: name.clone(),
-                    file: None,
-                    text: format!("agent died: {detail}; restart it with `task spawn` or reassign the work"),
-                });
+                out.push(died(name, &detail));
             }
         }
     }
     out
 }
 
+/// The PM's signal for a spoke's death.
+fn died(agent: &str, detail: &str) -> Signal {
+    Signal {
+        kind: SignalKind::Blocked,
+        agent: agent.to_string(),
+        file: None,
+        text: format!("agent died: {detail}; restart it with `task spawn` or reassign the work"),
+    }
+}
+
+/// A death seen: the agent marked dead (now, or at the next look if this save fails), and
+/// reported once — remembered per host, server and pane, since the next server reuses
+/// `%0`, `%1`… and a death in a reused pane id is a new death. The time, when reported now.
+fn mark_dead(
+    task: &Task,
+    name: &str,
+    a: &crate::core::model::AgentState,
+    writable: bool,
+    host: Option<&str>,
+    detail: &str,
+    reported: &mut BTreeSet<String>,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    if writable {
+        update_state(task, "an agent's death", |fresh| {
+            if let Some(x) = fresh.agents.get_mut(name) {
+                x.status = AgentStatus::Dead;
+            }
+        });
+    }
+    let server = a.tmux_server.as_deref().unwrap_or("?");
+    let pane = a.pane.as_deref().unwrap_or("?");
+    if !reported.insert(format!("{name}@{}@{server}/{pane}", host.unwrap_or("local"))) {
+        return None;
+    }
+    let now = clock::now();
+    let mut data = serde_json::json!({"pane": pane, "server": a.tmux_server, "detail": detail});
+    if let Some(h) = host {
+        data["host"] = h.into();
+    }
+    event(task, EventKind::AgentDied, Some(name), data, now);
+    tracing::warn!(task = %task.name, agent = %name, %detail, host = host.unwrap_or("local"), "agent died");
+    Some(now)
+}
+
 /// How long a host may stay silent before the PM is told (task.md `host_timeout:`).
 const HOST_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long one host may take to answer a look.
-const HOST_LOOK: Duration = Duration::from_secs(5);
+/// How long one host may take to answer a look: a login shell's rc files can take
+/// seconds, and a silent host's master gives up after 15 s anyway.
+const HOST_LOOK: Duration = Duration::from_secs(20);
 
 /// Remote agents recorded as running: one pane listing per host over its master. On a host
 /// that answers, an agent whose pane is dead or gone is marked dead and reported once, as a
@@ -239,29 +260,8 @@ pub(super) async fn remote_deaths(
             if !dead {
                 continue;
             }
-            if *writable {
-                update_state(task, "a remote agent's death", |fresh| {
-                    if let Some(x) = fresh.agents.get_mut(name) {
-                        x.status = AgentStatus::Dead;
-                    }
-                });
-            }
-            let server = a.tmux_server.as_deref().unwrap_or("?");
-            if reported.insert(format!("{name}@{host}@{server}/{pane}")) {
-                event(
-                    task,
-                    EventKind::AgentDied,
-                    Some(name),
-                    serde_json::json!({"pane": pane, "server": a.tmux_server, "host": host, "detail": detail}),
-                    now,
-                );
-                tracing::warn!(task = %task.name, agent = %name, %detail, "remote agent died");
-                out.push(Signal {
-                    kind: SignalKind::Blocked,
-                    agent: name.clone(),
-                    file: None,
-                    text: format!("agent died: {detail}; restart it with `task spawn` or reassign the work"),
-                });
+            if mark_dead(task, name, a, *writable, Some(&host), &detail, reported).is_some() {
+                out.push(died(name, &detail));
             }
         }
     }

@@ -117,11 +117,19 @@ impl Sshd {
         tree
     }
 
-    /// The host falls silent as a partitioned one does: every sshd process stopped
+    /// The host falls silent as a partitioned one does: its sshd processes stopped
     /// (SIGSTOP), connections open but unanswered; [`Sshd::thaw`] heals it (and so does
     /// dropping it).
     pub fn freeze(&self) {
-        let tree = self.tree();
+        // Only sshd itself: the commands its sessions run (a login shell's rc files, with
+        // their locks) finish as they would on a host whose network went away.
+        let tree: Vec<i32> = self
+            .tree()
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end().starts_with("sshd"))
+            })
+            .collect();
         for pid in &tree {
             // SAFETY: signalling processes of this test's own sshd.
             unsafe {

@@ -3,10 +3,9 @@
 use serde_json::json;
 
 use crate::app::fleet;
-use crate::core::doctor::{self, Check};
-use crate::core::error::{EXIT_FAILURE, Exit};
+use crate::core::doctor::Check;
 
-use crate::cli::output::print_json;
+use crate::cli::output::{print_json, report_checks};
 
 fn none_configured() -> anyhow::Result<()> {
     println!("No hosts: add [hosts.<name>] tables (ssh, root, slots, labels) to config.toml; see `task hosts --help`.");
@@ -19,7 +18,7 @@ pub(crate) async fn list(json_out: bool) -> anyhow::Result<()> {
     if hosts.is_empty() && !json_out {
         return none_configured();
     }
-    let (looks, agents) = fleet::survey(&hosts, None).await;
+    let (looks, agents) = fleet::survey(&hosts, None, true).await;
     let rows: Vec<serde_json::Value> = hosts
         .iter()
         .map(|h| {
@@ -96,6 +95,11 @@ pub(crate) async fn list(json_out: bool) -> anyhow::Result<()> {
             tool("tmux"),
             tool("rsync"),
             tool("git"),
+            ["claude", "kiro-cli", "codex", "gemini", "task"]
+                .into_iter()
+                .filter(|p| r["tools"][*p].as_str().is_some_and(|v| !v.is_empty()))
+                .collect::<Vec<_>>()
+                .join(","),
             r["labels"]
                 .as_array()
                 .into_iter()
@@ -126,7 +130,7 @@ pub(crate) async fn check(name: Option<&str>, json_out: bool) -> anyhow::Result<
     if hosts.is_empty() {
         return none_configured();
     }
-    let (looks, _) = fleet::survey(&hosts, None).await;
+    let (looks, _) = fleet::survey(&hosts, None, true).await;
     let mut checks = Vec::new();
     for h in &hosts {
         let l = looks.get(&h.name).cloned().unwrap_or_default();
@@ -178,20 +182,5 @@ pub(crate) async fn check(name: Option<&str>, json_out: bool) -> anyhow::Result<
         });
     }
     crate::io::remote::close_all().await;
-    let healthy = doctor::healthy(&checks);
-    if json_out {
-        print_json(&json!({ "schema": 1, "healthy": healthy, "checks": checks }))?;
-    } else {
-        print!("{}", doctor::render(&checks));
-    }
-    if healthy {
-        Ok(())
-    } else {
-        let n = checks.iter().filter(|c| c.level == doctor::Level::Problem).count();
-        Err(Exit::new(
-            EXIT_FAILURE,
-            format!("{n} problem(s) found; each line above names its fix"),
-        )
-        .into())
-    }
+    report_checks(&checks, json_out)
 }
