@@ -281,8 +281,13 @@ fn a_queued_spawn_waits_for_a_free_slot_and_starts_when_one_frees() {
     wait_for("architect started on the freed slot", 40, || {
         (f.w.state("t1")["agents"]["architect"]["status"] == "running").then_some(())
     });
-    let placed = f.w.events_of("t1", "placed");
-    assert_eq!(placed.last().unwrap()["agent"], "architect");
+    // Its placed event follows the start's record.
+    wait_for("architect's placed event", 10, || {
+        f.w.events_of("t1", "placed")
+            .iter()
+            .any(|e| e["agent"] == "architect")
+            .then_some(())
+    });
 }
 
 /// The daemon looks at remote agents too: one whose session ends on its host is marked
