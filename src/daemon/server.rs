@@ -418,15 +418,13 @@ fn prepare_dir(dir: &Path) -> Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| Error::io("restrict", dir, e))
 }
 
-/// Run the daemon in the foreground until `task shutdown`, SIGTERM or SIGINT.
-pub async fn run() -> Result<()> {
-    let dir = crate::store::paths::runtime_dir();
-    prepare_dir(&dir)?;
-    // A predecessor killed a moment ago may still hold the lock while it exits: retry briefly.
+/// The per-user lock: a predecessor killed a moment ago may still hold it while it exits,
+/// so it is tried again briefly; a daemon that answers is another one running.
+async fn take_lock() -> Result<crate::store::task::lock::Lock> {
     let deadline = std::time::Instant::now() + Duration::from_secs(3);
-    let _lock = loop {
+    loop {
         if let Some(l) = crate::store::task::lock::Lock::try_acquire(&crate::store::paths::lock_path())? {
-            break l;
+            return Ok(l);
         }
         if crate::io::control::running() || std::time::Instant::now() >= deadline {
             return Err(Error::Environment(format!(
@@ -435,21 +433,170 @@ pub async fn run() -> Result<()> {
             )));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let sock = crate::store::paths::socket_path();
+    }
+}
+
+/// The control socket, 0600, replacing a stale one (never one that answers).
+fn bind_socket(sock: &Path) -> Result<UnixListener> {
     if sock.exists() {
-        if std::os::unix::net::UnixStream::connect(&sock).is_ok() {
+        if std::os::unix::net::UnixStream::connect(sock).is_ok() {
             return Err(Error::Environment(format!(
                 "{} answers but its lock is free; refusing to replace it",
                 sock.display()
             )));
         }
-        std::fs::remove_file(&sock).map_err(|e| Error::io("remove stale socket", &sock, e))?;
+        std::fs::remove_file(sock).map_err(|e| Error::io("remove stale socket", sock, e))?;
         tracing::info!(socket = %sock.display(), "replaced a stale socket");
     }
-    let listener = UnixListener::bind(&sock).map_err(|e| Error::io("listen on", &sock, e))?;
-    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| Error::io("restrict", &sock, e))?;
+    let listener = UnixListener::bind(sock).map_err(|e| Error::io("listen on", sock, e))?;
+    std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| Error::io("restrict", sock, e))?;
+    Ok(listener)
+}
+
+/// Each connection served apart, its requests passed to the supervisor loop.
+fn accept_connections(listener: UnixListener, tx: mpsc::Sender<Control>) {
+    tokio::spawn(async move {
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    tokio::spawn(handle_conn(stream, tx.clone()));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    });
+}
+
+impl Supervisor {
+    /// Every registered task supervised again (one that cannot be is dropped, logged), and
+    /// the web page when config.toml's `[web] listen` asks for it (a page that cannot be
+    /// served is logged; the supervision goes on without it).
+    async fn resume(&mut self) {
+        for s in registry::load() {
+            match self.add(&s) {
+                Ok(()) => self.registered.push(s),
+                Err(e) => {
+                    tracing::warn!(project = %s.project, task = %s.task, error = %e, "dropping a registered task that cannot be supervised");
+                }
+            }
+        }
+        if let Err(e) = self.save() {
+            tracing::warn!(error = %e, "cannot save the registry");
+        }
+        match crate::app::settings::web() {
+            Ok(w) if w.listen.is_some() => {
+                let r = WebRequest {
+                    start: true,
+                    ..Default::default()
+                };
+                if let Response::Error { message, .. } = self.serve_web(r).await {
+                    tracing::error!(error = %message, "the web page is not served");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::error!(error = %e, "the web page is not served: config.toml does not read"),
+        }
+    }
+
+    /// One message to the loop; `Break` when the daemon is to stop.
+    async fn on_control(&mut self, c: Control) -> std::ops::ControlFlow<()> {
+        match c {
+            Control::Seen(Seen::Rescan) => self.hint_all(),
+            Control::Seen(Seen::Lost(dir)) => self.lost(&dir),
+            Control::Seen(Seen::Final(dir, name, how)) => self.final_in(&dir, &name, how),
+            Control::Unsupervise(s, done) => {
+                self.remove(&s);
+                if let Err(e) = self.save() {
+                    tracing::warn!(error = %e, "cannot save the registry");
+                }
+                let _ = done.send(());
+            }
+            Control::Shutdown(reply) => {
+                let _ = reply.send(Response::Ok);
+                // Let the connection task write the answer before the runtime ends.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                return std::ops::ControlFlow::Break(());
+            }
+            Control::Web(r, reply) => {
+                let _ = reply.send(self.serve_web(r).await);
+            }
+            Control::Subscribe(reply) => {
+                let _ = reply.send((self.registered.clone(), self.changes.subscribe()));
+            }
+            Control::Request(req, peer, reply) => self.on_request(req, peer, reply).await,
+        }
+        std::ops::ControlFlow::Continue(())
+    }
+
+    /// One request from a connection, answered here or by the work it starts.
+    async fn on_request(&mut self, req: Request, peer: Option<u32>, reply: oneshot::Sender<Response>) {
+        match req {
+            Request::Ping => {
+                let _ = reply.send(Response::Pong {
+                    pid: std::process::id(),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    memos: crate::store::memo::census()
+                        .into_iter()
+                        .map(|(n, k)| (n.to_string(), k))
+                        .collect(),
+                });
+            }
+            Request::Tasks => {
+                let _ = reply.send(Response::Tasks {
+                    tasks: self.registered.clone(),
+                });
+            }
+            Request::Register { project, task } => {
+                let _ = reply.send(self.register(Supervised { project, task }));
+            }
+            Request::Checkin { project, task } => self.checkin(&Supervised { project, task }, reply).await,
+            Request::Rotate { project, task } => self.rotate(&Supervised { project, task }, peer, reply).await,
+            req @ (Request::Spawn(_) | Request::Send(_)) => self.verb(req, peer, reply),
+            Request::Stop(r) => self.stop(r, peer, reply),
+            Request::Subscribe => {
+                let _ = reply.send(Response::failure("subscribe is served on its own connection"));
+            }
+            Request::Shutdown => self.shutdown(peer, reply),
+            Request::Web(r) => self.web_request(r, peer, reply),
+        }
+    }
+
+    /// The daemon goes; the agents keep running. Actors are aborted, then every ssh master
+    /// is ended once they have let go of it.
+    async fn finish(self, sock: &Path) {
+        tracing::info!("daemon stopping; agents keep running");
+        let _ = std::fs::remove_file(sock);
+        for e in self.entries.values() {
+            e.join.abort();
+        }
+        drop(self);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        crate::io::remote::close_all().await;
+    }
+}
+
+/// Test hook: the loop stops at the first event seen until `release` exists (so the
+/// watcher's events pile up in the queue and overflow it), then looks at every task.
+async fn hold_for_hook(sup: &Supervisor, release: &Path) {
+    tracing::info!(release = %release.display(), "test hook: the supervisor pauses");
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while !release.exists() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    sup.hint_all();
+}
+
+/// Run the daemon in the foreground until `task shutdown`, SIGTERM or SIGINT: the lock and
+/// the socket, the tasks supervised again, then the loop that owns them.
+pub async fn run() -> Result<()> {
+    prepare_dir(&crate::store::paths::runtime_dir())?;
+    let _lock = take_lock().await?;
+    let sock = crate::store::paths::socket_path();
+    let listener = bind_socket(&sock)?;
 
     // The daemon's looks at the panes go through one long-lived tmux control client rather
     // than a tmux process each (io::tmux::control; AO_TMUX_CONTROL=off turns it off). The
@@ -472,52 +619,11 @@ pub async fn run() -> Result<()> {
         ctl: ctl_tx.clone(),
         web: None,
     };
-    for s in registry::load() {
-        match sup.add(&s) {
-            Ok(()) => sup.registered.push(s),
-            Err(e) => {
-                tracing::warn!(project = %s.project, task = %s.task, error = %e, "dropping a registered task that cannot be supervised");
-            }
-        }
-    }
-    if let Err(e) = sup.save() {
-        tracing::warn!(error = %e, "cannot save the registry");
-    }
-    // The web page, when config.toml's `[web] listen` asks for it; a page that cannot be
-    // served is logged, and the supervision goes on without it.
-    match crate::app::settings::web() {
-        Ok(w) if w.listen.is_some() => {
-            let r = WebRequest {
-                start: true,
-                ..Default::default()
-            };
-            if let Response::Error { message, .. } = sup.serve_web(r).await {
-                tracing::error!(error = %message, "the web page is not served");
-            }
-        }
-        Ok(_) => {}
-        Err(e) => tracing::error!(error = %e, "the web page is not served: config.toml does not read"),
-    }
+    sup.resume().await;
     tracing::info!(pid = std::process::id(), tasks = sup.entries.len(), socket = %sock.display(), "daemon ready");
-
-    let accept_tx = ctl_tx.clone();
-    tokio::spawn(async move {
-        loop {
-            match listener.accept().await {
-                Ok((stream, _)) => {
-                    tokio::spawn(handle_conn(stream, accept_tx.clone()));
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        }
-    });
+    accept_connections(listener, ctl_tx.clone());
 
     let mut reconcile = tokio::time::interval(RECONCILE_EVERY);
-    // Test hook: the loop stops at the first event seen until this file exists (so the
-    // watcher's events pile up in the queue and overflow it).
     let mut pause = crate::io::hooks::get()
         .gate(crate::io::hooks::Point::Supervisor)
         .map(Path::to_path_buf);
@@ -535,71 +641,16 @@ pub async fn run() -> Result<()> {
             c = ctl_rx.recv() => match c {
                 None => break,
                 Some(Control::Seen(_)) if pause.is_some() => {
-                    let release = pause.take().unwrap_or_default();
-                    tracing::info!(release = %release.display(), "test hook: the supervisor pauses");
-                    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-                    while !release.exists() && std::time::Instant::now() < deadline {
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                    sup.hint_all();
+                    hold_for_hook(&sup, &pause.take().unwrap_or_default()).await;
                 }
-                Some(Control::Seen(Seen::Rescan)) => sup.hint_all(),
-                Some(Control::Seen(Seen::Lost(dir))) => sup.lost(&dir),
-                Some(Control::Seen(Seen::Final(dir, name, how))) => sup.final_in(&dir, &name, how),
-                Some(Control::Unsupervise(s, done)) => {
-                    sup.remove(&s);
-                    if let Err(e) = sup.save() {
-                        tracing::warn!(error = %e, "cannot save the registry");
+                Some(c) => {
+                    if sup.on_control(c).await.is_break() {
+                        break;
                     }
-                    let _ = done.send(());
                 }
-                Some(Control::Shutdown(reply)) => {
-                    let _ = reply.send(Response::Ok);
-                    // Let the connection task write the answer before the runtime ends.
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    break;
-                }
-                Some(Control::Web(r, reply)) => {
-                    let _ = reply.send(sup.serve_web(r).await);
-                }
-                Some(Control::Subscribe(reply)) => {
-                    let _ = reply.send((sup.registered.clone(), sup.changes.subscribe()));
-                }
-                Some(Control::Request(req, peer, reply)) => match req {
-                    Request::Ping => {
-                        let _ = reply.send(Response::Pong {
-                            pid: std::process::id(),
-                            version: env!("CARGO_PKG_VERSION").into(),
-                            memos: crate::store::memo::census().into_iter().map(|(n, k)| (n.to_string(), k)).collect(),
-                        });
-                    }
-                    Request::Tasks => {
-                        let _ = reply.send(Response::Tasks { tasks: sup.registered.clone() });
-                    }
-                    Request::Register { project, task } => {
-                        let _ = reply.send(sup.register(Supervised { project, task }));
-                    }
-                    Request::Checkin { project, task } => sup.checkin(&Supervised { project, task }, reply).await,
-                    Request::Rotate { project, task } => sup.rotate(&Supervised { project, task }, peer, reply).await,
-                    req @ (Request::Spawn(_) | Request::Send(_)) => sup.verb(req, peer, reply),
-                    Request::Stop(r) => sup.stop(r, peer, reply),
-                    Request::Subscribe => {
-                        let _ = reply.send(Response::failure("subscribe is served on its own connection"));
-                    }
-                    Request::Shutdown => sup.shutdown(peer, reply),
-                    Request::Web(r) => sup.web_request(r, peer, reply),
-                },
-            }
+            },
         }
     }
-    tracing::info!("daemon stopping; agents keep running");
-    let _ = std::fs::remove_file(&sock);
-    for e in sup.entries.values() {
-        e.join.abort();
-    }
-    drop(sup);
-    // Aborted actors may still hold a master briefly; give them a moment, then end them all.
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    crate::io::remote::close_all().await;
+    sup.finish(&sock).await;
     Ok(())
 }

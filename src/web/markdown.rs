@@ -2,7 +2,7 @@
 //! goes only to http(s), mailto or a place on this page, and an image becomes a link (the
 //! page loads nothing from elsewhere). What an agent wrote is data, never markup.
 
-use pulldown_cmark::{CowStr, Event, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{CowStr, Event, LinkType, Options, Parser, Tag, TagEnd};
 
 /// How much of a file is rendered; the rest is named, not shown.
 pub const RENDER_CAP: usize = 512 * 1024;
@@ -17,6 +17,21 @@ fn safe_url(url: &str) -> bool {
         // No scheme: a path or an anchor (protocol-relative `//host` leaves the page).
         _ => !lower.starts_with("//") && !lower.starts_with("\\\\"),
     }
+}
+
+/// A link (or an image, shown as one) whose target is kept only when it is inert.
+fn inert_link<'a>(link_type: LinkType, dest_url: CowStr<'a>, title: CowStr<'a>, id: CowStr<'a>) -> Event<'a> {
+    let dest_url = if safe_url(&dest_url) {
+        dest_url
+    } else {
+        CowStr::from("#unsafe-link")
+    };
+    Event::Start(Tag::Link {
+        link_type,
+        dest_url,
+        title,
+        id,
+    })
 }
 
 /// `text` (markdown) rendered as inert HTML, and whether it was cut at [`RENDER_CAP`].
@@ -43,19 +58,7 @@ pub fn render(text: &str) -> (String, bool) {
             dest_url,
             title,
             id,
-        }) => {
-            let dest_url = if safe_url(&dest_url) {
-                dest_url
-            } else {
-                CowStr::from("#unsafe-link")
-            };
-            Event::Start(Tag::Link {
-                link_type,
-                dest_url,
-                title,
-                id,
-            })
-        }
+        }) => inert_link(link_type, dest_url, title, id),
         Event::Start(Tag::Image {
             link_type,
             dest_url,
@@ -63,17 +66,7 @@ pub fn render(text: &str) -> (String, bool) {
             id,
         }) => {
             in_image += 1;
-            let dest_url = if safe_url(&dest_url) {
-                dest_url
-            } else {
-                CowStr::from("#unsafe-link")
-            };
-            Event::Start(Tag::Link {
-                link_type,
-                dest_url,
-                title,
-                id,
-            })
+            inert_link(link_type, dest_url, title, id)
         }
         Event::End(TagEnd::Image) if in_image > 0 => {
             in_image -= 1;
