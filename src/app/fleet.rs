@@ -17,27 +17,6 @@ use crate::store::task::Task;
 /// seconds; a silent host's master gives up after 15 s anyway).
 const LOOK_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// The fleet in config.toml (`[hosts.<name>]`); empty when there is none.
-pub fn hosts() -> Result<Vec<Host>> {
-    let Some(p) = crate::io::runtime::config_path() else {
-        return Ok(Vec::new());
-    };
-    let text = match std::fs::read_to_string(&p) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io("read", &p, e)),
-    };
-    let v: toml::Value = toml::from_str(&text).map_err(|e| Error::BadInput(format!("{}: {e}", p.display())))?;
-    let Some(t) = v.get("hosts") else {
-        return Ok(Vec::new());
-    };
-    let tables: BTreeMap<String, fleet::HostConfig> = t
-        .clone()
-        .try_into()
-        .map_err(|e| Error::BadInput(format!("{} [hosts]: {e}", p.display())))?;
-    fleet::hosts(tables).map_err(|e| Error::BadInput(format!("{}: {e}", p.display())))
-}
-
 /// Whether an agent's recorded host is `spec` (same destination and port).
 fn same_host(a: &RemoteSpec, b: &RemoteSpec) -> bool {
     a.destination() == b.destination() && a.port == b.port
@@ -235,7 +214,7 @@ pub async fn place(task: &Task, spec: &TaskSpec, agent: &str, remote_roles: &[St
     if !remote_roles.iter().any(|r| r == agent) {
         return Ok(Placing::NotAsked);
     }
-    let hosts = hosts()?;
+    let hosts = crate::app::settings::hosts()?;
     if hosts.is_empty() {
         return Err(Error::BadInput(format!(
             "task.md asks for the fleet (hosts:) but config.toml has no [hosts.<name>]; add one, or remove hosts: to run {agent} here"

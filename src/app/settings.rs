@@ -1,5 +1,5 @@
-//! The user's settings for the web page and its webhook, from config.toml (beside the
-//! `notify` argv and `[runtimes.*]`):
+//! The user's settings for the web page, its webhook and the fleet's hosts, from
+//! config.toml (beside the `notify` argv and `[runtimes.*]`):
 //!
 //! ```toml
 //! [web]
@@ -111,15 +111,40 @@ fn parse(text: &str) -> Result<(Option<Web>, Option<Webhook>)> {
     Ok((both.web, both.webhook))
 }
 
-fn read() -> Result<(Option<Web>, Option<Webhook>)> {
+/// config.toml's path and text, when there is one.
+fn config_text() -> Result<Option<(std::path::PathBuf, String)>> {
     let Some(p) = crate::io::runtime::config_path() else {
-        return Ok((None, None));
+        return Ok(None);
     };
     match std::fs::read_to_string(&p) {
-        Ok(text) => parse(&text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((None, None)),
+        Ok(text) => Ok(Some((p, text))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::io("read", &p, e)),
     }
+}
+
+fn read() -> Result<(Option<Web>, Option<Webhook>)> {
+    match config_text()? {
+        Some((_, text)) => parse(&text),
+        None => Ok((None, None)),
+    }
+}
+
+/// The fleet: config.toml's `[hosts.<name>]` tables, checked (`core::fleet::hosts`); empty
+/// when there is none.
+pub fn hosts() -> Result<Vec<crate::core::fleet::Host>> {
+    let Some((p, text)) = config_text()? else {
+        return Ok(Vec::new());
+    };
+    let v: toml::Value = toml::from_str(&text).map_err(|e| Error::BadInput(format!("{}: {e}", p.display())))?;
+    let Some(t) = v.get("hosts") else {
+        return Ok(Vec::new());
+    };
+    let tables: std::collections::BTreeMap<String, crate::core::fleet::HostConfig> = t
+        .clone()
+        .try_into()
+        .map_err(|e| Error::BadInput(format!("{} [hosts]: {e}", p.display())))?;
+    crate::core::fleet::hosts(tables).map_err(|e| Error::BadInput(format!("{}: {e}", p.display())))
 }
 
 /// `[web]`, or the defaults when there is none.

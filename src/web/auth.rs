@@ -29,7 +29,8 @@ pub const FAIL_WINDOW: Duration = Duration::minutes(1);
 const CODE_ALPHABET: &[u8] = b"abcdefghjkmnpqrstuvwxyz23456789";
 const CODE_LEN: usize = 10;
 
-fn hex(bytes: &[u8]) -> String {
+/// Bytes as lower-case hex digits.
+pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -165,10 +165,6 @@ impl App {
     }
 }
 
-fn hex(s: &str) -> String {
-    s.bytes().map(|b| format!("{b:02x}")).collect()
-}
-
 fn unhex(s: &str) -> Option<String> {
     if s.len() % 2 != 0 {
         return None;
@@ -203,8 +199,10 @@ fn done(app: &App, back: &str, note: &str) -> Response {
         note.truncate(end);
     }
     let mut r = (StatusCode::SEE_OTHER, [(header::LOCATION, safe_back(back).to_string())]).into_response();
-    r.headers_mut()
-        .append(header::SET_COOKIE, app.set_cookie(NOTE_COOKIE, &hex(&note), 30));
+    r.headers_mut().append(
+        header::SET_COOKIE,
+        app.set_cookie(NOTE_COOKIE, &auth::hex(note.as_bytes()), 30),
+    );
     r
 }
 
@@ -662,7 +660,7 @@ mod tests {
         );
         assert_eq!(cookie(&h, COOKIE), Some("abc.def"));
         assert_eq!(cookie(&h, NOTE_COOKIE).and_then(unhex).as_deref(), Some("hi"));
-        assert_eq!(unhex(&hex("é <b>")).as_deref(), Some("é <b>"));
+        assert_eq!(unhex(&auth::hex("é <b>".as_bytes())).as_deref(), Some("é <b>"));
         assert_eq!(unhex("zz"), None);
     }
 }

@@ -14,7 +14,7 @@ fn none_configured() -> anyhow::Result<()> {
 
 /// Every host: answering or not, slots, load, memory, tools, labels, agents.
 pub(crate) async fn list(json_out: bool) -> anyhow::Result<()> {
-    let hosts = fleet::hosts()?;
+    let hosts = crate::app::settings::hosts()?;
     if hosts.is_empty() && !json_out {
         return none_configured();
     }
@@ -120,7 +120,7 @@ pub(crate) async fn list(json_out: bool) -> anyhow::Result<()> {
 
 /// Each host (or `name`) checked; exit 1 on a problem.
 pub(crate) async fn check(name: Option<&str>, json_out: bool) -> anyhow::Result<()> {
-    let mut hosts = fleet::hosts()?;
+    let mut hosts = crate::app::settings::hosts()?;
     if let Some(n) = name {
         hosts.retain(|h| h.name == n);
         if hosts.is_empty() {
