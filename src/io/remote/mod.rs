@@ -26,6 +26,8 @@ pub mod watch;
 
 /// How long to wait for a host before calling it unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a whole dial (connect, handshake, login, master up) may take.
+const DIAL_TIMEOUT: Duration = Duration::from_secs(20);
 /// The master's heartbeat: a host that answers none of three in a row (15 s) is given up,
 /// so every command waiting on it fails rather than hangs, and the host counts as silent.
 /// (A stopped or partitioned host keeps its TCP connection: only this notices.)
@@ -173,13 +175,25 @@ impl Host {
         if let Some(f) = config_file() {
             b.config_file(f);
         }
-        let session = b.connect(&spec.host).await.map_err(|e| {
-            Error::Remote(format!(
-                "cannot reach {} over ssh: {e}; check that `ssh {}` works without a password prompt (keys or ssh-agent), then retry — nothing was started",
-                spec.destination(),
-                spec.destination()
-            ))
-        })?;
+        // Bounded here, for every caller: a host whose sshd accepts the connection and then
+        // says nothing (stopped, or behind a partition) would otherwise hold the dialler.
+        let session = match tokio::time::timeout(DIAL_TIMEOUT, b.connect(&spec.host)).await {
+            Ok(r) => r.map_err(|e| {
+                Error::Remote(format!(
+                    "cannot reach {} over ssh: {e}; check that `ssh {}` works without a password prompt (keys or ssh-agent), then retry — nothing was started",
+                    spec.destination(),
+                    spec.destination()
+                ))
+            })?,
+            Err(_) => {
+                return Err(Error::Remote(format!(
+                    "{} did not finish the ssh handshake within {} s; check that `ssh {}` answers — nothing was started",
+                    spec.destination(),
+                    DIAL_TIMEOUT.as_secs(),
+                    spec.destination()
+                )));
+            }
+        };
         let session = Arc::new(session);
         *held = Some(session.clone());
         Ok(Host {
