@@ -76,6 +76,9 @@ pub struct Look {
     /// `tmux -V`, `rsync --version`, `git --version` and the agent programs' and `task`'s
     /// `--version`: their first lines ("" when missing).
     pub tools: BTreeMap<String, String>,
+    /// The daemon's heartbeat on the host, while it has agents there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heartbeat: Option<crate::io::health::Known>,
 }
 
 /// The script a look runs on the host (sh, no user text in it): each answer on a line of
@@ -124,6 +127,7 @@ pub async fn look(h: &Host, tools: bool) -> Look {
             };
         }
     };
+    let heartbeat = crate::io::health::last_known(&crate::io::remote::key(&spec));
     let asked = async {
         let host = crate::io::remote::Host::connect(&spec).await?;
         let script = if tools {
@@ -133,7 +137,7 @@ pub async fn look(h: &Host, tools: bool) -> Look {
         };
         host.run("look at the host", &["sh", "-c", &script], None).await
     };
-    match tokio::time::timeout(LOOK_TIMEOUT, asked).await {
+    let look = match tokio::time::timeout(LOOK_TIMEOUT, asked).await {
         Ok(Ok(out)) => read_look(&out),
         Ok(Err(e)) => Look {
             problem: Some(e.to_string()),
@@ -143,7 +147,8 @@ pub async fn look(h: &Host, tools: bool) -> Look {
             problem: Some(format!("no answer within {} s", LOOK_TIMEOUT.as_secs())),
             ..Default::default()
         },
-    }
+    };
+    Look { heartbeat, ..look }
 }
 
 /// Whether the host's root exists (made when missing) and can be written.

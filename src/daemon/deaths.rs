@@ -198,6 +198,9 @@ pub(super) async fn remote_deaths(
     down.retain(|h, _| by_host.contains_key(h));
     // Every host at once: a silent one costs one bounded wait, not one per host.
     let looks = futures_util::future::join_all(by_host.values().map(|(spec, _)| {
+        // The host's heartbeat says at once when it stops answering, and ends this look
+        // (and every pull and command to it) then; a silent host is not dialled here.
+        crate::io::remote::heartbeat::keep(spec);
         // A host that failed moments ago is not dialled again on every tick (its backoff,
         // shared with the pulls, runs from 2 s to a minute).
         tokio::time::timeout(HOST_LOOK, async move {
@@ -206,20 +209,21 @@ pub(super) async fn remote_deaths(
         })
     }))
     .await;
-    for ((host, (_, agents)), listed) in by_host.into_iter().zip(looks) {
+    for ((host, (spec, agents)), listed) in by_host.into_iter().zip(looks) {
         let panes = match listed {
             Ok(Ok(p)) => p,
             Ok(Err(_)) | Err(_) => {
                 let since = *down.entry(host.clone()).or_insert_with(|| {
+                    let since = crate::io::health::silent_since(&crate::io::remote::key(&spec)).unwrap_or(now);
                     event(
                         task,
                         EventKind::HostUnreachable,
                         None,
-                        serde_json::json!({"host": host, "agents": agents}),
+                        serde_json::json!({"host": host, "agents": agents, "since": since}),
                         now,
                     );
                     tracing::warn!(task = %task.name, %host, "host does not answer");
-                    now
+                    since
                 });
                 let key = format!("host-down@{host}@{}", since.timestamp());
                 if (now - since).to_std().unwrap_or_default() >= timeout && reported.insert(key) {

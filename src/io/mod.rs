@@ -6,6 +6,7 @@ pub(crate) mod control;
 pub(crate) mod cron;
 pub(crate) mod delivery;
 pub(crate) mod git;
+pub(crate) mod health;
 pub mod hooks;
 pub(crate) mod logging;
 pub(crate) mod pane_lock;

@@ -13,6 +13,7 @@
 //! | ledger and lineage tails | `store::task::logs` | log file | the log grows from the offset read |
 //! | handoffs/ listing | `store::handoffs::memo` | folder | the folder's version; the watcher's events amend it |
 //! | ssh masters, rsync per host, backoff, pull turns | `io::remote` | host | the master answers |
+//! | whether each host answers its heartbeat | `io::health` | host | the next beat (every 2 s) |
 //! | tmux control clients, whether to use them | `io::tmux::control` | tmux server | the client answers |
 //!
 //! Memos are keyed by a path or a host and checked against the thing itself on every use,

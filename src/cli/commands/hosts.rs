@@ -39,6 +39,7 @@ pub(crate) async fn list(json_out: bool) -> anyhow::Result<()> {
                 "mem_total_mib": l.mem_total_mib,
                 "mem_available_mib": l.mem_available_mib,
                 "tools": l.tools,
+                "heartbeat": l.heartbeat,
                 "agents": on,
             })
         })
@@ -64,11 +65,17 @@ pub(crate) async fn list(json_out: bool) -> anyhow::Result<()> {
                     .to_string()
             }
         };
-        let state = if r["reachable"].as_bool() == Some(true) {
+        let mut state = if r["reachable"].as_bool() == Some(true) {
             "reachable".to_string()
         } else {
             format!("unreachable: {}", s("problem"))
         };
+        if r["heartbeat"]["answering"] == false {
+            state.push_str(&format!(
+                " (the daemon's heartbeat: silent since {})",
+                r["heartbeat"]["since"].as_str().unwrap_or("?")
+            ));
+        }
         let mem = match (r["mem_available_mib"].as_u64(), r["mem_total_mib"].as_u64()) {
             (Some(a), Some(t)) => format!("{a}/{t} MiB free"),
             _ => "-".into(),

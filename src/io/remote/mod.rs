@@ -21,6 +21,7 @@ use crate::core::model::RemoteSpec;
 use crate::core::shell::shell_join;
 use crate::io::tmux::{Socket, Tmux};
 
+pub mod heartbeat;
 pub mod transcript;
 pub mod watch;
 
@@ -34,7 +35,8 @@ const DIAL_TIMEOUT: Duration = Duration::from_secs(20);
 const SERVER_ALIVE: Duration = Duration::from_secs(5);
 /// A master with no client for this long ends by itself (no ssh left behind after a kill).
 const IDLE_PERSIST: Duration = Duration::from_secs(10);
-/// The tmux socket name used on remote hosts (`AO_REMOTE_TMUX_SOCKET` overrides: a name or a path).
+/// The tmux socket name used on remote hosts (`AO_REMOTE_TMUX_SOCKET` overrides: a name or a
+/// path, where `{host}` stands for the host's name).
 const REMOTE_SOCKET_NAME: &str = "agent-orchestrator";
 
 /// A connected host: the spec it was reached by and its master connection.
@@ -88,7 +90,8 @@ fn slot(spec: &RemoteSpec) -> Slot {
         .clone()
 }
 
-fn key(spec: &RemoteSpec) -> String {
+/// A host's key in the process's memos and in [`crate::io::health`]: destination and port.
+pub fn key(spec: &RemoteSpec) -> String {
     format!("{}:{}", spec.destination(), spec.port.unwrap_or(0))
 }
 
@@ -113,9 +116,21 @@ pub fn backoff_delay(failures: u32) -> Duration {
 }
 
 impl Host {
-    /// Like [`Host::connect`], but refuses at once while a failed host is backing off.
+    /// This host's key in the process's memos and in [`crate::io::health`].
+    pub fn key(&self) -> String {
+        key(&self.spec)
+    }
+
+    /// Like [`Host::connect`], but refuses at once while a failed host is backing off or
+    /// its heartbeat finds it silent.
     pub async fn connect_backoff(spec: &RemoteSpec) -> Result<Host> {
         let k = key(spec);
+        if let Some(since) = crate::io::health::silent_since(&k) {
+            return Err(Error::Remote(crate::io::health::silent_error(
+                &format!("reach {}", spec.destination()),
+                since,
+            )));
+        }
         if let Some((n, next)) = backoff().lock().expect("not poisoned").get(&k).copied() {
             if std::time::Instant::now() < next {
                 return Err(Error::Remote(format!(
@@ -249,6 +264,11 @@ impl Host {
     /// Run `words` on the host whatever its exit: (exit code, stdout, stderr). ssh's own
     /// failure to reach the host is exit 255.
     pub async fn output(&self, words: &[&str], stdin: Option<&[u8]>) -> Result<(i32, String, String)> {
+        let what = format!("run {} on {}", words.first().unwrap_or(&""), self.spec.destination());
+        crate::io::health::until_silent(&self.key(), &what, self.output_unguarded(words, stdin)).await
+    }
+
+    async fn output_unguarded(&self, words: &[&str], stdin: Option<&[u8]>) -> Result<(i32, String, String)> {
         let prefix = self.ssh_prefix();
         let mut c = Command::new(&prefix[0]);
         c.args(&prefix[1..])
@@ -309,12 +329,14 @@ impl Host {
 
     /// The tmux server on the host (its own socket, never the user's default).
     pub fn tmux(&self) -> Result<Tmux> {
-        let socket = match std::env::var("AO_REMOTE_TMUX_SOCKET") {
+        // `{host}` in the override stands for the host as task.md names it: hosts that are
+        // one machine (the test fleet) then keep a tmux server each, as real ones do.
+        let socket = match std::env::var("AO_REMOTE_TMUX_SOCKET").map(|s| s.replace("{host}", &self.spec.host)) {
             Ok(s) if s.contains('/') => Socket::Path(PathBuf::from(s)),
             Ok(s) if !s.is_empty() => Socket::Name(s),
             _ => Socket::Name(REMOTE_SOCKET_NAME.into()),
         };
-        Tmux::remote(socket, self.ssh_prefix())
+        Tmux::remote(socket, self.ssh_prefix(), &self.key())
     }
 
     /// Write `data` to `path` on the host atomically (temp file in the same folder, then rename).
@@ -364,6 +386,11 @@ impl Host {
     /// folders and renamed into place at the end, deletions not propagated,
     /// symlinks never followed (and never read later: local scans skip them).
     pub async fn pull(&self, remote_task_dir: &str, local_task_dir: &Path) -> Result<()> {
+        let what = format!("pull {}:{remote_task_dir}", self.spec.destination());
+        crate::io::health::until_silent(&self.key(), &what, self.pull_unguarded(remote_task_dir, local_task_dir)).await
+    }
+
+    async fn pull_unguarded(&self, remote_task_dir: &str, local_task_dir: &Path) -> Result<()> {
         // At most one pull per host at a time (tasks sharing a host take turns).
         let gate = {
             let mut g = hosts().pulls.lock().expect("not poisoned");

@@ -69,7 +69,7 @@ impl Tmux {
         }
         // A child of the server ending makes it reap every zombie (see the module doc).
         // Bounded: a server that cannot reap at all (SIGCHLD blocked) never ends the job.
-        let nudge = self.command(&["run-shell", "true"]).output();
+        let nudge = self.output(self.command(&["run-shell", "true"]));
         let nudged = tokio::time::timeout(std::time::Duration::from_secs(2), nudge).await;
         if !matches!(nudged, Ok(Ok(ref o)) if o.status.success()) {
             return Ok(panes);
@@ -94,8 +94,7 @@ impl Tmux {
             ));
         }
         let out = self
-            .command(&args)
-            .output()
+            .output(self.command(&args))
             .await
             .map_err(|e| tmux_missing("list panes", e))?;
         if !out.status.success() {

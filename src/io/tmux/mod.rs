@@ -94,6 +94,8 @@ pub struct Tmux {
     /// When set, every tmux call runs on a remote host through this ssh prefix
     /// (the multiplexed master of [`crate::io::remote`]); arguments are shell-quoted.
     via: Option<std::sync::Arc<Vec<String>>>,
+    /// The remote host's key in [`crate::io::health`]: its commands end when it falls silent.
+    host: Option<std::sync::Arc<str>>,
     /// The process's control-mode client for this (local) server, when the daemon turned
     /// them on ([`control::enable`]): the hot path's reads go through it.
     control: Option<std::sync::Arc<control::Control>>,
@@ -151,6 +153,7 @@ impl Tmux {
         let t = Tmux {
             socket,
             via: None,
+            host: None,
             control: None,
             recent: Default::default(),
             screens: Default::default(),
@@ -210,9 +213,10 @@ impl Tmux {
 
     /// The same kind of handle for a tmux server on a remote host: `ssh` is the
     /// argv prefix that runs one command there (ending in the destination).
-    pub fn remote(socket: Socket, ssh: Vec<String>) -> Result<Tmux> {
+    pub fn remote(socket: Socket, ssh: Vec<String>, host: &str) -> Result<Tmux> {
         let mut t = Tmux::new(socket)?;
         t.via = Some(std::sync::Arc::new(ssh));
+        t.host = Some(host.into());
         t.control = None;
         Ok(t)
     }
@@ -286,8 +290,21 @@ impl Tmux {
         self.run_command(what, self.command(args)).await
     }
 
-    async fn run_command(&self, what: &str, mut c: Command) -> Result<String> {
-        let out = c.output().await.map_err(|e| tmux_missing(what, e))?;
+    /// Run `c`; on a remote host, ended the moment its heartbeat finds it silent.
+    async fn output(&self, mut c: Command) -> std::io::Result<std::process::Output> {
+        match &self.host {
+            None => c.output().await,
+            Some(k) => crate::io::health::race(k, c.output()).await.unwrap_or_else(|since| {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    crate::io::health::silent_error("tmux", since),
+                ))
+            }),
+        }
+    }
+
+    async fn run_command(&self, what: &str, c: Command) -> Result<String> {
+        let out = self.output(c).await.map_err(|e| tmux_missing(what, e))?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
@@ -301,8 +318,7 @@ impl Tmux {
 
     /// Whether a server is running on this socket.
     pub async fn server_running(&self) -> bool {
-        self.command(&["list-sessions"])
-            .output()
+        self.output(self.command(&["list-sessions"]))
             .await
             .map(|o| o.status.success())
             .unwrap_or(false)
@@ -415,7 +431,9 @@ impl Tmux {
     /// End the server when it holds no session any more (it is kept alive with
     /// `exit-empty off`, so it would otherwise linger after the last `task stop`).
     pub async fn end_if_empty(&self) -> Result<bool> {
-        let out = self.command(&["list-sessions", "-F", "#{session_name}"]).output().await;
+        let out = self
+            .output(self.command(&["list-sessions", "-F", "#{session_name}"]))
+            .await;
         match out {
             Ok(o)
                 if o.status.success()
@@ -434,7 +452,7 @@ impl Tmux {
     /// Whether a session with exactly this name exists (no prefix matching).
     pub async fn has_session(&self, name: &str) -> Result<bool> {
         let target = format!("={name}");
-        match self.command(&["has-session", "-t", &target]).output().await {
+        match self.output(self.command(&["has-session", "-t", &target])).await {
             Ok(o) => Ok(o.status.success()),
             Err(e) => Err(tmux_missing("look for a session", e)),
         }
