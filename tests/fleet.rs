@@ -412,3 +412,91 @@ fn a_silent_host_is_recorded_told_and_seen_back() {
     assert_eq!(f.w.events_of("t1", "host_unreachable").len(), 1, "recorded once");
     assert_eq!(f.w.state("t1")["agents"]["architect"]["status"], "running");
 }
+
+/// Failover: a host silent past `failover_after:` has its agent started on another host
+/// (the PM told, `agent_moved`); the old run is left alone while its host is silent, and
+/// stopped the moment the host answers again — never two runs of one agent — and what it
+/// wrote there meanwhile comes home.
+#[test]
+fn a_lost_hosts_agent_is_started_elsewhere_and_its_old_run_stopped_on_heal() {
+    let f = Fleet::new(2, TWO);
+    f.start("hosts: any\nremote_agents: dev\nhost_timeout: 2s\nfailover: on\nfailover_after: 3s");
+    ok(&f.spawn("dev"));
+    let where_dev = || f.w.state("t1")["agents"]["dev"]["host"].as_str().unwrap().to_string();
+    let first = where_dev();
+    let from = first.split(':').next().unwrap().to_string();
+    let to = if from == "h1" { "h2" } else { "h1" };
+    wait_for("the heartbeat on dev's host answering", 60, || {
+        f.hosts_json()
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["name"] == from.as_str() && h["heartbeat"]["answering"] == true)
+            .then_some(())
+    });
+    let has_dev = |host: &str| {
+        f.tmux(host)
+            .args(["has-session", "-t", "=aot-t1-dev"])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    assert!(has_dev(&from));
+
+    let i = if from == "h1" { 0 } else { 1 };
+    f.hosts[i].freeze();
+    // The old run writes while its host is silent: nothing of it can come home yet.
+    let remote_dir = first.split_once(':').unwrap().1.to_string() + "/tasks/t1/handoffs";
+    let late = "dev-20990101-000000.md";
+    std::fs::write(
+        format!("{remote_dir}/{late}"),
+        "# Handoff: dev\n**Status:** IN_PROGRESS\n\n## Completed Work\nWritten while the host was silent.\n",
+    )
+    .unwrap();
+    let moved = wait_for("dev moved", 60, || f.w.events_of("t1", "agent_moved").first().cloned());
+    assert_eq!(moved["data"]["to"], to, "{moved}");
+    assert!(where_dev().starts_with(&format!("{to}:")), "{}", where_dev());
+    assert_eq!(f.w.state("t1")["agents"]["dev"]["status"], "running");
+    assert!(has_dev(to), "dev runs on {to}");
+    assert!(has_dev(&from), "the old run is left alone while its host is silent");
+    assert_eq!(
+        f.w.state("t1")["agents"]["dev"]["left_behind"][0]["session"],
+        "aot-t1-dev"
+    );
+    wait_for("the PM told of the move", 30, || {
+        f.w.inbox("t1", "pm")
+            .iter()
+            .any(|m| m.contains(&format!("dev was started again on host {to}")))
+            .then_some(())
+    });
+    let preamble = std::fs::read_dir(f.w.project.join("tasks/t1").join("scratchpad/dev"))
+        .unwrap()
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .find(|t| t.contains("You take over as dev"))
+        .expect("the new run's preamble says it takes over");
+    assert!(preamble.contains(&format!("its run on {first}")), "{preamble}");
+
+    f.hosts[i].thaw();
+    wait_for("the old run stopped", 60, || (!has_dev(&from)).then_some(()));
+    assert!(has_dev(to), "the new run goes on");
+    wait_for("the stop recorded", 30, || {
+        f.w.events_of("t1", "agent_stopped")
+            .iter()
+            .any(|e| e["data"]["by"] == "failover" && e["data"]["host"].as_str().unwrap().starts_with(&from))
+            .then_some(())
+    });
+    wait_for("its late handoff home", 30, || {
+        f.w.project
+            .join("tasks/t1")
+            .join("handoffs")
+            .join(late)
+            .exists()
+            .then_some(())
+    });
+    wait_for("the record dropped", 30, || {
+        f.w.state("t1")["agents"]["dev"]["left_behind"].is_null().then_some(())
+    });
+    assert_eq!(f.w.events_of("t1", "agent_moved").len(), 1, "moved once");
+}

@@ -19,6 +19,7 @@ pub(crate) mod daemon;
 pub(crate) mod dispatch;
 pub(crate) mod doctor;
 pub(crate) mod escalation;
+pub(crate) mod failover;
 pub(crate) mod fleet;
 pub(crate) mod gate;
 pub(crate) mod handoff;

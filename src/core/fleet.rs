@@ -238,8 +238,41 @@ pub fn choose(
     }))
 }
 
+/// How long a host may stay silent before failover moves its agents, unless task.md says.
+pub const FAILOVER_AFTER: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// task.md's `failover:` (on/off, default off) and `failover_after:` (a duration): how long
+/// a host may be silent before its agents are started on another; `None` when off.
+pub fn failover(on: Option<&str>, after: Option<&str>) -> Result<Option<std::time::Duration>, String> {
+    let on = match on.map(|v| v.trim().to_ascii_lowercase()) {
+        None => false,
+        Some(v) if matches!(v.as_str(), "on" | "yes" | "true") => true,
+        Some(v) if matches!(v.as_str(), "off" | "no" | "false") => false,
+        Some(v) => return Err(format!("failover: {v:?} is neither on nor off")),
+    };
+    let after = match after {
+        None => FAILOVER_AFTER,
+        Some(a) => super::clock::parse_duration(a)
+            .ok_or_else(|| format!("failover_after: {a:?} is not a duration (like 90s or 5m)"))?,
+    };
+    Ok(on.then_some(after))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn failover_is_off_unless_asked_and_its_wait_is_read() {
+        assert_eq!(super::failover(None, None), Ok(None));
+        assert_eq!(super::failover(Some("off"), Some("5s")), Ok(None));
+        assert_eq!(super::failover(Some("on"), None), Ok(Some(super::FAILOVER_AFTER)));
+        assert_eq!(
+            super::failover(Some("On"), Some("90s")),
+            Ok(Some(std::time::Duration::from_secs(90)))
+        );
+        assert!(super::failover(Some("maybe"), None).unwrap_err().contains("maybe"));
+        assert!(super::failover(Some("on"), Some("soon")).unwrap_err().contains("soon"));
+    }
+
     use super::*;
 
     fn host(name: &str, slots: u32, labels: &[&str]) -> Host {

@@ -410,7 +410,18 @@ impl Actor {
         let mut pm_died = None;
         let mut sigs = deaths(task, &self.tmux, view.as_ref(), &mut self.reported, &mut pm_died).await;
         if self.remote {
-            sigs.extend(super::deaths::remote_deaths(task, view.as_ref(), &mut self.reported, &self.lately).await);
+            let failover = crate::app::failover::wait(task);
+            let found =
+                super::deaths::remote_deaths(task, view.as_ref(), &mut self.reported, &self.lately, failover).await;
+            sigs.extend(found.signals);
+            if let Ok(ctx) = crate::app::session::Ctx::on(&self.tmux) {
+                for (host, agents, since) in &found.to_move {
+                    sigs.extend(crate::app::failover::move_off(&ctx, task, host, agents, *since, clock::now()).await);
+                }
+            }
+            for spec in &found.answering_with_left {
+                sigs.extend(crate::app::failover::stop_left_behind(task, spec, clock::now()).await);
+            }
         }
         if !sigs.is_empty() {
             let _ = self.check_in(Why::Deaths(sigs)).await;

@@ -159,14 +159,27 @@ const HOST_LOOK: Duration = Duration::from_secs(20);
 /// local one is (its slot on the fleet frees). A host that does not answer is recorded
 /// (`host_unreachable`, naming its agents) and, once silent past `host_timeout:`, told to
 /// the PM once; when it answers again, `host_back`, and its agents are looked at as before.
+/// What a look at a task's hosts found beyond deaths: agents for failover to move, and hosts
+/// answering again where runs were left behind.
+#[derive(Default)]
+pub(super) struct HostLook {
+    pub signals: Vec<Signal>,
+    /// (host, its agents, silent since): silent past `failover_after:`, failover on.
+    pub to_move: Vec<(String, Vec<String>, chrono::DateTime<chrono::Utc>)>,
+    /// Hosts that answer and hold runs left behind.
+    pub answering_with_left: Vec<crate::core::model::RemoteSpec>,
+}
+
 pub(super) async fn remote_deaths(
     task: &Task,
     view: Option<&View>,
     reported: &mut BTreeSet<String>,
     lately: &crate::app::recent::Lately,
-) -> Vec<Signal> {
+    failover: Option<Duration>,
+) -> HostLook {
+    let mut found = HostLook::default();
     let Some(View { state: st, writable }) = view else {
-        return Vec::new();
+        return found;
     };
     let mut by_host: std::collections::BTreeMap<String, (crate::core::model::RemoteSpec, Vec<&String>)> =
         std::collections::BTreeMap::new();
@@ -182,13 +195,19 @@ pub(super) async fn remote_deaths(
                 .push(name);
         }
     }
+    // Hosts holding runs left behind by failover are looked at too: stopped when they answer.
+    let left = crate::app::failover::left_behind_hosts(st);
+    for r in &left {
+        by_host
+            .entry(crate::core::model::AgentHost::Remote(r.clone()).to_string())
+            .or_insert_with(|| (r.clone(), Vec::new()));
+    }
     let timeout = task
         .spec()
         .ok()
         .and_then(|s| s.setting("host_timeout").and_then(clock::parse_duration))
         .unwrap_or(HOST_TIMEOUT);
     let now = clock::now();
-    let mut out = Vec::new();
     // A host with no running agent of the task left is no one's to watch: pulls take it back.
     let mut down = lately
         .silent
@@ -212,6 +231,7 @@ pub(super) async fn remote_deaths(
     for ((host, (spec, agents)), listed) in by_host.into_iter().zip(looks) {
         let panes = match listed {
             Ok(Ok(p)) => p,
+            Ok(Err(_)) | Err(_) if agents.is_empty() => continue,
             Ok(Err(_)) | Err(_) => {
                 let since = *down.entry(host.clone()).or_insert_with(|| {
                     let since = crate::io::health::silent_since(&crate::io::remote::key(&spec)).unwrap_or(now);
@@ -225,18 +245,34 @@ pub(super) async fn remote_deaths(
                     tracing::warn!(task = %task.name, %host, "host does not answer");
                     since
                 });
+                let silent_for = (now - since).to_std().unwrap_or_default();
+                if let Some(after) = failover
+                    && silent_for >= after
+                    && reported.insert(format!("failover@{host}@{}", since.timestamp()))
+                {
+                    found
+                        .to_move
+                        .push((host.clone(), agents.iter().map(|a| a.to_string()).collect(), since));
+                }
                 let key = format!("host-down@{host}@{}", since.timestamp());
-                if (now - since).to_std().unwrap_or_default() >= timeout && reported.insert(key) {
+                if silent_for >= timeout && reported.insert(key) {
                     let names: Vec<&str> = agents.iter().map(|a| a.as_str()).collect();
-                    out.push(Signal {
+                    found.signals.push(Signal {
                         kind: SignalKind::Blocked,
                         agent: names.first().map_or_else(String::new, |a| a.to_string()),
                         file: None,
                         text: format!(
-                            "host {host} has not answered since {} ({} agent(s) there: {}); their work comes home when it is back — wait, or stop them and spawn the work again elsewhere",
+                            "host {host} has not answered since {} ({} agent(s) there: {}); {}",
                             clock::local_time(since),
                             names.len(),
-                            names.join(", ")
+                            names.join(", "),
+                            match failover {
+                                Some(after) => format!(
+                                    "failover starts them on another host once it has been silent for {} s",
+                                    after.as_secs()
+                                ),
+                                None => "their work comes home when it is back — wait, or stop them and spawn the work again elsewhere".into(),
+                            }
                         ),
                     });
                 }
@@ -253,6 +289,9 @@ pub(super) async fn remote_deaths(
             );
             tracing::info!(task = %task.name, %host, "host answers again");
         }
+        if left.contains(&spec) {
+            found.answering_with_left.push(spec.clone());
+        }
         for name in agents {
             let a = &st.agents[name];
             let Some(pane) = &a.pane else { continue };
@@ -265,12 +304,12 @@ pub(super) async fn remote_deaths(
                 continue;
             }
             if mark_dead(task, name, a, *writable, Some(&host), &detail, reported).is_some() {
-                out.push(died(name, &detail));
+                found.signals.push(died(name, &detail));
             }
         }
     }
     *lately.silent.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = down;
-    out
+    found
 }
 
 /// Restart the PM that died at `died_at` once its backoff has run, or give up and

@@ -90,6 +90,8 @@ pub enum Kind {
     HostUnreachable,
     /// A host that had stopped answering answers again.
     HostBack,
+    /// An agent on a host silent past `failover_after:` started again on another.
+    AgentMoved,
 }
 
 impl Kind {
@@ -131,6 +133,7 @@ impl Kind {
             Kind::Placed => "placed",
             Kind::HostUnreachable => "host_unreachable",
             Kind::HostBack => "host_back",
+            Kind::AgentMoved => "agent_moved",
         }
     }
 }

@@ -59,23 +59,7 @@ pub async fn pull_remotes(task: &Task, lately: &Lately) -> Vec<String> {
     let started = std::time::Instant::now();
     tracing::debug!(task = %task.name, hosts = hosts.len(), "pulling remote hosts");
     // Every host at once: one that is slow or silent holds up no other's handoffs.
-    let pulls = futures_util::future::join_all(hosts.iter().map(|spec| async move {
-        let host = crate::io::remote::Host::connect_backoff(spec).await?;
-        let cwd = host.cwd().await?;
-        // A pull never holds a check-in hostage: rsync has its own --timeout, SFTP this one.
-        tokio::time::timeout(
-            Duration::from_secs(120),
-            host.pull(&format!("{cwd}/tasks/{}", task.name), &task.dir()),
-        )
-        .await
-        .map_err(|_| {
-            Error::Remote(format!(
-                "pulling from {} took over 120 s; retried next time",
-                spec.destination()
-            ))
-        })?
-    }))
-    .await;
+    let pulls = futures_util::future::join_all(hosts.iter().map(|spec| pull_from(task, spec))).await;
     let mut problems = Vec::new();
     for (spec, r) in hosts.iter().zip(pulls) {
         if let Err(e) = &r {
@@ -93,6 +77,24 @@ pub async fn pull_remotes(task: &Task, lately: &Lately) -> Vec<String> {
         lately.pulled.failed();
     }
     problems
+}
+
+/// Pull one host's copy of the task folder (handoffs and artifacts) into the local one.
+pub async fn pull_from(task: &Task, spec: &crate::core::model::RemoteSpec) -> Result<()> {
+    let host = crate::io::remote::Host::connect_backoff(spec).await?;
+    let cwd = host.cwd().await?;
+    // A pull never holds a check-in hostage: rsync has its own --timeout, SFTP this one.
+    tokio::time::timeout(
+        Duration::from_secs(120),
+        host.pull(&format!("{cwd}/tasks/{}", task.name), &task.dir()),
+    )
+    .await
+    .map_err(|_| {
+        Error::Remote(format!(
+            "pulling from {} took over 120 s; retried next time",
+            spec.destination()
+        ))
+    })?
 }
 
 /// Record (or clear) since when a host's agents cannot be reached; writes only on a change.

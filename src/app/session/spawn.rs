@@ -342,3 +342,74 @@ pub async fn respawn_in_lane(
     spawn_event(task, agent, "SPAWN_OK", &started, now)?;
     Ok(started)
 }
+
+/// Start `agent` again on another host of the fleet, in the lane it holds, from the PM's
+/// handoff that started it followed by `continue_from`: its host stopped answering
+/// ([`crate::app::failover`]). The lost host does not answer, so placement passes it over.
+/// Returns the start and where it went and why.
+pub async fn start_elsewhere(
+    ctx: &Ctx,
+    task: &Task,
+    agent: &str,
+    continue_from: &str,
+    now: DateTime<Utc>,
+) -> Result<(crate::core::report::Started, crate::core::fleet::Choice)> {
+    let st = task.state()?;
+    let holder = st
+        .lanes
+        .get(agent)
+        .and_then(|l| l.holder.clone())
+        .ok_or_else(|| Error::BadInput(format!("task '{}': {agent} holds no lane; nothing to move", task.name)))?;
+    let a = st.agents.get(agent).cloned().unwrap_or_default();
+    let spec = task.spec()?;
+    let (remote, choice) = match crate::app::fleet::place(task, &spec, agent, &super::remote_roles(&spec)).await? {
+        crate::app::fleet::Placing::On(r, c) => (r, c),
+        crate::app::fleet::Placing::NoRoom(why) => return Err(crate::app::fleet::Placing::no_room(agent, &why)),
+        crate::app::fleet::Placing::NotAsked => {
+            return Err(Error::BadInput(format!(
+                "task '{}': {agent} is not placed by the fleet (hosts:); it is not moved",
+                task.name
+            )));
+        }
+    };
+    let name: AgentName = agent
+        .parse()
+        .map_err(|e| Error::BadInput(format!("agent name {agent:?}: {e}")))?;
+    let roster = crate::store::roster::for_task(task)?;
+    let (path, contents) = read_spawn_handoff(task, Path::new(&holder.handoff))?;
+    let mut warnings = Vec::new();
+    let handoff_text = format!(
+        "{}\n\n{}",
+        handoff::decode(&contents.bytes, &mut warnings).trim_end(),
+        continue_from.trim()
+    );
+    let rt = crate::io::runtime::resolve(a.runtime.as_deref().unwrap_or("claude"))?;
+    let isolation = a
+        .worktree
+        .as_ref()
+        .map(|w| w.isolation)
+        .unwrap_or(crate::core::worktree::Isolation::Shared);
+    let placed = crate::app::worktree::place_on(task, agent, isolation, &remote, now).await?;
+    let started = spawn_remote(
+        ctx,
+        task,
+        &name,
+        &roster,
+        &remote,
+        &rt,
+        &path,
+        &handoff_text,
+        placed.as_ref(),
+        now,
+    )
+    .await?;
+    crate::app::lanes::record_pane(task, agent, &started.pane, now)?;
+    crate::store::events::append(
+        task,
+        crate::store::events::Kind::Placed,
+        Some(agent),
+        serde_json::json!({"host": choice.host, "why": choice.why}),
+        now,
+    )?;
+    Ok((started, choice))
+}

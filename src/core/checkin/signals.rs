@@ -59,6 +59,9 @@ pub enum SignalKind {
     /// A spoke whose context filled up goes on in a fresh session, in its lane, from its
     /// checkpoint (told once).
     Rotated,
+    /// An agent whose host stopped answering was started again on another host (failover;
+    /// told once), or could not be.
+    Moved,
 }
 
 /// How a permission request's line in a check-in begins, before its id.
@@ -87,6 +90,7 @@ impl SignalKind {
             SignalKind::MergeConflict => "merge conflict",
             SignalKind::PermissionRequest => "permission",
             SignalKind::Rotated => "rotated",
+            SignalKind::Moved => "moved to another host",
         }
     }
 }

@@ -40,6 +40,6 @@ pub use agent_host::AgentHost;
 pub use agent_role::AgentRole;
 pub use agent_status::AgentStatus;
 pub use pane_state::PaneState;
-pub use state::{AgentState, Escalation, LineageEntry, Phase, PmState};
+pub use state::{AgentState, Escalation, LeftBehind, LineageEntry, Phase, PmState};
 pub use taskmd::{CwdSpec, RemoteSpec, TaskSpec};
 pub use watch_stats::WatchStats;

@@ -173,9 +173,32 @@ pub struct AgentState {
     /// no branch name is used twice.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub worktrees_made: u32,
+    /// Earlier runs of it on hosts that stopped answering, moved elsewhere by failover
+    /// ([`crate::core::fleet`]): each is stopped when its host answers again, so it never
+    /// runs beside its successor.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_behind: Vec<LeftBehind>,
     /// Fields added by newer builds, kept on rewrite.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
+}
+
+/// An agent's run left on a host that stopped answering, to stop when it answers again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftBehind {
+    /// The host (a remote `AgentHost`).
+    pub host: super::AgentHost,
+    /// Its tmux session there.
+    pub session: String,
+    /// Its pane and that server's identity, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pane: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmux_server: Option<String>,
+    /// Since when its host had not answered.
+    pub silent_since: DateTime<Utc>,
+    /// When it was moved.
+    pub moved_at: DateTime<Utc>,
 }
 
 /// One edge of the handoff chain (docs/protocol.md#progress-and-lineage).
