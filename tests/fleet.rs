@@ -464,6 +464,21 @@ fn a_lost_hosts_agent_is_started_elsewhere_and_its_old_run_stopped_on_heal() {
         f.w.state("t1")["agents"]["dev"]["left_behind"][0]["session"],
         "aot-t1-dev"
     );
+    let status: serde_json::Value = serde_json::from_str(&ok(&run(f.task().args(["status", "t1", "--json"])))).unwrap();
+    let row = status["task"]["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "dev")
+        .unwrap()
+        .clone();
+    assert!(row["host"].as_str().unwrap().starts_with(to), "{row}");
+    assert!(
+        row["left_behind"][0]["host"].as_str().unwrap().starts_with(&from),
+        "status shows the run left behind: {row}"
+    );
+    let human = ok(&run(f.task().args(["status", "t1"])));
+    assert!(human.contains(&format!("moved off {from}")), "{human}");
     wait_for("the PM told of the move", 30, || {
         f.w.inbox("t1", "pm")
             .iter()
@@ -499,4 +514,22 @@ fn a_lost_hosts_agent_is_started_elsewhere_and_its_old_run_stopped_on_heal() {
         f.w.state("t1")["agents"]["dev"]["left_behind"].is_null().then_some(())
     });
     assert_eq!(f.w.events_of("t1", "agent_moved").len(), 1, "moved once");
+}
+
+/// A local-only role (the default roster's test agent) runs on this machine even when
+/// task.md lists it for the fleet; the spawn says why.
+#[test]
+fn a_local_only_role_is_never_placed_on_a_host() {
+    let f = Fleet::new(2, TWO);
+    f.start("hosts: any\nremote_agents: dev, test");
+    let out = ok(&f.spawn("test"));
+    assert!(out.contains("local_only in roster 'default'"), "{out}");
+    assert_eq!(f.w.state("t1")["agents"]["test"]["host"], "local");
+    assert!(f.w.events_of("t1", "placed").is_empty(), "not placed");
+    ok(&f.spawn("dev"));
+    assert_ne!(
+        f.w.state("t1")["agents"]["dev"]["host"],
+        "local",
+        "dev still goes to the fleet"
+    );
 }

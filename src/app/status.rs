@@ -135,6 +135,7 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
             unreachable_since: st.and_then(|s| s.unreachable_since),
             attention: st.and_then(|s| s.attention.clone()),
             worktree: st.and_then(|s| s.worktree.clone()),
+            left_behind: st.map(|s| s.left_behind.clone()).unwrap_or_default(),
             turn: turns.get(&name).map(|r| {
                 let set_aside = st.and_then(|s| s.turn_set_aside) == Some(r.at);
                 crate::core::status::TurnView {

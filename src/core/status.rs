@@ -50,6 +50,9 @@ pub struct AgentRow {
     /// What its client last said about its turn through its hooks (`null` for clients
     /// without them); see docs/json.md.
     pub turn: Option<TurnView>,
+    /// Runs of it left on hosts that stopped answering (failover), stopped when they answer.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left_behind: Vec<crate::core::model::LeftBehind>,
 }
 
 /// The PM rotation's settings and where the PM stands against them.
@@ -396,6 +399,13 @@ fn agents_table(s: &TaskStatus) -> String {
                 Some(since) => format!(
                     "unreachable since {}",
                     since.with_timezone(&chrono::Local).format("%m-%d %H:%M")
+                ),
+                None => pane,
+            };
+            let pane = match a.left_behind.first() {
+                Some(l) => format!(
+                    "{pane}; moved off {} (its old run is stopped when that host answers)",
+                    l.host.to_string().split(':').next().unwrap_or("")
                 ),
                 None => pane,
             };

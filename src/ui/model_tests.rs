@@ -27,6 +27,7 @@ pub(crate) fn agent(name: &str, state: &str) -> AgentRow {
         attention: None,
         worktree: None,
         turn: None,
+        left_behind: Vec::new(),
     }
 }
 

@@ -98,8 +98,21 @@ pub async fn spawn_with(
         ));
     }
     let (path, contents) = read_spawn_handoff(task, handoff_arg)?;
-    // The fleet places an agent whose task asks for it (`hosts:`); otherwise `cwd:` says.
-    let fleet = match crate::app::fleet::place(task, &spec, agent.as_str(), &super::remote_roles(&spec)).await? {
+    // A local-only role stays here whatever task.md says; the fleet places an agent whose
+    // task asks for it (`hosts:`); otherwise `cwd:` says.
+    let local_only = roster.member(agent.as_str()).is_some_and(|m| m.local_only);
+    let roles: Vec<String> = if local_only {
+        Vec::new()
+    } else {
+        super::remote_roles(&spec)
+    };
+    if local_only && super::remote_roles(&spec).iter().any(|r| r == agent.as_str()) {
+        notes.push(format!(
+            "{agent} runs on this machine: it is local_only in roster '{}'",
+            roster.name
+        ));
+    }
+    let fleet = match crate::app::fleet::place(task, &spec, agent.as_str(), &roles).await? {
         crate::app::fleet::Placing::NoRoom(why) if mode != SpawnMode::Start => {
             return hold_for_fleet(task, agent.as_str(), role, &roster.name, &path, flags, &why, mode, now);
         }
@@ -115,6 +128,7 @@ pub async fn spawn_with(
     let placed_by = fleet.as_ref().map(|(_, c)| c.clone());
     let remote = match fleet {
         Some((r, _)) => Some(r),
+        None if local_only => None,
         None => remote_for(&spec, agent),
     };
     let mut warnings = Vec::new();

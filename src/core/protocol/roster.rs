@@ -74,6 +74,10 @@ pub struct Member {
     /// spoke, it gets a detached worktree at the task branch's head rather than a branch.
     #[serde(default)]
     pub read_only: bool,
+    /// It must run on this machine (a test agent with the devices, say): never placed on
+    /// a remote host, whatever task.md's `remote_agents:` or `hosts:` say.
+    #[serde(default, alias = "local-only")]
+    pub local_only: bool,
 }
 
 /// A roster, as loaded and checked.
