@@ -17,6 +17,24 @@ use crate::store::task::Task;
 /// seconds; a silent host's master gives up after 15 s anyway).
 const LOOK_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// One placement at a time in this process: the choice counts the running agents recorded
+/// in the tasks' states, so two placed at once (failover moving several agents of several
+/// tasks) would each see the same free slot. Held from the choice until the start is recorded.
+#[derive(Default)]
+struct Turn(tokio::sync::Mutex<()>);
+
+impl crate::store::memo::Memo for Turn {
+    const NAME: &'static str = "fleet placement turn";
+    fn entries(&self) -> usize {
+        0
+    }
+}
+
+/// Wait for this process's placement turn ([`Turn`]).
+pub async fn turn() -> tokio::sync::MutexGuard<'static, ()> {
+    crate::store::memo::get::<Turn>().0.lock().await
+}
+
 /// Whether an agent's recorded host is `spec` (same destination and port).
 fn same_host(a: &RemoteSpec, b: &RemoteSpec) -> bool {
     a.destination() == b.destination() && a.port == b.port
@@ -127,7 +145,17 @@ pub async fn look(h: &Host, tools: bool) -> Look {
             };
         }
     };
-    let heartbeat = crate::io::health::last_known(&crate::io::remote::key(&spec));
+    let key = crate::io::remote::key(&spec);
+    let heartbeat = crate::io::health::last_known(&key);
+    // This process's heartbeat already knows: a silent host is not dialled (a dial to it
+    // waits out its bound).
+    if let Some(since) = crate::io::health::silent_since(&key) {
+        return Look {
+            problem: Some(crate::io::health::silent_error("look at the host", since)),
+            heartbeat,
+            ..Default::default()
+        };
+    }
     let asked = async {
         let host = crate::io::remote::Host::connect(&spec).await?;
         let script = if tools {

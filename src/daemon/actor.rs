@@ -368,10 +368,11 @@ impl Actor {
         }
     }
 
-    /// A remote handoff was written: pulled, then looked at at once (the watch already
-    /// folded a burst into one pull: no debounce on top).
-    async fn on_remote_change(&mut self) {
-        crate::app::session::pull_remotes(&self.task, &self.lately).await;
+    /// A remote handoff was written: the hosts it was written on pulled (not every host of
+    /// the task: the others' watches say when they change), then looked at at once (the
+    /// watch already folded a burst into one pull: no debounce on top).
+    async fn on_remote_change(&mut self, hosts: Vec<crate::core::model::RemoteSpec>) {
+        crate::app::session::pull_hosts(&self.task, &hosts, &self.lately).await;
         self.due = Some(Instant::now());
     }
 
@@ -485,9 +486,11 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
                 let _ = a.check_in(Why::Schedule).await;
             }
             _ = tokio::time::sleep_until(look_at), if a.due.is_some() => a.on_due().await,
-            () = a.watches.changed() => a.on_remote_change().await,
+            hosts = a.watches.changed() => a.on_remote_change(hosts).await,
             _ = pulls.tick(), if a.remote => a.on_pull_tick().await,
             _ = liveness.tick() => a.on_liveness().await,
+            // A host's heartbeat changed: its agents' task records it now, not at the next tick.
+            () = crate::io::health::changed(), if a.remote => a.on_liveness().await,
             _ = tokio::time::sleep_until(restart_at), if a.pm_retry.is_some() => a.on_pm_retry().await,
         }
     }

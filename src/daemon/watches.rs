@@ -13,8 +13,8 @@ use crate::store::task::Task;
 /// The watches of one task; dropping it stops them all (and their ssh clients).
 pub struct Watches {
     running: HashMap<RemoteSpec, JoinHandle<()>>,
-    tx: mpsc::Sender<()>,
-    rx: mpsc::Receiver<()>,
+    tx: mpsc::Sender<RemoteSpec>,
+    rx: mpsc::Receiver<RemoteSpec>,
 }
 
 impl Default for Watches {
@@ -47,11 +47,19 @@ impl Watches {
         }
     }
 
-    /// Wait for a change on any watched host; a burst of changes comes back as one.
-    pub async fn changed(&mut self) {
-        if self.rx.recv().await.is_some() {
-            while self.rx.try_recv().is_ok() {}
+    /// Wait for a change on any watched host; a burst of changes comes back as one, naming
+    /// each host that changed once.
+    pub async fn changed(&mut self) -> Vec<RemoteSpec> {
+        let mut hosts = Vec::new();
+        if let Some(h) = self.rx.recv().await {
+            hosts.push(h);
+            while let Ok(h) = self.rx.try_recv() {
+                if !hosts.contains(&h) {
+                    hosts.push(h);
+                }
+            }
         }
+        hosts
     }
 }
 

@@ -48,6 +48,8 @@ impl Entry {
 #[derive(Default)]
 struct Health {
     hosts: Mutex<HashMap<String, Entry>>,
+    /// Told when a host falls silent or answers again.
+    changed: tokio::sync::Notify,
 }
 
 impl crate::store::memo::Memo for Health {
@@ -108,6 +110,7 @@ pub fn record(key: &str, answered: bool) {
         }) || !first
     });
     if changed {
+        crate::store::memo::get::<Health>().changed.notify_waiters();
         let k = Known {
             answering: answered,
             since: now,
@@ -144,6 +147,12 @@ fn known_path(key: &str) -> std::path::PathBuf {
 pub fn last_known(key: &str) -> Option<Known> {
     let k: Known = serde_json::from_slice(&std::fs::read(known_path(key)).ok()?).ok()?;
     std::path::Path::new(&format!("/proc/{}", k.pid)).exists().then_some(k)
+}
+
+/// Resolves when some host falls silent or answers again (a waiter registered before the
+/// change is woken; one that was busy meets it at its next look anyway).
+pub async fn changed() {
+    crate::store::memo::get::<Health>().changed.notified().await;
 }
 
 /// Since when `key` has not answered its heartbeat; None when it answers or nobody beats it.

@@ -5,6 +5,7 @@
 
 pub mod claude;
 pub mod driver;
+pub mod fleet;
 mod flow;
 pub mod git;
 mod leftovers;

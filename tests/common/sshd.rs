@@ -1,4 +1,4 @@
-//! A real sshd on 127.0.0.1 with throwaway host and client keys, for remote
+//! A real sshd on a loopback address (127.0.0.1 unless asked) with throwaway host and client keys, for remote
 //! tests and the remote benchmark (included by path from src/bin/ao-bench/remote.rs).
 
 #![allow(dead_code)]
@@ -15,15 +15,32 @@ pub struct Sshd {
     /// The client config: `Host aoremote` with the key, port and known_hosts.
     pub config: PathBuf,
     sshd_config: PathBuf,
-    /// The port it listens on (127.0.0.1).
+    /// The address and port it listens on.
+    pub addr: String,
     pub port: u16,
     /// What [`Sshd::freeze`] stopped.
     frozen: std::sync::Mutex<Vec<i32>>,
 }
 
 impl Sshd {
-    /// Start one under `dir` (keys, configs) on a free port.
+    /// Start one under `dir` (keys, configs) on a free port of 127.0.0.1.
     pub fn start(dir: &Path) -> Sshd {
+        Sshd::start_on(dir, "127.0.0.1")
+    }
+
+    /// Start one listening on `addr` (a loopback address: 127.0.0.0/8 is all the
+    /// machine's own, so each test host can have one of its own).
+    pub fn start_on(dir: &Path, addr: &str) -> Sshd {
+        Sshd::start_with(dir, addr, false)
+    }
+
+    /// A host of a test fleet: on `addr`, and with a home folder of its own (`dir`/home, as
+    /// a separate machine has), so its sessions do not run this machine's shell rc files.
+    pub fn start_host(dir: &Path, addr: &str) -> Sshd {
+        Sshd::start_with(dir, addr, true)
+    }
+
+    fn start_with(dir: &Path, addr: &str, own_home: bool) -> Sshd {
         let d = dir.join("sshd");
         std::fs::create_dir_all(&d).unwrap();
         for (name, _) in [("host_key", ()), ("id", ())] {
@@ -35,16 +52,23 @@ impl Sshd {
             assert!(st.success());
         }
         std::fs::copy(d.join("id.pub"), d.join("authorized_keys")).unwrap();
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = TcpListener::bind((addr, 0)).unwrap().local_addr().unwrap().port();
         let user = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout).unwrap();
         let user = user.trim();
         std::fs::write(
             d.join("sshd_config"),
             format!(
-                "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nAuthorizedKeysFile {ak}\nPidFile {pid}\nStrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nSubsystem sftp internal-sftp\nLogLevel ERROR\n",
+                "Port {port}\nListenAddress {addr}\nHostKey {hk}\nAuthorizedKeysFile {ak}\nPidFile {pid}\nStrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nSubsystem sftp internal-sftp\nLogLevel ERROR\n{home}",
                 hk = d.join("host_key").display(),
                 ak = d.join("authorized_keys").display(),
                 pid = d.join("sshd.pid").display(),
+                home = if own_home {
+                    let h = dir.join("home");
+                    std::fs::create_dir_all(&h).unwrap();
+                    format!("SetEnv HOME={}\n", h.display())
+                } else {
+                    String::new()
+                },
             ),
         )
         .unwrap();
@@ -56,16 +80,17 @@ impl Sshd {
         std::fs::write(
             &config,
             format!(
-                "Host aoremote\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n  IdentityFile {id}\n  IdentitiesOnly yes\n  UserKnownHostsFile {kh}\n  StrictHostKeyChecking accept-new\n",
+                "Host aoremote\n  HostName {addr}\n  Port {port}\n  User {user}\n  IdentityFile {id}\n  IdentitiesOnly yes\n  UserKnownHostsFile {kh}\n  StrictHostKeyChecking accept-new\n",
                 id = d.join("id").display(),
                 kh = d.join("known_hosts").display(),
             ),
         )
         .unwrap();
         wait_for("sshd to listen", 10, || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
+            std::net::TcpStream::connect((addr, port)).ok().map(|_| ())
         });
         Sshd {
+            addr: addr.to_string(),
             child,
             config,
             sshd_config: d.join("sshd_config"),
@@ -81,9 +106,11 @@ impl Sshd {
         let _ = Command::new("pkill")
             .args(["-f", &format!("sshd.*{}", self.sshd_config.display())])
             .status();
-        let port = self.port;
+        let (addr, port) = (self.addr.clone(), self.port);
         wait_for("sshd to go away", 10, || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_err().then_some(())
+            std::net::TcpStream::connect((addr.as_str(), port))
+                .is_err()
+                .then_some(())
         });
     }
 
@@ -152,9 +179,9 @@ impl Sshd {
     /// Bring it back on the same port.
     pub fn restart(&mut self) {
         self.child = spawn_sshd(&self.sshd_config);
-        let port = self.port;
+        let (addr, port) = (self.addr.clone(), self.port);
         wait_for("sshd to listen again", 10, || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
+            std::net::TcpStream::connect((addr.as_str(), port)).ok().map(|_| ())
         });
     }
 }

@@ -50,10 +50,18 @@ pub async fn pull_remotes_unless_fresh(task: &Task, within: Duration, lately: &L
 /// An unreachable host is reported and skipped; the others are still pulled. A clean
 /// pull is noted in `lately`.
 pub async fn pull_remotes(task: &Task, lately: &Lately) -> Vec<String> {
+    pull_hosts(task, &remote_hosts(task), lately).await
+}
+
+/// [`pull_remotes`] for `hosts` only: those a remote watch said changed. The others have
+/// watches of their own (and the periodic pull behind them), so a clean pull of these
+/// counts as the task's fresh pull.
+pub async fn pull_hosts(task: &Task, hosts: &[crate::core::model::RemoteSpec], lately: &Lately) -> Vec<String> {
     // Hosts the actor found silent are passed over: its look tries them on every tick.
-    let hosts: Vec<_> = remote_hosts(task)
-        .into_iter()
-        .filter(|r| !lately.is_silent(&crate::core::model::AgentHost::Remote(r.clone()).to_string()))
+    let hosts: Vec<_> = hosts
+        .iter()
+        .filter(|r| !lately.is_silent(&crate::core::model::AgentHost::Remote((*r).clone()).to_string()))
+        .cloned()
         .collect();
     // What a pull brings is what existed when it started: freshness counts from here.
     let started = std::time::Instant::now();

@@ -112,6 +112,10 @@ pub async fn spawn_with(
             roster.name
         ));
     }
+    let _turn = match crate::app::fleet::wanted(&spec, agent.as_str())? {
+        Some(_) if roles.iter().any(|r| r == agent.as_str()) => Some(crate::app::fleet::turn().await),
+        _ => None,
+    };
     let fleet = match crate::app::fleet::place(task, &spec, agent.as_str(), &roles).await? {
         crate::app::fleet::Placing::NoRoom(why) if mode != SpawnMode::Start => {
             return hold_for_fleet(task, agent.as_str(), role, &roster.name, &path, flags, &why, mode, now);
@@ -376,6 +380,7 @@ pub async fn start_elsewhere(
         .ok_or_else(|| Error::BadInput(format!("task '{}': {agent} holds no lane; nothing to move", task.name)))?;
     let a = st.agents.get(agent).cloned().unwrap_or_default();
     let spec = task.spec()?;
+    let _turn = crate::app::fleet::turn().await;
     let (remote, choice) = match crate::app::fleet::place(task, &spec, agent, &super::remote_roles(&spec)).await? {
         crate::app::fleet::Placing::On(r, c) => (r, c),
         crate::app::fleet::Placing::NoRoom(why) => return Err(crate::app::fleet::Placing::no_room(agent, &why)),

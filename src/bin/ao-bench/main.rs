@@ -41,6 +41,7 @@
 //! Build with `cargo build --release` first; the figures go in docs/benchmarks.md (headlines in README.md's Performance section).
 
 mod daemon;
+mod fleet;
 mod permit;
 mod remote;
 mod soak;
@@ -160,6 +161,7 @@ fn main() {
         Some("tmux") => tmux::bench_tmux(&args),
         Some("daemon") => daemon::bench_daemon(&args),
         Some("remote") => remote::bench_remote(&args),
+        Some("fleet") => fleet::bench_fleet(&args),
         Some("soak") => soak::bench_soak(&args),
         Some("permit") => permit::bench_permit(&args),
         Some("ui") => ui::bench_ui(&args),
@@ -175,7 +177,7 @@ fn main() {
         }
         _ => {
             eprintln!(
-                "usage: ao-bench status [--handoffs N] [--artifacts N] [--runs N] | tmux [--runs N] | daemon | remote [--handoffs N] [--runs N] | soak [--tasks N] [--minutes N] | permit [--runs N] | ui [--tasks N] [--idle-secs N] | usage [--agents N] [--mb N] | worktree [--files N] [--runs N] | longhaul [--rejections N] | generate DIR"
+                "usage: ao-bench status [--handoffs N] [--artifacts N] [--runs N] | tmux [--runs N] | daemon | remote [--handoffs N] [--runs N] | fleet [--tasks N] [--rounds N] | soak [--tasks N] [--minutes N] | permit [--runs N] | ui [--tasks N] [--idle-secs N] | usage [--agents N] [--mb N] | worktree [--files N] [--runs N] | longhaul [--rejections N] | generate DIR"
             );
             std::process::exit(2);
         }

@@ -7,11 +7,11 @@ use crate::daemon::Env;
 use crate::{arg, header, ms, row, stats};
 
 #[path = "../../../tests/common/sshd.rs"]
-mod sshd;
+pub(crate) mod sshd;
 #[path = "../../../tests/common/wait.rs"]
 mod wait;
 
-use wait::wait_for;
+pub(crate) use wait::wait_for;
 
 /// Remote agents: a handoff written on the (loopback sshd) host → in the local ledger under
 /// the daemon; and a pull of a 1,000-file tree with one change beside plain rsync over the

@@ -81,7 +81,7 @@ n=$((n+1)); if [ $n -ge 25 ]; then n=0; echo alive 2>/dev/null || exit 0; fi; sl
 
 /// Watch `task`'s handoffs on the host of `spec` until `tx` closes: one `()` per change
 /// (and one after each (re)connection, for what changed while nobody watched).
-pub async fn run(spec: RemoteSpec, task: String, tx: mpsc::Sender<()>) {
+pub async fn run(spec: RemoteSpec, task: String, tx: mpsc::Sender<RemoteSpec>) {
     while !tx.is_closed() {
         if let Err(e) = once(&spec, &task, &tx).await {
             tracing::debug!(host = %spec.destination(), error = %e, "remote watch ended; the periodic pull covers it");
@@ -90,7 +90,7 @@ pub async fn run(spec: RemoteSpec, task: String, tx: mpsc::Sender<()>) {
     }
 }
 
-async fn once(spec: &RemoteSpec, task: &str, tx: &mpsc::Sender<()>) -> Result<()> {
+async fn once(spec: &RemoteSpec, task: &str, tx: &mpsc::Sender<RemoteSpec>) -> Result<()> {
     let host = Host::connect_backoff(spec).await?;
     let cwd = host.cwd().await?;
     let dir = format!("{cwd}/tasks/{task}/handoffs");
@@ -122,7 +122,7 @@ async fn once(spec: &RemoteSpec, task: &str, tx: &mpsc::Sender<()>) -> Result<()
     while let Some(line) = lines.next_line().await.map_err(|e| Error::io("read", "ssh", e))? {
         let pull = matches!(parse_line(&line), Some(Line::Changed | Line::Ready));
         tracing::debug!(host = %spec.destination(), line = %line.trim(), pull, "remote watch");
-        if pull && tx.send(()).await.is_err() {
+        if pull && tx.send(spec.clone()).await.is_err() {
             return Ok(());
         }
     }
