@@ -403,6 +403,14 @@ fn a_silent_host_is_recorded_told_and_seen_back() {
         "running",
         "not taken for dead while silent"
     );
+    assert!(
+        f.w.state("t1")["agents"]["architect"]["unreachable_since"].is_string(),
+        "its agent shows it (status, task ui, the web page)"
+    );
+    assert!(
+        f.w.state("t1")["agents"]["dev"]["unreachable_since"].is_null(),
+        "not the other host's"
+    );
     f.hosts[i].thaw();
     let t1 = std::time::Instant::now();
     wait_for("the host back", 90, || {
@@ -410,6 +418,11 @@ fn a_silent_host_is_recorded_told_and_seen_back() {
     });
     eprintln!("back after {:?}", t1.elapsed());
     assert_eq!(f.w.events_of("t1", "host_unreachable").len(), 1, "recorded once");
+    wait_for("its agent shown reachable again", 30, || {
+        f.w.state("t1")["agents"]["architect"]["unreachable_since"]
+            .is_null()
+            .then_some(())
+    });
     assert_eq!(f.w.state("t1")["agents"]["architect"]["status"], "running");
 }
 

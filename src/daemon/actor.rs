@@ -423,6 +423,10 @@ impl Actor {
             for spec in &found.answering_with_left {
                 sigs.extend(crate::app::failover::stop_left_behind(task, spec, clock::now()).await);
             }
+            if !found.to_move.is_empty() {
+                // A moved agent's new host is watched from now, not from the next tick.
+                self.watches.refresh(task);
+            }
         }
         if !sigs.is_empty() {
             let _ = self.check_in(Why::Deaths(sigs)).await;

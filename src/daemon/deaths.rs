@@ -243,6 +243,10 @@ pub(super) async fn remote_deaths(
                         now,
                     );
                     tracing::warn!(task = %task.name, %host, "host does not answer");
+                    // Its agents show it (status, task ui, the web page) until it answers.
+                    if let Err(e) = crate::app::session::mark_reachable(task, &spec, false) {
+                        tracing::warn!(error = %e, "cannot record the host's reachability");
+                    }
                     since
                 });
                 let silent_for = (now - since).to_std().unwrap_or_default();
@@ -288,6 +292,9 @@ pub(super) async fn remote_deaths(
                 now,
             );
             tracing::info!(task = %task.name, %host, "host answers again");
+            if let Err(e) = crate::app::session::mark_reachable(task, &spec, true) {
+                tracing::warn!(error = %e, "cannot record the host's reachability");
+            }
         }
         if left.contains(&spec) {
             found.answering_with_left.push(spec.clone());

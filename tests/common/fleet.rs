@@ -272,7 +272,6 @@ pub fn run(s: &Scale) -> Figures {
         }
     }
     let spawn_total = began.elapsed();
-    eprintln!("placed {} agents in {spawn_total:?}", s.tasks * ROLES.len());
     let mut placed: BTreeMap<String, usize> = BTreeMap::new();
     for t in &names {
         for role in ROLES {

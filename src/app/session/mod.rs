@@ -38,7 +38,9 @@ pub use crate::app::context::Ctx;
 pub use crate::app::lanes::SpawnMode;
 pub use liveness::liveness;
 pub use prepare::{Prepared, prepare};
-pub use pull::{pull_from, pull_hosts, pull_remotes, pull_remotes_unless_fresh, remote_hosts, watched_hosts};
+pub use pull::{
+    mark_reachable, pull_from, pull_hosts, pull_remotes, pull_remotes_unless_fresh, remote_hosts, watched_hosts,
+};
 pub use send::{send, send_with};
 pub use spawn::{respawn_in_lane, spawn_with, start_elsewhere};
 pub use start::{restart_pm, rotate_pm, start};

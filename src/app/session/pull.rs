@@ -106,7 +106,8 @@ pub async fn pull_from(task: &Task, spec: &crate::core::model::RemoteSpec) -> Re
 }
 
 /// Record (or clear) since when a host's agents cannot be reached; writes only on a change.
-fn mark_reachable(task: &Task, spec: &crate::core::model::RemoteSpec, ok: bool) -> Result<()> {
+/// The pulls say it, and the actor's look when a host's heartbeat goes silent or comes back.
+pub fn mark_reachable(task: &Task, spec: &crate::core::model::RemoteSpec, ok: bool) -> Result<()> {
     let on_it = |a: &crate::core::model::AgentState| a.host.remote() == Some(spec);
     let changes = |st: &crate::core::model::PmState| {
         st.agents

@@ -105,4 +105,5 @@ pub(crate) fn bench_fleet(args: &[String]) {
         "\nplaced: {:?}; {} handoffs, lost {}, told twice {}; {} agents on the stopped host {} moved; duplicates after the heal: {}",
         f.placed, f.handoffs, f.lost, f.twice, f.partitioned_agents, f.partitioned, f.duplicates
     );
+    println!("slowest told: {:?}", f.slowest);
 }

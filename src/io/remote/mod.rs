@@ -33,6 +33,9 @@ const DIAL_TIMEOUT: Duration = Duration::from_secs(20);
 /// so every command waiting on it fails rather than hangs, and the host counts as silent.
 /// (A stopped or partitioned host keeps its TCP connection: only this notices.)
 const SERVER_ALIVE: Duration = Duration::from_secs(5);
+/// Pulls at once per host: one queued hundreds of milliseconds behind another when the
+/// agents of five tasks wrote on one host within a second (`ao-bench fleet`).
+const PULLS_PER_HOST: usize = 3;
 /// A master with no client for this long ends by itself (no ssh left behind after a kill).
 const IDLE_PERSIST: Duration = Duration::from_secs(10);
 /// The tmux socket name used on remote hosts (`AO_REMOTE_TMUX_SOCKET` overrides: a name or a
@@ -58,8 +61,8 @@ struct Hosts {
     /// Consecutive connection failures and when the next attempt is allowed, so an
     /// unreachable host is retried with backoff (2 s, 4 s, … 60 s), not hammered.
     backoff: std::sync::Mutex<HashMap<String, (u32, std::time::Instant)>>,
-    /// Its pull turn: at most one pull per host at a time.
-    pulls: std::sync::Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    /// Its pull turns: at most [`PULLS_PER_HOST`] pulls per host at a time.
+    pulls: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
 }
 
 impl crate::store::memo::Memo for Hosts {
@@ -391,12 +394,18 @@ impl Host {
     }
 
     async fn pull_unguarded(&self, remote_task_dir: &str, local_task_dir: &Path) -> Result<()> {
-        // At most one pull per host at a time (tasks sharing a host take turns).
+        // A few pulls per host at a time: tasks sharing a host take turns beyond that (each
+        // pull is an ssh session on the master, and sshd allows ten per connection).
         let gate = {
             let mut g = hosts().pulls.lock().expect("not poisoned");
-            g.entry(key(&self.spec)).or_default().clone()
+            g.entry(key(&self.spec))
+                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(PULLS_PER_HOST)))
+                .clone()
         };
-        let _turn = gate.lock().await;
+        let _turn = gate
+            .acquire()
+            .await
+            .map_err(|_| Error::Remote("pull turns closed".into()))?;
         let forced = std::env::var("AO_PULL_WITH").is_ok_and(|v| v == "sftp");
         if forced || crate::io::program::which("rsync").is_none() || !self.has_rsync().await {
             return self.pull_sftp(remote_task_dir, local_task_dir).await;
