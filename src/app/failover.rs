@@ -105,11 +105,13 @@ async fn move_one(
 ) -> crate::core::error::Result<(String, String, String)> {
     // The intent first: a crash after the new start still stops the old run on heal.
     let mut recorded = false;
+    let mut branch = None;
     task.update_state(now, |st| {
         if let Some(a) = st.agents.get_mut(agent)
             && a.host.to_string() == host
             && let Some(session) = a.session.clone()
         {
+            branch = a.worktree.as_ref().and_then(|w| w.branch.clone());
             a.left_behind.push(LeftBehind {
                 host: a.host.clone(),
                 session,
@@ -151,6 +153,11 @@ async fn move_one(
         now,
     )
     .await;
+    // A worktree agent's commits live on its branch there: name what did not come home.
+    let handoffs = match branch {
+        Some(b) => format!("{handoffs}; its branch {b} stays on {host} with whatever it had not merged"),
+        None => handoffs,
+    };
     match started {
         Ok((_, choice)) => Ok((choice.host, choice.why, handoffs)),
         Err(e) => {

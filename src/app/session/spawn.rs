@@ -314,15 +314,8 @@ pub async fn respawn_in_lane(
     continue_from: &str,
     now: DateTime<Utc>,
 ) -> Result<crate::core::report::Started> {
-    let st = task.state()?;
-    let holder = st.lanes.get(agent).and_then(|l| l.holder.clone()).ok_or_else(|| {
-        Error::BadInput(format!(
-            "task '{}': {agent} holds no lane; nothing to continue",
-            task.name
-        ))
-    })?;
-    let a = st.agents.get(agent).cloned().unwrap_or_default();
-    if a.host.remote().is_some() {
+    let c = Continuing::read(task, agent, continue_from, "continue")?;
+    if c.was.host.remote().is_some() {
         return Err(Error::BadInput(format!(
             "task '{}': {agent} runs on a remote host; it is not restarted in place",
             task.name
@@ -330,35 +323,67 @@ pub async fn respawn_in_lane(
     }
     let roster = crate::store::roster::for_task(task)?;
     let role = roster.role_of(agent).as_str().to_string();
-    let (path, contents) = read_spawn_handoff(task, Path::new(&holder.handoff))?;
-    let mut warnings = Vec::new();
-    let handoff_text = format!(
-        "{}\n\n{}",
-        handoff::decode(&contents.bytes, &mut warnings).trim_end(),
-        continue_from.trim()
-    );
-    let rt = crate::io::runtime::resolve(a.runtime.as_deref().unwrap_or("claude"))?;
     let cwd = local_cwd(task)?;
-    let isolation = a
-        .worktree
-        .as_ref()
-        .map(|w| w.isolation)
-        .unwrap_or(crate::core::worktree::Isolation::Shared);
-    let placed = crate::app::worktree::place(task, agent, isolation, &cwd, now).await?;
+    let placed = crate::app::worktree::place(task, agent, c.isolation, &cwd, now).await?;
     let cwd = placed.as_ref().map_or_else(|| cwd.clone(), |p| p.cwd.clone());
     let block = placed.as_ref().map(crate::app::worktree::Placement::preamble_block);
     let place = Place::Local {
         cwd: &cwd,
         worktree: block.as_deref(),
     };
-    let text = spoke_preamble(task, agent, &roster, &place, &path, &handoff_text, now);
-    if let Some(s) = &a.session {
+    let text = spoke_preamble(task, agent, &roster, &place, &c.path, &c.handoff_text, now);
+    if let Some(s) = &c.was.session {
         ctx.tmux.kill_session(s).await?;
     }
-    let started = start_agent(ctx, task, agent, &role, &rt, &text, &cwd, now, None).await?;
+    let started = start_agent(ctx, task, agent, &role, &c.rt, &text, &cwd, now, None).await?;
     crate::app::lanes::record_pane(task, agent, &started.pane, now)?;
     spawn_event(task, agent, "SPAWN_OK", &started, now)?;
     Ok(started)
+}
+
+/// What a run started again in its lane goes on from: the PM's handoff that started it
+/// (the lane holder's) followed by `continue_from`, and how it ran.
+struct Continuing {
+    /// Its record before the new run.
+    was: crate::core::model::AgentState,
+    path: PathBuf,
+    handoff_text: String,
+    rt: crate::io::runtime::Runtime,
+    isolation: crate::core::worktree::Isolation,
+}
+
+impl Continuing {
+    /// `what` names the deed for the error when `agent` holds no lane.
+    fn read(task: &Task, agent: &str, continue_from: &str, what: &str) -> Result<Continuing> {
+        let st = task.state()?;
+        let holder = st.lanes.get(agent).and_then(|l| l.holder.clone()).ok_or_else(|| {
+            Error::BadInput(format!(
+                "task '{}': {agent} holds no lane; nothing to {what}",
+                task.name
+            ))
+        })?;
+        let was = st.agents.get(agent).cloned().unwrap_or_default();
+        let (path, contents) = read_spawn_handoff(task, Path::new(&holder.handoff))?;
+        let mut warnings = Vec::new();
+        let handoff_text = format!(
+            "{}\n\n{}",
+            handoff::decode(&contents.bytes, &mut warnings).trim_end(),
+            continue_from.trim()
+        );
+        let rt = crate::io::runtime::resolve(was.runtime.as_deref().unwrap_or("claude"))?;
+        let isolation = was
+            .worktree
+            .as_ref()
+            .map(|w| w.isolation)
+            .unwrap_or(crate::core::worktree::Isolation::Shared);
+        Ok(Continuing {
+            was,
+            path,
+            handoff_text,
+            rt,
+            isolation,
+        })
+    }
 }
 
 /// Start `agent` again on another host of the fleet, in the lane it holds, from the PM's
@@ -372,13 +397,7 @@ pub async fn start_elsewhere(
     continue_from: &str,
     now: DateTime<Utc>,
 ) -> Result<(crate::core::report::Started, crate::core::fleet::Choice)> {
-    let st = task.state()?;
-    let holder = st
-        .lanes
-        .get(agent)
-        .and_then(|l| l.holder.clone())
-        .ok_or_else(|| Error::BadInput(format!("task '{}': {agent} holds no lane; nothing to move", task.name)))?;
-    let a = st.agents.get(agent).cloned().unwrap_or_default();
+    let c = Continuing::read(task, agent, continue_from, "move")?;
     let spec = task.spec()?;
     let _turn = crate::app::fleet::turn().await;
     let (remote, choice) = match crate::app::fleet::place(task, &spec, agent, &super::remote_roles(&spec)).await? {
@@ -395,29 +414,16 @@ pub async fn start_elsewhere(
         .parse()
         .map_err(|e| Error::BadInput(format!("agent name {agent:?}: {e}")))?;
     let roster = crate::store::roster::for_task(task)?;
-    let (path, contents) = read_spawn_handoff(task, Path::new(&holder.handoff))?;
-    let mut warnings = Vec::new();
-    let handoff_text = format!(
-        "{}\n\n{}",
-        handoff::decode(&contents.bytes, &mut warnings).trim_end(),
-        continue_from.trim()
-    );
-    let rt = crate::io::runtime::resolve(a.runtime.as_deref().unwrap_or("claude"))?;
-    let isolation = a
-        .worktree
-        .as_ref()
-        .map(|w| w.isolation)
-        .unwrap_or(crate::core::worktree::Isolation::Shared);
-    let placed = crate::app::worktree::place_on(task, agent, isolation, &remote, now).await?;
+    let placed = crate::app::worktree::place_on(task, agent, c.isolation, &remote, now).await?;
     let started = spawn_remote(
         ctx,
         task,
         &name,
         &roster,
         &remote,
-        &rt,
-        &path,
-        &handoff_text,
+        &c.rt,
+        &c.path,
+        &c.handoff_text,
         placed.as_ref(),
         now,
     )

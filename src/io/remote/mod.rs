@@ -33,9 +33,10 @@ const DIAL_TIMEOUT: Duration = Duration::from_secs(20);
 /// so every command waiting on it fails rather than hangs, and the host counts as silent.
 /// (A stopped or partitioned host keeps its TCP connection: only this notices.)
 const SERVER_ALIVE: Duration = Duration::from_secs(5);
-/// Pulls at once per host: one queued hundreds of milliseconds behind another when the
-/// agents of five tasks wrote on one host within a second (`ao-bench fleet`).
-const PULLS_PER_HOST: usize = 3;
+/// Pulls at once per host. One: three at once measured no better in `ao-bench fleet`, and
+/// every pull is a session on the host's one master, where sshd allows ten (`MaxSessions`)
+/// beside each task's watch and the heartbeat.
+const PULLS_PER_HOST: usize = 1;
 /// A master with no client for this long ends by itself (no ssh left behind after a kill).
 const IDLE_PERSIST: Duration = Duration::from_secs(10);
 /// The tmux socket name used on remote hosts (`AO_REMOTE_TMUX_SOCKET` overrides: a name or a
@@ -394,8 +395,7 @@ impl Host {
     }
 
     async fn pull_unguarded(&self, remote_task_dir: &str, local_task_dir: &Path) -> Result<()> {
-        // A few pulls per host at a time: tasks sharing a host take turns beyond that (each
-        // pull is an ssh session on the master, and sshd allows ten per connection).
+        // Tasks sharing a host take turns pulling from it (see PULLS_PER_HOST).
         let gate = {
             let mut g = hosts().pulls.lock().expect("not poisoned");
             g.entry(key(&self.spec))
