@@ -4,70 +4,46 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Command;
 
-use common::sshd::Sshd;
+use common::fleet::Hosts;
 use common::*;
 
 struct Fleet {
     w: World,
-    hosts: Vec<Sshd>,
-    ssh_config: PathBuf,
-    /// The hosts' tmux socket, `{host}` standing for the host's name: one server per host.
-    rsock: String,
+    net: Hosts,
 }
 
 impl Fleet {
-    /// `n` hosts `h1`…`hn`; `tables` is config.toml's `[hosts.*]` part, `{root}` replaced by
-    /// each host's root folder in turn (h1's, h2's …).
+    /// `n` hosts `h1`…`hn` (127.0.0.1, each its own port, root, home and tmux server);
+    /// `tables` is config.toml's `[hosts.*]` part, `{root}` replaced by each host's root
+    /// folder in turn (h1's, h2's …).
     fn new(n: usize, tables: &str) -> Fleet {
         let w = World::new();
-        let mut hosts = Vec::new();
-        let mut config = String::new();
+        let net = Hosts::start(w.dir.path(), n, |_| "127.0.0.1".to_string());
         let mut tables = tables.to_string();
-        for i in 1..=n {
-            let d = w.dir.path().join(format!("h{i}"));
-            let s = Sshd::start(&d);
-            config.push_str(
-                &std::fs::read_to_string(&s.config)
-                    .unwrap()
-                    .replace("Host aoremote", &format!("Host h{i}")),
-            );
-            let root = d.join("root");
+        for root in &net.roots {
             tables = tables.replacen("{root}", &root.display().to_string(), 1);
-            hosts.push(s);
         }
-        let ssh_config = w.dir.path().join("fleet_ssh_config");
-        std::fs::write(&ssh_config, config).unwrap();
         let cfg = w.dir.path().join("config/agent-orchestrator");
         std::fs::create_dir_all(&cfg).unwrap();
         std::fs::write(cfg.join("config.toml"), tables).unwrap();
-        let rsock = w.dir.path().join("tmux-{host}.sock").display().to_string();
-        Fleet {
-            w,
-            hosts,
-            ssh_config,
-            rsock,
-        }
+        Fleet { w, net }
     }
 
     fn task(&self) -> Command {
         let mut c = self.w.task();
-        c.env("AO_SSH_CONFIG", &self.ssh_config)
-            .env("AO_REMOTE_TMUX_SOCKET", &self.rsock)
-            .env("AO_DEMO_IDLE", "1");
+        c.envs(self.net.env()).env("AO_DEMO_IDLE", "1");
         c
     }
 
     /// `task start t1` with an idle demo PM, task.md's Agent Config being `config`.
     fn start(&self, config: &str) {
-        self.w
-            .start_idle_pm("t1")
-            .new_task(config)
-            .env("AO_SSH_CONFIG", self.ssh_config.display().to_string())
-            .env("AO_REMOTE_TMUX_SOCKET", &self.rsock)
-            .run();
+        let mut start = self.w.start_idle_pm("t1").new_task(config);
+        for (k, v) in self.net.env() {
+            start = start.env(k, v);
+        }
+        start.run();
     }
 
     fn hosts_json(&self) -> serde_json::Value {
@@ -93,17 +69,7 @@ impl Fleet {
 impl Fleet {
     /// Host `name`'s tmux server (`h1`, …).
     fn tmux(&self, name: &str) -> Command {
-        let mut c = Command::new("tmux");
-        c.arg("-S").arg(self.rsock.replace("{host}", name));
-        c
-    }
-}
-
-impl Drop for Fleet {
-    fn drop(&mut self) {
-        for i in 1..=self.hosts.len() {
-            let _ = self.tmux(&format!("h{i}")).arg("kill-server").output();
-        }
+        self.net.tmux(name)
     }
 }
 
@@ -183,7 +149,7 @@ fn agents_are_placed_by_slots_and_labels_and_a_full_fleet_is_said() {
 fn an_unreachable_host_is_shown_checked_and_passed_over() {
     let mut f = Fleet::new(2, TWO);
     ok(&run(f.task().args(["hosts", "check"])));
-    f.hosts[1].stop();
+    f.net.sshd[1].stop();
     let hosts = f.hosts_json();
     let h2 = hosts
         .as_array()
@@ -370,7 +336,7 @@ fn a_silent_host_is_recorded_told_and_seen_back() {
             .then_some(())
     });
     let i = if arch_host == "h1" { 0 } else { 1 };
-    f.hosts[i].freeze();
+    f.net.sshd[i].freeze();
     let t0 = std::time::Instant::now();
     // The heartbeat misses within 2 + 6 s; the actor's next look (every few seconds)
     // records it — nothing on the silent host holds the actor past that.
@@ -411,7 +377,7 @@ fn a_silent_host_is_recorded_told_and_seen_back() {
         f.w.state("t1")["agents"]["dev"]["unreachable_since"].is_null(),
         "not the other host's"
     );
-    f.hosts[i].thaw();
+    f.net.sshd[i].thaw();
     let t1 = std::time::Instant::now();
     wait_for("the host back", 90, || {
         (!f.w.events_of("t1", "host_back").is_empty()).then_some(())
@@ -458,7 +424,7 @@ fn a_lost_hosts_agent_is_started_elsewhere_and_its_old_run_stopped_on_heal() {
     assert!(has_dev(&from));
 
     let i = if from == "h1" { 0 } else { 1 };
-    f.hosts[i].freeze();
+    f.net.sshd[i].freeze();
     // The old run writes while its host is silent: nothing of it can come home yet.
     let remote_dir = first.split_once(':').unwrap().1.to_string() + "/tasks/t1/handoffs";
     let late = "dev-20990101-000000.md";
@@ -506,7 +472,7 @@ fn a_lost_hosts_agent_is_started_elsewhere_and_its_old_run_stopped_on_heal() {
         .expect("the new run's preamble says it takes over");
     assert!(preamble.contains(&format!("its run on {first}")), "{preamble}");
 
-    f.hosts[i].thaw();
+    f.net.sshd[i].thaw();
     wait_for("the old run stopped", 60, || (!has_dev(&from)).then_some(()));
     assert!(has_dev(to), "the new run goes on");
     wait_for("the stop recorded", 30, || {
