@@ -87,65 +87,22 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
         .filter(|n| state.ledger.get(&n.file_name()).is_none())
         .count();
 
-    let mut agents: Vec<AgentRow> = Vec::new();
-    let mut order: Vec<String> = Vec::new();
-    for n in &names {
-        if !order.contains(&n.agent) {
-            order.push(n.agent.clone());
-        }
-    }
-    for a in state.agents.keys() {
-        if !order.contains(a) {
-            order.push(a.clone());
-        }
-    }
-    let mut blockers = Vec::new();
     let turns = crate::store::turns::all(task);
     let at = crate::core::clock::now();
-    for name in order {
+    let mut agents: Vec<AgentRow> = Vec::new();
+    let mut blockers = Vec::new();
+    for name in agent_order(&names, &state) {
         let l = latest.iter().find(|l| l.agent() == name);
-        let st = state.agents.get(&name);
-        if let Some(l) = l {
-            if l.handoff.status == Status::Blocked {
-                blockers.push(Blocker {
-                    agent: name.clone(),
-                    handoff: l.file.clone(),
-                    text: l
-                        .handoff
-                        .blockers()
-                        .map(|b| handoff::one_line(b, 100))
-                        .or_else(|| l.handoff.warnings.first().cloned())
-                        .unwrap_or_else(|| "no details given".into()),
-                });
-            }
+        if let Some(b) = l.and_then(|l| blocker(&name, l)) {
+            blockers.push(b);
         }
-        agents.push(AgentRow {
-            last_status: l.map(|l| l.handoff.status),
-            last_handoff: l.map(|l| l.file.clone()),
-            last_handoff_time: l.map(|l| l.name.stamp.format("%Y-%m-%d %H:%M:%S").to_string()),
-            recommended_next: l.and_then(|l| l.handoff.recommended_next.clone()),
-            state: st.map_or_else(|| "unknown".into(), |s| s.status.to_string()),
-            host: st.map_or_else(|| "local".into(), |s| s.host.to_string()),
-            session: st.and_then(|s| s.session.clone()),
-            pane: None,
-            exit_status: None,
-            exit_signal: None,
-            idle_secs: None,
-            waiting_for_human: false,
-            unreachable_since: st.and_then(|s| s.unreachable_since),
-            attention: st.and_then(|s| s.attention.clone()),
-            worktree: st.and_then(|s| s.worktree.clone()),
-            left_behind: st.map(|s| s.left_behind.clone()).unwrap_or_default(),
-            turn: turns.get(&name).map(|r| {
-                let set_aside = st.and_then(|s| s.turn_set_aside) == Some(r.at);
-                crate::core::status::TurnView {
-                    text: crate::core::turn::describe(r, set_aside, at),
-                    report: r.clone(),
-                    set_aside,
-                }
-            }),
-            name,
-        });
+        agents.push(agent_row(
+            name.clone(),
+            l,
+            state.agents.get(&name),
+            turns.get(&name),
+            at,
+        ));
     }
     let now = crate::core::clock::now();
     let spec = task.spec().ok();
@@ -157,32 +114,7 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
             "?".into()
         }
     };
-    let lanes = state
-        .lanes
-        .iter()
-        .map(|(agent, l)| {
-            let last = l.holder.as_ref().map(|h| {
-                state
-                    .agents
-                    .get(agent)
-                    .and_then(|a| a.last_activity)
-                    .map_or(h.since, |t| t.max(h.since))
-            });
-            let mut row = LaneRow {
-                agent: agent.clone(),
-                state: LaneState::Free,
-                since: l.holder.as_ref().map(|h| h.since),
-                handoff: l.holder.as_ref().map(|h| h.handoff.clone()),
-                queued: l.queued.as_ref().map(|q| q.handoff.clone()),
-                last_reason: l.last_reason,
-                released: l.released.clone(),
-                idle_secs: last.map(|t| now.signed_duration_since(t).num_seconds().max(0)),
-                stale_after_secs: timing.stale.as_secs(),
-            };
-            row.refresh(None);
-            row
-        })
-        .collect();
+    let lanes = lane_rows(&state, timing.stale.as_secs(), now);
     let cost = crate::app::cost::gather(task, &state, now)
         .map_err(|e| tracing::warn!(task = %task.name, error = %e, "cannot gather usage"))
         .ok();
@@ -202,41 +134,146 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
         handoffs_skipped: skipped.len(),
         artifacts: task::list_artifacts(task)?.len(),
         escalations: state.escalations.clone(),
-        permissions: crate::store::permits::pending(task)
-            .unwrap_or_else(|e| {
-                tracing::warn!(task = %task.name, error = %e, "cannot read the permission requests");
-                Vec::new()
-            })
-            .into_iter()
-            .map(|r| crate::core::status::PermissionRow {
-                command: crate::store::permits::shown(&r.command).0,
-                id: r.id,
-                agent: r.agent,
-                tool: r.tool,
-                why: r.why,
-                since: r.at,
-            })
-            .collect(),
+        permissions: permission_rows(task),
         problems,
         git: state.git.clone(),
         watcher: handoffs::watch_stats::load(),
         rotation: crate::core::status::rotation_view(
             crate::app::rotate::policy(task),
-            state.agents.get("pm").map(|_| {
-                match cost.as_ref().and_then(|c| c.agents.iter().find(|a| a.agent == "pm")) {
-                    Some(a) if !a.known => Err(a.unknown_why.clone().unwrap_or_else(|| "not read".into())),
-                    Some(a) => match &a.context {
-                        Some(c) if c.window.is_none() => Err(format!("no context window known for {}", c.model)),
-                        Some(c) => Ok(c.percent),
-                        None => Ok(None),
-                    },
-                    None => Err("its usage was not gathered".into()),
-                }
-            }),
+            state.agents.get("pm").map(|_| pm_context(cost.as_ref())),
             state.agents.get("pm").map_or(0, |a| a.checkins),
         ),
         cost,
     })
+}
+
+/// Agents in the order they first handed off, then those only the state knows.
+fn agent_order(names: &[crate::core::handoff::HandoffName], state: &crate::core::model::PmState) -> Vec<String> {
+    let mut order: Vec<String> = Vec::new();
+    for a in names.iter().map(|n| &n.agent).chain(state.agents.keys()) {
+        if !order.contains(a) {
+            order.push(a.clone());
+        }
+    }
+    order
+}
+
+/// The blocker an agent's latest handoff reports, when it says BLOCKED.
+fn blocker(agent: &str, l: &crate::core::handoff::Loaded) -> Option<Blocker> {
+    (l.handoff.status == Status::Blocked).then(|| Blocker {
+        agent: agent.to_string(),
+        handoff: l.file.clone(),
+        text: l
+            .handoff
+            .blockers()
+            .map(|b| handoff::one_line(b, 100))
+            .or_else(|| l.handoff.warnings.first().cloned())
+            .unwrap_or_else(|| "no details given".into()),
+    })
+}
+
+/// One agent's row from its latest handoff, its record and its client's last turn report
+/// (the pane's liveness is filled in later, by whoever asks tmux).
+fn agent_row(
+    name: String,
+    l: Option<&crate::core::handoff::Loaded>,
+    st: Option<&crate::core::model::AgentState>,
+    turn: Option<&crate::core::turn::Report>,
+    at: chrono::DateTime<chrono::Utc>,
+) -> AgentRow {
+    AgentRow {
+        last_status: l.map(|l| l.handoff.status),
+        last_handoff: l.map(|l| l.file.clone()),
+        last_handoff_time: l.map(|l| l.name.stamp.format("%Y-%m-%d %H:%M:%S").to_string()),
+        recommended_next: l.and_then(|l| l.handoff.recommended_next.clone()),
+        state: st.map_or_else(|| "unknown".into(), |s| s.status.to_string()),
+        host: st.map_or_else(|| "local".into(), |s| s.host.to_string()),
+        session: st.and_then(|s| s.session.clone()),
+        pane: None,
+        exit_status: None,
+        exit_signal: None,
+        idle_secs: None,
+        waiting_for_human: false,
+        unreachable_since: st.and_then(|s| s.unreachable_since),
+        attention: st.and_then(|s| s.attention.clone()),
+        worktree: st.and_then(|s| s.worktree.clone()),
+        left_behind: st.map(|s| s.left_behind.clone()).unwrap_or_default(),
+        turn: turn.map(|r| {
+            let set_aside = st.and_then(|s| s.turn_set_aside) == Some(r.at);
+            crate::core::status::TurnView {
+                text: crate::core::turn::describe(r, set_aside, at),
+                report: r.clone(),
+                set_aside,
+            }
+        }),
+        name,
+    }
+}
+
+/// Each lane: its holder, queue and last reason, and how long its holder has been quiet.
+fn lane_rows(
+    state: &crate::core::model::PmState,
+    stale_after_secs: u64,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<LaneRow> {
+    state
+        .lanes
+        .iter()
+        .map(|(agent, l)| {
+            let last = l.holder.as_ref().map(|h| {
+                state
+                    .agents
+                    .get(agent)
+                    .and_then(|a| a.last_activity)
+                    .map_or(h.since, |t| t.max(h.since))
+            });
+            let mut row = LaneRow {
+                agent: agent.clone(),
+                state: LaneState::Free,
+                since: l.holder.as_ref().map(|h| h.since),
+                handoff: l.holder.as_ref().map(|h| h.handoff.clone()),
+                queued: l.queued.as_ref().map(|q| q.handoff.clone()),
+                last_reason: l.last_reason,
+                released: l.released.clone(),
+                idle_secs: last.map(|t| now.signed_duration_since(t).num_seconds().max(0)),
+                stale_after_secs,
+            };
+            row.refresh(None);
+            row
+        })
+        .collect()
+}
+
+/// The permission requests agents wait on (an unreadable store is logged, not fatal).
+fn permission_rows(task: &Task) -> Vec<crate::core::status::PermissionRow> {
+    crate::store::permits::pending(task)
+        .unwrap_or_else(|e| {
+            tracing::warn!(task = %task.name, error = %e, "cannot read the permission requests");
+            Vec::new()
+        })
+        .into_iter()
+        .map(|r| crate::core::status::PermissionRow {
+            command: crate::store::permits::shown(&r.command).0,
+            id: r.id,
+            agent: r.agent,
+            tool: r.tool,
+            why: r.why,
+            since: r.at,
+        })
+        .collect()
+}
+
+/// How full the PM's context is (percent), or why that is not known.
+fn pm_context(cost: Option<&crate::core::cost::view::CostView>) -> std::result::Result<Option<u64>, String> {
+    match cost.and_then(|c| c.agents.iter().find(|a| a.agent == "pm")) {
+        Some(a) if !a.known => Err(a.unknown_why.clone().unwrap_or_else(|| "not read".into())),
+        Some(a) => match &a.context {
+            Some(c) if c.window.is_none() => Err(format!("no context window known for {}", c.model)),
+            Some(c) => Ok(c.percent),
+            None => Ok(None),
+        },
+        None => Err("its usage was not gathered".into()),
+    }
 }
 
 /// List the tasks of a project. A task with a corrupt state is listed with its error.
