@@ -67,6 +67,18 @@ impl Fleet {
 }
 
 impl Fleet {
+    /// The host (`h1`, …) `agent` of t1 is recorded on.
+    fn host_of(&self, agent: &str) -> String {
+        let st = self.w.state("t1");
+        st["agents"][agent]["host"]
+            .as_str()
+            .unwrap()
+            .split(':')
+            .next()
+            .unwrap()
+            .to_string()
+    }
+
     /// Host `name`'s tmux server (`h1`, …).
     fn tmux(&self, name: &str) -> Command {
         self.net.tmux(name)
@@ -272,16 +284,7 @@ fn a_remote_death_is_noticed_by_the_daemon() {
     f.start("hosts: any\nremote_agents: dev, architect\nhost_timeout: 2s");
     ok(&f.spawn("dev"));
     ok(&f.spawn("architect"));
-    let host_of = |agent: &str| {
-        f.w.state("t1")["agents"][agent]["host"]
-            .as_str()
-            .unwrap()
-            .split(':')
-            .next()
-            .unwrap()
-            .to_string()
-    };
-    let (dev_host, arch_host) = (host_of("dev"), host_of("architect"));
+    let (dev_host, arch_host) = (f.host_of("dev"), f.host_of("architect"));
     assert_ne!(dev_host, arch_host, "spread over both");
 
     let _ = f.tmux(&dev_host).args(["kill-session", "-t", "=aot-t1-dev"]).output();
@@ -313,16 +316,7 @@ fn a_silent_host_is_recorded_told_and_seen_back() {
     f.start("hosts: any\nremote_agents: dev, architect\nhost_timeout: 2s");
     ok(&f.spawn("dev"));
     ok(&f.spawn("architect"));
-    let host_of = |agent: &str| {
-        f.w.state("t1")["agents"][agent]["host"]
-            .as_str()
-            .unwrap()
-            .split(':')
-            .next()
-            .unwrap()
-            .to_string()
-    };
-    let (dev_host, arch_host) = (host_of("dev"), host_of("architect"));
+    let (dev_host, arch_host) = (f.host_of("dev"), f.host_of("architect"));
     assert_ne!(dev_host, arch_host, "spread over both");
 
     // The daemon's heartbeat on both hosts first (its first answer waits for a login shell).
