@@ -291,7 +291,11 @@ fn a_remote_death_is_noticed_by_the_daemon() {
     wait_for("dev marked dead", 20, || {
         (f.w.state("t1")["agents"]["dev"]["status"] == "dead").then_some(())
     });
-    let died = f.w.events_of("t1", "agent_died");
+    // The state is saved before the event is appended: wait for the event too.
+    let died = wait_for("dev's death reported", 10, || {
+        let died = f.w.events_of("t1", "agent_died");
+        (!died.is_empty()).then_some(died)
+    });
     assert_eq!(died.len(), 1, "{died:?}");
     assert_eq!(
         died[0]["data"]["host"].as_str().unwrap().split(':').next().unwrap(),
