@@ -142,6 +142,56 @@ fn the_pm_is_rotated_after_rotate_every_check_ins_and_by_hand_and_hears_each_han
     assert!(w.events_of("t1", "pm_restart").is_empty());
 }
 
+/// A check-in never lands in a conversation already due for rotation: a handoff that
+/// arrives when the PM is past its point (here two check-ins by hand, which rotate nothing
+/// after them) finds it idle, rotates it, and goes to the fresh conversation.
+#[test]
+fn a_handoff_for_a_pm_due_for_rotation_goes_to_the_fresh_conversation() {
+    let w = World::new();
+    w.start_idle_pm("t1").new_task("rotate_every: 2").run();
+    let first = pm(&w)["session_id"].as_str().unwrap().to_string();
+    checkin(&w);
+    checkin(&w);
+    let dev = w
+        .handoff("t1", "dev", "COMPLETE")
+        .body("## Summary\nWrote it.\n")
+        .write();
+    let dev = std::path::Path::new(&dev)
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    let told = |e: &Value| {
+        e["kind"] == "checkin"
+            && e["data"]["files"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|f| f == dev.as_str()))
+    };
+    wait_for("dev's handoff told", 30, || {
+        w.events("t1").iter().any(told).then_some(())
+    });
+    let events = w.events("t1");
+    let rotated = events.iter().position(|e| e["kind"] == "pm_rotated");
+    let checkin_at = events.iter().position(told).unwrap();
+    assert!(
+        rotated.is_some_and(|r| r < checkin_at),
+        "rotated first: {:?}",
+        events
+            .iter()
+            .map(|e| e["kind"].as_str().unwrap_or("?"))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(events[checkin_at]["data"]["outcome"], "delivered");
+    assert_ne!(pm(&w)["session_id"], first.as_str());
+    assert_eq!(
+        pm(&w)["checkins"],
+        1,
+        "the new conversation's first check-in: {}",
+        pm(&w)
+    );
+    assert_eq!(w.events_of("t1", "pm_rotated").len(), 1);
+}
+
 #[test]
 fn a_bad_rotation_setting_is_refused_at_start_and_an_unknown_fill_never_rotates() {
     let w = World::new();

@@ -242,14 +242,34 @@ pub struct Watch {
 }
 
 impl Watch {
-    /// Right after a check-in was delivered: when a rotation is due (by the fill read
-    /// before it), wait for that check-in's turn to be over and rotate then, so a team
-    /// whose handoffs never pause still gets its PM rotated.
+    /// Right before a check-in: a PM already past its rotation point (by the fill its last
+    /// turn left) is rotated first when it sits idle, so the check-in goes to the fresh
+    /// conversation rather than grow the full one. The quiet moment the liveness tick waits
+    /// for rarely comes in a busy team, whose next handoff lands while the PM still works;
+    /// this is the moment that always comes. A PM at work keeps the rotation wanted, for
+    /// [`Watch::after_checkin`].
+    pub async fn before_checkin(&mut self, ctx: &crate::app::session::Ctx, task: &Task) -> Option<Rotated> {
+        if self.failed.is_some_and(|t| t.elapsed() < RETRY_AFTER_FAILURE) {
+            return None;
+        }
+        if self.wanted.is_none() {
+            self.wanted = due(task, crate::core::clock::now());
+        }
+        let why = self.wanted.clone()?;
+        if !pm_idle(ctx, task).await {
+            return None;
+        }
+        self.attempt(ctx, task, why).await
+    }
+
+    /// Right after a check-in was delivered: when a rotation is wanted (by the fill read
+    /// before it, [`Watch::before_checkin`]), wait for that check-in's turn to be over and
+    /// rotate then, so a team whose handoffs never pause still gets its PM rotated.
     pub async fn after_checkin(&mut self, ctx: &crate::app::session::Ctx, task: &Task, sent_at: DateTime<Utc>) {
         if self.failed.is_some_and(|t| t.elapsed() < RETRY_AFTER_FAILURE) {
             return;
         }
-        let Some(why) = self.wanted.clone().or_else(|| due(task, crate::core::clock::now())) else {
+        let Some(why) = self.wanted.clone() else {
             return;
         };
         if !turn_over(ctx, task, sent_at).await {

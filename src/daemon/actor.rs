@@ -243,6 +243,12 @@ impl Actor {
             Why::Deaths(sigs) => (Trigger::Death, sigs),
             Why::Attention(sigs) => (Trigger::Attention, sigs),
         };
+        if matches!(trigger, Trigger::Handoff | Trigger::Schedule) {
+            // News for the PM never lands in a conversation already past its rotation point.
+            if let Ok(ctx) = crate::app::session::Ctx::on(&self.tmux) {
+                self.rotation.before_checkin(&ctx, &self.task).await;
+            }
+        }
         let sent_at = clock::now();
         if trigger == Trigger::Handoff {
             self.last_start = Some(Instant::now());
