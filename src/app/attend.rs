@@ -77,7 +77,7 @@ pub async fn tend(ctx: &crate::app::session::Ctx, task: &Task, now: DateTime<Utc
             }
         }
     }
-    let timing = Timing::from_spec(task.spec().ok().as_ref());
+    let timing = Timing::from_spec(task.spec().ok().as_deref());
     // A dialog the broker is waiting on an answer for is its, not a human's yet: the hook
     // runs while Claude Code shows the dialog, and the PM answers first; once answered,
     // the dialog takes a moment to close.
@@ -86,6 +86,23 @@ pub async fn tend(ctx: &crate::app::session::Ctx, task: &Task, now: DateTime<Utc
     let reports = crate::store::turns::all(task);
     let mut corrected: Vec<(String, crate::core::turn::Report, crate::core::turn::Correction)> = Vec::new();
 
+    let step = |a: &crate::core::model::AgentState, agent: &String, seen: &Seen, activity| {
+        let look = crate::core::turn::Look {
+            seen: seen.clone(),
+            activity,
+        };
+        agent_step(a, look, reports.get(agent), brokered.contains(agent), &timing, now)
+    };
+    // Most looks change nothing (no dialog, no limit, no episode open): decided on the
+    // state already read, they need neither the state lock nor a fresh read.
+    let changes = live.iter().any(|l| {
+        st.agents
+            .get(&l.agent)
+            .is_some_and(|a| step(a, &l.agent, &l.seen, l.activity).changes(a))
+    });
+    if !changes {
+        return Ok(Tended::default());
+    }
     // Decide and record under the state lock, on a fresh read.
     let todo: Vec<Change> = task.update_state(now, |fresh| {
         let mut todo: Vec<Change> = Vec::new();
@@ -93,26 +110,14 @@ pub async fn tend(ctx: &crate::app::session::Ctx, task: &Task, now: DateTime<Utc
             let Some(a) = fresh.agents.get_mut(&l.agent) else {
                 continue;
             };
-            let report = reports.get(&l.agent);
-            let known = crate::core::turn::Known {
-                since: a.started_at.max(a.last_resume),
-                session: a.session_id.as_deref(),
-                set_aside: a.turn_set_aside,
-            };
-            let look = crate::core::turn::Look {
-                seen: l.seen.clone(),
-                activity: l.activity,
-            };
-            let weighed = crate::core::turn::weigh(report, &look, &known, now);
-            if let (Some(c), Some(r)) = (weighed.correction, report) {
+            let Step {
+                correction,
+                decision: d,
+            } = step(a, &l.agent, &l.seen, l.activity);
+            if let Some((r, c)) = correction {
                 a.turn_set_aside = Some(r.at);
-                corrected.push((l.agent.clone(), r.clone(), c));
+                corrected.push((l.agent.clone(), r, c));
             }
-            let seen = match weighed.seen {
-                Seen::Dialog(_) if brokered.contains(&l.agent) => Seen::Unknown,
-                s => s,
-            };
-            let d = decide(a.attention.as_ref(), &seen, a.last_resume, now, &timing);
             // A due resume leaves the episode as it is (it changes once delivered), so
             // the actions count on their own.
             if d.next != a.attention || !d.actions.is_empty() {
@@ -198,6 +203,51 @@ pub async fn tend(ctx: &crate::app::session::Ctx, task: &Task, now: DateTime<Utc
     Ok(out)
 }
 
+/// What one look at one agent decides: its client's report set aside (with why), and the
+/// attention decision on what is left.
+struct Step {
+    correction: Option<(crate::core::turn::Report, crate::core::turn::Correction)>,
+    decision: Decision,
+}
+
+impl Step {
+    /// Whether recording it would change the agent or act: a report set aside, an episode
+    /// begun, moved on or ended, or an action due.
+    fn changes(&self, a: &crate::core::model::AgentState) -> bool {
+        self.correction.is_some() || self.decision.next != a.attention || !self.decision.actions.is_empty()
+    }
+}
+
+/// Weigh the agent's client report against its screen, then decide on its episode. Pure:
+/// run once on the state already read (does anything change?) and again under the lock.
+fn agent_step(
+    a: &crate::core::model::AgentState,
+    look: crate::core::turn::Look,
+    report: Option<&crate::core::turn::Report>,
+    brokered: bool,
+    timing: &Timing,
+    now: DateTime<Utc>,
+) -> Step {
+    let known = crate::core::turn::Known {
+        since: a.started_at.max(a.last_resume),
+        session: a.session_id.as_deref(),
+        set_aside: a.turn_set_aside,
+    };
+    let weighed = crate::core::turn::weigh(report, &look, &known, now);
+    let correction = match (weighed.correction, report) {
+        (Some(c), Some(r)) => Some((r.clone(), c)),
+        _ => None,
+    };
+    let seen = match weighed.seen {
+        Seen::Dialog(_) if brokered => Seen::Unknown,
+        s => s,
+    };
+    Step {
+        correction,
+        decision: decide(a.attention.as_ref(), &seen, a.last_resume, now, timing),
+    }
+}
+
 /// Send the resume message; record it when confirmed. Returns whether it was delivered.
 ///
 /// A confirmed resume ends the episode there and then (`attention_cleared`, resumed): the
@@ -266,4 +316,35 @@ async fn resume(
         tracing::warn!(task = %task.name, agent, reason = %report.reason, "could not resume the agent; trying again next time");
     }
     Ok(delivered)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::model::AgentState;
+    use crate::core::turn::Look;
+
+    fn look(seen: Seen) -> Look {
+        Look { seen, activity: None }
+    }
+
+    #[test]
+    fn a_clear_screen_with_no_episode_changes_nothing_and_a_dialog_does() {
+        let now = chrono::Utc::now();
+        let t = Timing::default();
+        let a = AgentState::default();
+        assert!(!agent_step(&a, look(Seen::Clear), None, false, &t, now).changes(&a));
+        assert!(!agent_step(&a, look(Seen::Unknown), None, false, &t, now).changes(&a));
+        assert!(agent_step(&a, look(Seen::Dialog("Allow?".into())), None, false, &t, now).changes(&a));
+        // A dialog the broker is answering is not the human's yet.
+        assert!(!agent_step(&a, look(Seen::Dialog("Allow?".into())), None, true, &t, now).changes(&a));
+        // An open episode whose screen cleared ends: a change.
+        let began = agent_step(&a, look(Seen::UsageLimit("limit reached".into())), None, false, &t, now);
+        let open = AgentState {
+            attention: began.decision.next.clone(),
+            ..AgentState::default()
+        };
+        assert!(open.attention.is_some());
+        assert!(agent_step(&open, look(Seen::Clear), None, false, &t, now).changes(&open));
+    }
 }
