@@ -302,8 +302,8 @@ async fn remotes(root: &Path) -> Vec<Check> {
     for t in task::list_tasks(root).unwrap_or_default() {
         let mut hosts = crate::app::session::remote_hosts(&t);
         if let Ok(spec) = t.spec() {
-            if let Some(CwdSpec::Remote(r)) = spec.cwd {
-                hosts.push(r);
+            if let Some(CwdSpec::Remote(r)) = &spec.cwd {
+                hosts.push(r.clone());
             }
         }
         for r in hosts {

@@ -238,7 +238,7 @@ pub async fn take(
     mode: SpawnMode,
     now: DateTime<Utc>,
 ) -> Result<Taken> {
-    let timing = Timing::from_spec(task.spec().ok().as_ref());
+    let timing = Timing::from_spec(task.spec().ok().as_deref());
     let st = task.state()?;
     let held = st.lanes.get(agent).and_then(|l| l.holder.clone());
     let mut last_sign = None;

@@ -21,7 +21,7 @@ pub async fn settle(ctx: &Ctx, task: &Task, ready: Ready<'_>, now: DateTime<Utc>
     if st.lanes.is_empty() {
         return out;
     }
-    let timing = Timing::from_spec(task.spec().ok().as_ref());
+    let timing = Timing::from_spec(task.spec().ok().as_deref());
     // One handoff listing and one pane listing for all the lanes.
     let around = match st.lanes.values().any(|l| l.holder.is_some()) {
         true => Some(Surroundings::read(ctx, task, &st).await),

@@ -74,7 +74,7 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
     let state = task.state()?;
     let mut problems = Vec::new();
     let title = match task.spec() {
-        Ok(s) => s.title,
+        Ok(s) => s.title.clone(),
         Err(e) => {
             problems.push(e.to_string());
             None
@@ -106,7 +106,7 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
     }
     let now = crate::core::clock::now();
     let spec = task.spec().ok();
-    let timing = crate::core::protocol::lane::Timing::from_spec(spec.as_ref());
+    let timing = crate::core::protocol::lane::Timing::from_spec(spec.as_deref());
     let roster = match crate::store::roster::for_task(task) {
         Ok(r) => r.name,
         Err(e) => {

@@ -189,7 +189,7 @@ pub fn resolve_builtin(name: &str) -> Option<Runtime> {
 
 /// Every runtime by name, resolved (or why it cannot be): the built-ins, each replaced by
 /// the user's profile of the same name, and the user's own.
-type Resolved = BTreeMap<String, std::result::Result<Runtime, String>>;
+type Resolved = BTreeMap<String, std::result::Result<std::sync::Arc<Runtime>, String>>;
 
 /// The runtimes resolved with the user's config file, per version of that file (a
 /// process memo: [`crate::store::memo`]).
@@ -216,7 +216,7 @@ fn resolve_all(user: BTreeMap<String, Profile>) -> Resolved {
     all
 }
 
-fn build(name: &str, profile: Profile) -> std::result::Result<Runtime, String> {
+fn build(name: &str, profile: Profile) -> std::result::Result<std::sync::Arc<Runtime>, String> {
     if profile.argv.is_empty() {
         return Err(format!("runtime {name:?} has an empty argv"));
     }
@@ -224,18 +224,19 @@ fn build(name: &str, profile: Profile) -> std::result::Result<Runtime, String> {
         .patterns
         .compile()
         .map_err(|e| format!("runtime {name:?}: {e}"))?;
-    Ok(Runtime {
+    Ok(std::sync::Arc::new(Runtime {
         name: name.to_string(),
         profile,
         patterns,
-    })
+    }))
 }
 
 /// Resolve a runtime by name: the user's config wins over a built-in of the same name.
 /// Parsed and compiled once per version of the config file (the daemon asks for the
 /// agents' screen patterns on every tick: parsing the profiles and compiling their
-/// patterns each time was the biggest part of an idle daemon's work).
-pub fn resolve(name: &str) -> Result<Runtime> {
+/// patterns each time was the biggest part of an idle daemon's work). Shared, not copied:
+/// a profile is dozens of strings, and the daemon asks for every agent on every look.
+pub fn resolve(name: &str) -> Result<std::sync::Arc<Runtime>> {
     static BUILT_IN: std::sync::LazyLock<Resolved> = std::sync::LazyLock::new(|| resolve_all(BTreeMap::new()));
     let with_user = match config_path() {
         Some(path) => crate::store::memo::get::<WithUser>().0.get(

@@ -94,14 +94,12 @@ pub fn overwrite_in_place(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Empty `path` in place and fdatasync it (nothing to do when it does not exist): the
-/// other half of [`overwrite_in_place`].
+/// Empty `path` in place (nothing to do when it does not exist): the other half of
+/// [`overwrite_in_place`]. Not synced: it survives the process's crash, not the machine's,
+/// which is all its one caller needs (see [`crate::app::checkin::intent::clear`]).
 pub fn empty_in_place(path: &Path) -> Result<()> {
     match File::options().write(true).open(path) {
-        Ok(f) => {
-            f.set_len(0).map_err(|e| Error::io("truncate", path, e))?;
-            f.sync_data().map_err(|e| Error::io("fsync", path, e))
-        }
+        Ok(f) => f.set_len(0).map_err(|e| Error::io("truncate", path, e)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(Error::io("open", path, e)),
     }

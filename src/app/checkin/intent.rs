@@ -83,6 +83,10 @@ pub fn save(task: &Task, intent: &Intent) -> Result<()> {
 }
 
 /// Finish the intent once its check-in is recorded (the file is emptied, not removed).
+/// Without an fsync (one of a check-in's five): the record it follows is durable, so an
+/// intent that comes back after a power loss names handoffs the ledger holds — recovery
+/// finds it never reached the PM's new pane and delivers afresh under its id, and a
+/// recorded handoff is never a candidate again. A `kill -9` keeps the emptying anyway.
 pub fn clear(task: &Task) -> Result<()> {
     fsutil::empty_in_place(&path(task))
 }

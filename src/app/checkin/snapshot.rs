@@ -29,7 +29,7 @@ pub(super) struct Snapshot {
     /// pm_state.json as read under the lock.
     pub state: PmState,
     /// task.md, when readable.
-    pub spec: Option<TaskSpec>,
+    pub spec: Option<std::sync::Arc<TaskSpec>>,
     /// The handoff listing (timeline order).
     pub listing: std::sync::Arc<handoffs::Listing>,
     /// Every handoff the ledger has not seen, parsed, ready or not.
@@ -193,10 +193,12 @@ pub(super) fn evaluate_locked(
         .state
         .agents
         .get("pm")
-        .and_then(|a| crate::io::runtime::resolve(a.runtime.as_deref().unwrap_or("claude")).ok())
-        .map(|r| r.patterns);
-    ev.signals
-        .extend(attention_signals(task.name.as_str(), &snap.state, pm_patterns.as_ref()));
+        .and_then(|a| crate::io::runtime::resolve(a.runtime.as_deref().unwrap_or("claude")).ok());
+    ev.signals.extend(attention_signals(
+        task.name.as_str(),
+        &snap.state,
+        pm_patterns.as_ref().map(|r| &r.patterns),
+    ));
     // The no-progress reminder is rate-limited: at most once per threshold.
     let reminded = snap.state.reminders.get("no_progress").is_some_and(|t| {
         now.signed_duration_since(*t)

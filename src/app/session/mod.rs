@@ -206,7 +206,7 @@ fn other_tasks(task: &Task) -> Vec<PathBuf> {
 /// person who chose `bypassPermissions` must see what it means before it matters.
 pub fn permission_warning(task: &Task, runtime: &str) -> Option<String> {
     let rt = runtime::resolve(runtime).ok()?;
-    let mode = rt.permission_mode(&task.spec().ok()?).ok()?;
+    let mode = rt.permission_mode(&*task.spec().ok()?).ok()?;
     (rt.uses_permission_mode() && mode == crate::io::permissions::BYPASS).then(|| {
         format!(
             "permission_mode is {mode}: every agent of task '{}' runs any command without asking. Use it only in a throwaway sandbox; Claude Code asks once to confirm (answer it with `task attach {}`)",
@@ -220,8 +220,8 @@ pub fn permission_warning(task: &Task, runtime: &str) -> Option<String> {
 /// shows are the same.
 pub fn local_cwd(task: &Task) -> Result<PathBuf> {
     let spec = task.spec()?;
-    Ok(match spec.cwd {
-        Some(CwdSpec::Local { path }) if path.is_absolute() => path,
+    Ok(match &spec.cwd {
+        Some(CwdSpec::Local { path }) if path.is_absolute() => path.clone(),
         Some(CwdSpec::Local { path }) => task.project.join(path),
         Some(CwdSpec::Remote(_)) | None => task.project.clone(),
     })
@@ -232,6 +232,11 @@ pub fn local_cwd(task: &Task) -> Result<PathBuf> {
 /// else `claude`, so that agents spawned later run what the task was started with unless
 /// told otherwise.
 pub fn choose_runtime(task: &Task, agent: &str, flag: Option<&str>) -> Result<Runtime> {
+    // A copy of its own: a spawn may change the argv.
+    choose_shared(task, agent, flag).map(std::sync::Arc::unwrap_or_clone)
+}
+
+fn choose_shared(task: &Task, agent: &str, flag: Option<&str>) -> Result<std::sync::Arc<Runtime>> {
     if let Some(f) = flag {
         return runtime::resolve(f);
     }

@@ -370,7 +370,8 @@ impl Continuing {
             handoff::decode(&contents.bytes, &mut warnings).trim_end(),
             continue_from.trim()
         );
-        let rt = crate::io::runtime::resolve(was.runtime.as_deref().unwrap_or("claude"))?;
+        let rt =
+            std::sync::Arc::unwrap_or_clone(crate::io::runtime::resolve(was.runtime.as_deref().unwrap_or("claude"))?);
         let isolation = was
             .worktree
             .as_ref()

@@ -62,7 +62,7 @@ pub async fn start(ctx: &Ctx, task: &Task, runtime_flag: Option<&str>, now: Date
 pub async fn restart_pm(ctx: &Ctx, task: &Task, now: DateTime<Utc>) -> Result<Started> {
     let st = task.state()?;
     let pm = st.agents.get("pm").cloned().unwrap_or_default();
-    let mut rt = runtime::resolve(pm.runtime.as_deref().unwrap_or("claude"))?;
+    let mut rt = std::sync::Arc::unwrap_or_clone(runtime::resolve(pm.runtime.as_deref().unwrap_or("claude"))?);
     let session = pm.session.clone().unwrap_or_else(|| ctx.session_name(task, "pm"));
     ctx.tmux.kill_session(&session).await?;
     let resume = match (&rt.profile.resume_argv, &pm.session_id) {

@@ -29,7 +29,7 @@ pub struct Task {
 
 /// Every task.md this process read, parsed (a process memo: [`crate::store::memo`]).
 #[derive(Default)]
-struct Specs(crate::store::parsed::Cache<TaskSpec>);
+struct Specs(crate::store::parsed::Cache<std::sync::Arc<TaskSpec>>);
 
 impl Memo for Specs {
     const NAME: &'static str = "parsed task.md";
@@ -176,8 +176,9 @@ impl Task {
         }
     }
 
-    /// Read task.md (parsed again only when it changed: [`crate::store::parsed`]).
-    pub fn spec(&self) -> Result<TaskSpec> {
+    /// Read task.md (parsed again only when it changed: [`crate::store::parsed`]). Shared,
+    /// not copied: the daemon asks for it several times per task on every tick.
+    pub fn spec(&self) -> Result<std::sync::Arc<TaskSpec>> {
         let path = self.task_md();
         let missing = || Error::io("read", &path, std::io::Error::from(std::io::ErrorKind::NotFound));
         memo::get::<Specs>()
@@ -185,7 +186,7 @@ impl Task {
             .get(
                 &path,
                 |e| Error::io("read", &path, e),
-                |bytes| crate::core::model::taskmd::decode(bytes.to_vec(), &path),
+                |bytes| crate::core::model::taskmd::decode(bytes.to_vec(), &path).map(std::sync::Arc::new),
             )?
             .ok_or_else(missing)
     }
