@@ -75,6 +75,36 @@ fn captures_and_listings_through_control_mode_equal_one_shot_ones() {
     assert_eq!(ctl.control_answers(), before + 1);
 }
 
+/// A paste sets its buffer through the control client (no tmux process per delivery), and
+/// what arrives is the text exactly: line breaks, tabs, quotes, `$`, `~`, `#{…}`, `;`, UTF-8.
+#[test]
+fn a_paste_through_control_mode_arrives_as_the_text_exactly() {
+    let w = World::new();
+    let (plain, ctl) = handles(&w);
+    let r = rt();
+    let out = w.dir.path().join("pasted");
+    let cat = format!("cat > {}", out.display());
+    let pane = r
+        .block_on(plain.new_session(&spec("t", w.dir.path(), &["sh", "-c", &cat])))
+        .unwrap();
+    let text = "~/first $HOME ${X} \\ \"q\" 'x' #{pane_id} ; ünï\n~second\tline \\n\n";
+    let before = ctl.control_answers();
+    r.block_on(ctl.paste(&pane, "ao-test", text)).unwrap();
+    assert_eq!(
+        ctl.control_answers(),
+        before + 2,
+        "set-buffer and paste-buffer answered"
+    );
+    wait_for("the paste written out", 10, || {
+        (std::fs::read_to_string(&out).unwrap_or_default() == text).then_some(())
+    });
+    // And a one-shot paste of the same text arrives the same.
+    r.block_on(plain.paste(&pane, "ao-test", text)).unwrap();
+    wait_for("the second paste written out", 10, || {
+        (std::fs::read_to_string(&out).unwrap_or_default() == format!("{text}{text}")).then_some(())
+    });
+}
+
 #[test]
 fn a_killed_and_restarted_server_is_reconnected_and_none_is_started_or_kept() {
     let w = World::new();

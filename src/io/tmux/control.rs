@@ -45,13 +45,34 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 const RETRY_AFTER: Duration = Duration::from_secs(2);
 
 /// Quote one argument for tmux's command parser: single quotes keep everything literal
-/// (`#{…}`, `;`, `$`, `~`, `\`); a quote itself is closed, escaped and reopened. `None` for
-/// what a one-line protocol cannot carry (a line break or NUL).
+/// (`#{…}`, `;`, `$`, `~`, `\`); a quote itself is closed, escaped and reopened. Text with
+/// line breaks (a check-in's message) goes in double quotes, where tmux reads `\n`, `\r`
+/// and `\t` as those characters and `\\`, `\"`, `\$` and `\~` as the character itself (a
+/// bare `$` would expand a variable, and a `~` leading the word the home folder). `None`
+/// for what the one-line protocol cannot carry: NUL.
 pub fn quote(arg: &str) -> Option<String> {
-    if arg.contains(['\n', '\r', '\0']) {
+    if arg.contains('\0') {
         return None;
     }
-    Some(format!("'{}'", arg.replace('\'', "'\\''")))
+    if !arg.contains(['\n', '\r']) {
+        return Some(format!("'{}'", arg.replace('\'', "'\\''")));
+    }
+    let mut out = String::with_capacity(arg.len() + arg.len() / 16 + 2);
+    out.push('"');
+    for c in arg.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\\' | '"' | '$' | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    Some(out)
 }
 
 /// The line that runs one command with these arguments, newline included; `None` when an
@@ -463,13 +484,19 @@ esac
         assert_eq!(quote("a;").unwrap(), "'a;'");
         assert_eq!(quote("it's").unwrap(), "'it'\\''s'");
         assert_eq!(quote("").unwrap(), "''");
-        assert_eq!(quote("two\nlines"), None);
+        assert_eq!(quote("two\nlines").unwrap(), "\"two\\nlines\"");
+        assert_eq!(
+            quote("~/a\n$HOME \\ \"q\" 'x' #{p}\t;").unwrap(),
+            "\"\\~/a\\n\\$HOME \\\\ \\\"q\\\" 'x' #{p}\\t;\""
+        );
+        assert_eq!(quote("nul\0"), None);
         assert_eq!(
             command_line(&["capture-pane", "-p", "-t", "%0"]).unwrap(),
             "'capture-pane' '-p' '-t' '%0'\n"
         );
         assert_eq!(command_line(&[]), None);
-        assert_eq!(command_line(&["send-keys", "a\rb"]), None);
+        assert_eq!(command_line(&["send-keys", "a\rb"]).unwrap(), "'send-keys' \"a\\rb\"\n");
+        assert_eq!(command_line(&["send-keys", "a\0b"]), None);
     }
 
     #[test]

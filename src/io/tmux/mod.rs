@@ -519,6 +519,33 @@ impl Tmux {
     /// (no argument parsing at all), then `paste-buffer -p -d` to the pane id.
     /// The caller strips control characters first ([`crate::core::screen::sanitize`]).
     pub async fn paste(&self, pane_id: &str, buffer: &str, text: &str) -> Result<()> {
+        if !self.set_buffer_by_control(buffer, text).await {
+            self.load_buffer(buffer, text).await?;
+        }
+        self.run_hot(
+            "paste",
+            &["paste-buffer", "-p", "-d", "-b", buffer, "-t", pane_id],
+            true,
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// The buffer set through the control client, when there is one: the text as one quoted
+    /// argument of `set-buffer`, instead of a tmux process per delivery (the soak's 20
+    /// check-ins a second started 20 `tmux load-buffer` processes). `false`: not done (no
+    /// client, or it refused or went away), and [`Tmux::load_buffer`] does it; setting a
+    /// buffer twice is harmless.
+    async fn set_buffer_by_control(&self, buffer: &str, text: &str) -> bool {
+        let Some(c) = &self.control else { return false };
+        matches!(
+            c.run(&["set-buffer", "-b", buffer, "--", text]).await,
+            control::Outcome::Answered(r) if r.ok
+        )
+    }
+
+    /// `load-buffer` from stdin by a one-shot client: no argument parsing at all.
+    async fn load_buffer(&self, buffer: &str, text: &str) -> Result<()> {
         let mut child = self
             .command(&["load-buffer", "-b", buffer, "-"])
             .stdin(Stdio::piped())
@@ -541,13 +568,7 @@ impl Tmux {
                 socket: self.socket.flags(),
             });
         }
-        self.run_hot(
-            "paste",
-            &["paste-buffer", "-p", "-d", "-b", buffer, "-t", pane_id],
-            true,
-        )
-        .await
-        .map(|_| ())
+        Ok(())
     }
 
     /// Press a key (tmux key name such as `Enter`) in a pane.
