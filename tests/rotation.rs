@@ -12,6 +12,19 @@ fn pm(w: &World) -> Value {
     w.state("t1")["agents"]["pm"].clone()
 }
 
+/// dev hands off COMPLETE; the handoff's file name.
+fn dev_completes(w: &World) -> String {
+    let dev = w
+        .handoff("t1", "dev", "COMPLETE")
+        .body("## Summary\nWrote it.\n")
+        .write();
+    std::path::Path::new(&dev)
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string()
+}
+
 fn checkin(w: &World) {
     let out = ok(&run(w.task().args(["checkin", "t1", "--json"])));
     let r: Value = serde_json::from_str(&out).unwrap();
@@ -100,15 +113,7 @@ fn the_pm_is_rotated_after_rotate_every_check_ins_and_by_hand_and_hears_each_han
 
     // The next handoff reaches the new PM exactly once.
     let inbox_before = w.inbox("t1", "pm").len();
-    let dev = w
-        .handoff("t1", "dev", "COMPLETE")
-        .body("## Summary\nWrote it.\n")
-        .write();
-    let dev = std::path::Path::new(&dev)
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .to_string();
+    let dev = dev_completes(&w);
     wait_for("the check-in naming dev's handoff", 30, || {
         w.inbox("t1", "pm")[inbox_before..]
             .iter()
@@ -152,15 +157,7 @@ fn a_handoff_for_a_pm_due_for_rotation_goes_to_the_fresh_conversation() {
     let first = pm(&w)["session_id"].as_str().unwrap().to_string();
     checkin(&w);
     checkin(&w);
-    let dev = w
-        .handoff("t1", "dev", "COMPLETE")
-        .body("## Summary\nWrote it.\n")
-        .write();
-    let dev = std::path::Path::new(&dev)
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .to_string();
+    let dev = dev_completes(&w);
     let told = |e: &Value| {
         e["kind"] == "checkin"
             && e["data"]["files"]
