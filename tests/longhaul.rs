@@ -22,7 +22,7 @@ fn a_long_run_with_every_fault_loses_nothing_tells_nothing_twice_and_keeps_the_p
         deadline: Duration::from_secs(600),
     });
     f.print();
-    assert!(f.lost.is_empty(), "lost: {:?}", f.lost);
+    assert!(f.lost.is_empty(), "lost: {:?}\n{}", f.lost, f.trail.join("\n"));
     assert!(f.twice.is_empty(), "told twice: {:?}", f.twice);
     // Eleven loops of five handoffs, after explore's and plan's.
     assert!(f.handoffs >= 55, "{} handoffs", f.handoffs);

@@ -89,6 +89,9 @@ pub struct Figures {
     pub timeline: Vec<String>,
     /// What the daemons logged of the full disk (each distinct message once).
     pub disk_said: Vec<String>,
+    /// When a handoff was lost: every check-in, rotation, restart and event naming a lost
+    /// file, in order, so a failure that happens once in several runs can be read.
+    pub trail: Vec<String>,
 }
 
 /// The event kinds the timeline shows.
@@ -178,6 +181,31 @@ impl Figures {
             }
         }
     }
+}
+
+/// The events that tell what became of the `lost` files: every check-in (its files and
+/// outcome), rotation, restart and death, and any event naming one of them.
+fn trail(dir: &std::path::Path, lost: &[String]) -> Vec<String> {
+    const KINDS: [&str; 9] = [
+        "checkin",
+        "checkin_settled",
+        "checkin_skipped",
+        "checkin_failed",
+        "pm_rotated",
+        "pm_restart",
+        "agent_died",
+        "daemon",
+        "spawn",
+    ];
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| {
+            lost.iter().any(|f| l.contains(f.as_str()))
+                || KINDS.iter().any(|k| l.contains(&format!("\"kind\":\"{k}\"")))
+        })
+        .map(|l| l.chars().take(400).collect())
+        .collect()
 }
 
 /// The task folder's disk: a small tmpfs mounted over `<project>/tasks` so it can be filled
@@ -500,6 +528,11 @@ impl Run<'_> {
         }
         unrotated = (unrotated + last) * per_message;
         let handoffs = std::fs::read_dir(dir.join("handoffs")).map(|d| d.count()).unwrap_or(0);
+        let trail = if lost.is_empty() {
+            Vec::new()
+        } else {
+            trail(&dir, &lost)
+        };
         Figures {
             checkins: checkins.len(),
             handoffs,
@@ -522,6 +555,7 @@ impl Run<'_> {
                 .map(|e| format!("{} {} {} {}", e["time"], e["kind"], e["agent"], e["data"]))
                 .collect(),
             disk_said: disk_said(cc),
+            trail,
         }
     }
 }
