@@ -354,9 +354,13 @@ impl Drop for Cc {
     }
 }
 
+/// The pid of the program in a session's pane. Waited for: a session being replaced (the
+/// PM rotated or restarted under the same name) has no pane for a moment.
 pub fn pane_pid(w: &World, session: &str) -> i32 {
-    let o = w.tmux(&["display-message", "-p", "-t", &format!("={session}:"), "#{pane_pid}"]);
-    String::from_utf8_lossy(&o.stdout).trim().parse().expect("a pane pid")
+    super::wait_for(&format!("a pane pid in session {session}"), 30, || {
+        let o = w.tmux(&["display-message", "-p", "-t", &format!("={session}:"), "#{pane_pid}"]);
+        String::from_utf8_lossy(&o.stdout).trim().parse().ok()
+    })
 }
 
 pub fn events(dir: &Path, kind: &str) -> Vec<serde_json::Value> {
