@@ -84,19 +84,7 @@ pub async fn spawn_with(
     let spec = task.spec()?;
     let roster = crate::store::roster::for_task(task)?;
     let role = roster.role_of(agent.as_str()).as_str();
-    let mut notes = Vec::new();
-    if agent.as_str() == "pm" {
-        return Err(Error::BadInput(format!(
-            "the PM is started with `task start {}`, not spawned",
-            task.name
-        )));
-    }
-    if roster.member(agent.as_str()).is_none() {
-        notes.push(format!(
-            "'{agent}' is not in roster '{}'; it runs as a spoke",
-            roster.name
-        ));
-    }
+    let mut notes = spawnable(task, agent, &roster)?;
     let (path, contents) = read_spawn_handoff(task, handoff_arg)?;
     // A local-only role stays here whatever task.md says; the fleet places an agent whose
     // task asks for it (`hosts:`); otherwise `cwd:` says.
@@ -166,45 +154,17 @@ pub async fn spawn_with(
         }
     };
 
-    let started = async {
-        // Its own worktree, when it is to have one: made (or given back) once the lane is its.
-        let placed = match &remote {
-            None => crate::app::worktree::place(task, agent.as_str(), isolation, &cwd, now).await?,
-            Some(r) => crate::app::worktree::place_on(task, agent.as_str(), isolation, r, now).await?,
-        };
-        // The context bundle (docs/protocol.md#context-bundles); a problem with it is
-        // reported, it does not stop the agent.
-        let mut plan = BundlePlan::new(task, agent.as_str(), &roster, &path, &handoff_text);
-        plan.worktree = placed.as_ref().map(crate::app::worktree::Placement::note);
-        if let Err(e) = crate::store::bundle::deploy(&plan.input(task, agent.as_str(), role, now)) {
-            tracing::warn!(agent = %agent, error = %e, "context bundle not deployed");
-            notes.push(format!("context bundle not deployed: {e}"));
-        }
-        if let Some(r) = &remote {
-            return spawn_remote(
-                ctx,
-                task,
-                agent,
-                &roster,
-                r,
-                &rt,
-                &path,
-                &handoff_text,
-                placed.as_ref(),
-                now,
-            )
-            .await;
-        }
-        let cwd = placed.as_ref().map_or_else(|| cwd.clone(), |p| p.cwd.clone());
-        let block = placed.as_ref().map(crate::app::worktree::Placement::preamble_block);
-        let place = Place::Local {
-            cwd: &cwd,
-            worktree: block.as_deref(),
-        };
-        let text = spoke_preamble(task, agent.as_str(), &roster, &place, &path, &handoff_text, now);
-        start_agent(ctx, task, agent.as_str(), role, &rt, &text, &cwd, now, None).await
-    }
-    .await;
+    let start = Start {
+        roster: &roster,
+        role,
+        remote: remote.as_ref(),
+        rt: &rt,
+        path: &path,
+        handoff_text: &handoff_text,
+        isolation,
+        cwd: &cwd,
+    };
+    let started = launch(ctx, task, agent, &start, &mut notes, now).await;
     let started = match started {
         Ok(s) => s,
         Err(e) => {
@@ -212,17 +172,7 @@ pub async fn spawn_with(
             return Err(e);
         }
     };
-    crate::app::lanes::record_pane(task, agent.as_str(), &started.pane, now)?;
-    spawn_event(task, agent.as_str(), reason.code(), &started, now)?;
-    if let Some(c) = &placed_by {
-        crate::store::events::append(
-            task,
-            crate::store::events::Kind::Placed,
-            Some(agent.as_str()),
-            serde_json::json!({"host": c.host, "why": c.why}),
-            now,
-        )?;
-    }
+    record_start(task, agent.as_str(), reason, &started, placed_by.as_ref(), now)?;
     Ok(SpawnReport {
         reason,
         agent: agent.to_string(),
@@ -232,6 +182,110 @@ pub async fn spawn_with(
         waiting_for: None,
         notes,
     })
+}
+
+/// Whether `agent` may be spawned at all (the PM is started, not spawned), and what the
+/// report should say of its place in the roster.
+fn spawnable(task: &Task, agent: &AgentName, roster: &crate::core::protocol::roster::Roster) -> Result<Vec<String>> {
+    if agent.as_str() == "pm" {
+        return Err(Error::BadInput(format!(
+            "the PM is started with `task start {}`, not spawned",
+            task.name
+        )));
+    }
+    Ok(if roster.member(agent.as_str()).is_none() {
+        vec![format!(
+            "'{agent}' is not in roster '{}'; it runs as a spoke",
+            roster.name
+        )]
+    } else {
+        Vec::new()
+    })
+}
+
+/// What a spawn whose lane is taken starts the agent with.
+struct Start<'a> {
+    roster: &'a crate::core::protocol::roster::Roster,
+    role: &'a str,
+    /// The host it runs on (None: this machine).
+    remote: Option<&'a crate::core::model::RemoteSpec>,
+    rt: &'a crate::io::runtime::Runtime,
+    /// The PM's handoff that starts it, and its text.
+    path: &'a Path,
+    handoff_text: &'a str,
+    isolation: crate::core::worktree::Isolation,
+    /// The task's working folder on this machine.
+    cwd: &'a Path,
+}
+
+/// Start the agent once its lane is taken: its worktree placed, its context bundle deployed
+/// (a problem with it is a note, not a failure), then the agent itself, here or on its host.
+async fn launch(
+    ctx: &Ctx,
+    task: &Task,
+    agent: &AgentName,
+    s: &Start<'_>,
+    notes: &mut Vec<String>,
+    now: DateTime<Utc>,
+) -> Result<crate::core::report::Started> {
+    // Its own worktree, when it is to have one: made (or given back) once the lane is its.
+    let placed = match s.remote {
+        None => crate::app::worktree::place(task, agent.as_str(), s.isolation, s.cwd, now).await?,
+        Some(r) => crate::app::worktree::place_on(task, agent.as_str(), s.isolation, r, now).await?,
+    };
+    // The context bundle (docs/protocol.md#context-bundles).
+    let mut plan = BundlePlan::new(task, agent.as_str(), s.roster, s.path, s.handoff_text);
+    plan.worktree = placed.as_ref().map(crate::app::worktree::Placement::note);
+    if let Err(e) = crate::store::bundle::deploy(&plan.input(task, agent.as_str(), s.role, now)) {
+        tracing::warn!(agent = %agent, error = %e, "context bundle not deployed");
+        notes.push(format!("context bundle not deployed: {e}"));
+    }
+    if let Some(r) = s.remote {
+        return spawn_remote(
+            ctx,
+            task,
+            agent,
+            s.roster,
+            r,
+            s.rt,
+            s.path,
+            s.handoff_text,
+            placed.as_ref(),
+            now,
+        )
+        .await;
+    }
+    let cwd = placed.as_ref().map_or_else(|| s.cwd.to_path_buf(), |p| p.cwd.clone());
+    let block = placed.as_ref().map(crate::app::worktree::Placement::preamble_block);
+    let place = Place::Local {
+        cwd: &cwd,
+        worktree: block.as_deref(),
+    };
+    let text = spoke_preamble(task, agent.as_str(), s.roster, &place, s.path, s.handoff_text, now);
+    start_agent(ctx, task, agent.as_str(), s.role, s.rt, &text, &cwd, now, None).await
+}
+
+/// A start on record: its pane in the lane, the spawn event, and where the fleet placed it.
+fn record_start(
+    task: &Task,
+    agent: &str,
+    reason: crate::core::protocol::lane::Reason,
+    started: &crate::core::report::Started,
+    placed_by: Option<&crate::core::fleet::Choice>,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    crate::app::lanes::record_pane(task, agent, &started.pane, now)?;
+    spawn_event(task, agent, reason.code(), started, now)?;
+    if let Some(c) = placed_by {
+        crate::store::events::append(
+            task,
+            crate::store::events::Kind::Placed,
+            Some(agent),
+            serde_json::json!({"host": c.host, "why": c.why}),
+            now,
+        )?;
+    }
+    Ok(())
 }
 
 /// What a spawn's context bundle is made from; shared by the spawn and `--prepare`
