@@ -515,8 +515,8 @@ impl Tmux {
             .await
     }
 
-    /// Paste `text` into a pane as one bracketed paste: `load-buffer` from stdin
-    /// (no argument parsing at all), then `paste-buffer -p -d` to the pane id.
+    /// Paste `text` into a pane as one bracketed paste: the buffer set (through the control
+    /// client, else by a one-shot `load-buffer`), then `paste-buffer -p -d` to the pane id.
     /// The caller strips control characters first ([`crate::core::screen::sanitize`]).
     pub async fn paste(&self, pane_id: &str, buffer: &str, text: &str) -> Result<()> {
         if !self.set_buffer_by_control(buffer, text).await {
