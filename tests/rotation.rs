@@ -187,6 +187,11 @@ fn a_handoff_for_a_pm_due_for_rotation_goes_to_the_fresh_conversation() {
         pm(&w)
     );
     assert_eq!(w.events_of("t1", "pm_rotated").len(), 1);
+    // The new conversation's memory holds what the PM was told; dev's handoff is news
+    // for the check-in, not something the new PM acts on before it.
+    let resume = newest_preamble(&w);
+    assert!(resume.contains("## You are taking over"), "{resume}");
+    assert!(!resume.contains(dev.as_str()), "{resume}");
 }
 
 #[test]

@@ -81,7 +81,12 @@ fn parts(task: &Task, why: &Why, now: DateTime<Utc>) -> Result<Parts> {
             )
         })
         .collect();
-    let (names, _) = crate::store::handoffs::list(&task.handoffs())?;
+    // Only what the PM was told: a handoff still waiting for its check-in reaches the new
+    // conversation there, once, as news it acts on. Listed here too, the new PM would act on
+    // it from its memory and the check-in after would tell it again (or, the task completed
+    // meanwhile, never).
+    let (mut names, _) = crate::store::handoffs::list(&task.handoffs())?;
+    names.retain(|n| st.ledger.get(n.file()).is_some());
     let last_handoffs = crate::store::progress::latest_by_agent(&task.handoffs(), &names)?
         .iter()
         .map(|l| {
