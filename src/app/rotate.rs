@@ -270,6 +270,11 @@ impl Watch {
     /// Right after a check-in was delivered: when a rotation is wanted (by the fill read
     /// before it, [`Watch::before_checkin`]), wait for that check-in's turn to be over and
     /// rotate then, so a team whose handoffs never pause still gets its PM rotated.
+    ///
+    /// A turn that ended after the check-in was sent may be the one it was queued behind:
+    /// the client then submits the check-in as the next turn, and a rotation at that moment
+    /// would take it away unread. So the PM must also sit idle at its prompt; if not, the
+    /// rotation stays wanted for the next quiet moment.
     pub async fn after_checkin(&mut self, ctx: &crate::app::session::Ctx, task: &Task, sent_at: DateTime<Utc>) {
         if self.failed.is_some_and(|t| t.elapsed() < RETRY_AFTER_FAILURE) {
             return;
@@ -277,7 +282,7 @@ impl Watch {
         let Some(why) = self.wanted.clone() else {
             return;
         };
-        if !turn_over(ctx, task, sent_at).await {
+        if !turn_over(ctx, task, sent_at).await || !pm_idle(ctx, task).await {
             self.wanted = Some(why);
             return;
         }
