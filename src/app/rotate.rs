@@ -247,6 +247,12 @@ pub struct Watch {
 }
 
 impl Watch {
+    /// Whether a rotation failed less than [`RETRY_AFTER_FAILURE`] ago: nothing is tried
+    /// until then, whatever asks.
+    fn resting(&self) -> bool {
+        self.failed.is_some_and(|t| t.elapsed() < RETRY_AFTER_FAILURE)
+    }
+
     /// Right before a check-in: a PM already past its rotation point (by the fill its last
     /// turn left) is rotated first when it sits idle, so the check-in goes to the fresh
     /// conversation rather than grow the full one. The quiet moment the liveness tick waits
@@ -254,7 +260,7 @@ impl Watch {
     /// this is the moment that always comes. A PM at work keeps the rotation wanted, for
     /// [`Watch::after_checkin`].
     pub async fn before_checkin(&mut self, ctx: &crate::app::session::Ctx, task: &Task) -> Option<Rotated> {
-        if self.failed.is_some_and(|t| t.elapsed() < RETRY_AFTER_FAILURE) {
+        if self.resting() {
             return None;
         }
         if self.wanted.is_none() {
@@ -276,7 +282,7 @@ impl Watch {
     /// would take it away unread. So the PM must also sit idle at its prompt; if not, the
     /// rotation stays wanted for the next quiet moment.
     pub async fn after_checkin(&mut self, ctx: &crate::app::session::Ctx, task: &Task, sent_at: DateTime<Utc>) {
-        if self.failed.is_some_and(|t| t.elapsed() < RETRY_AFTER_FAILURE) {
+        if self.resting() {
             return;
         }
         let Some(why) = self.wanted.clone() else {
@@ -319,7 +325,7 @@ impl Watch {
         task: &Task,
         quiet: impl FnOnce() -> bool,
     ) -> Option<Rotated> {
-        if self.failed.is_some_and(|t| t.elapsed() < RETRY_AFTER_FAILURE) {
+        if self.resting() {
             return None;
         }
         let last_checkin = task.state().ok()?.last_checkin;
