@@ -124,6 +124,25 @@ fn agents_are_placed_by_slots_and_labels_and_a_full_fleet_is_said() {
     );
     let dev_host = f.w.state("t1")["agents"]["dev"]["host"].as_str().unwrap().to_string();
     assert!(dev_host.starts_with("h1:"), "{dev_host}");
+    // Status says where and why, long after the spawn: the same words as the event.
+    let status: serde_json::Value = serde_json::from_str(&ok(&run(f.task().args(["status", "t1", "--json"])))).unwrap();
+    let why = |agent: &str| {
+        let row = status["task"]["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == agent)
+            .cloned();
+        row.map(|r| r["placed"].clone()).unwrap_or_default()
+    };
+    assert_eq!(why("architect"), placed[2]["data"]["why"], "{status}");
+    assert!(why("pm").is_null(), "the PM was not placed: {status}");
+    let human = ok(&run(f.task().args(["status", "t1"])));
+    let said = format!("  architect: {}", placed[2]["data"]["why"].as_str().unwrap());
+    assert!(
+        human.contains("Placed by the fleet:") && human.contains(&said),
+        "{human}"
+    );
 
     let o = f.spawn("explore");
     assert_ne!(o.status.code(), Some(0));

@@ -198,6 +198,7 @@ fn agent_row(
         attention: st.and_then(|s| s.attention.clone()),
         worktree: st.and_then(|s| s.worktree.clone()),
         left_behind: st.map(|s| s.left_behind.clone()).unwrap_or_default(),
+        placed: st.and_then(|s| s.placed.clone()),
         turn: turn.map(|r| {
             let set_aside = st.and_then(|s| s.turn_set_aside) == Some(r.at);
             crate::core::status::TurnView {

@@ -53,6 +53,9 @@ pub struct AgentRow {
     /// Runs of it left on hosts that stopped answering (failover), stopped when they answer.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub left_behind: Vec<crate::core::model::LeftBehind>,
+    /// Why the fleet chose its host, when it was placed (`hosts:` in task.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placed: Option<String>,
 }
 
 /// The PM rotation's settings and where the PM stands against them.
@@ -297,6 +300,7 @@ pub fn render(s: &TaskStatus) -> String {
     out.push('\n');
     out.push_str(&agents_table(s));
     out.push_str(&worktrees_table(s));
+    out.push_str(&placements(s));
     out.push_str(&lanes_table(s));
     out.push_str(&attention_lines(s));
     out.push('\n');
@@ -428,6 +432,19 @@ fn agents_table(s: &TaskStatus) -> String {
         out.push('\n');
     }
     out
+}
+
+/// Why the fleet put each placed agent where it runs (nothing when none was placed).
+fn placements(s: &TaskStatus) -> String {
+    let placed: Vec<String> = s
+        .agents
+        .iter()
+        .filter_map(|a| Some(format!("  {}: {}\n", a.name, a.placed.as_deref()?)))
+        .collect();
+    if placed.is_empty() {
+        return String::new();
+    }
+    format!("\nPlaced by the fleet:\n{}", placed.concat())
 }
 
 /// The agents working in git worktrees (nothing when none does).

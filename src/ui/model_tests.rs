@@ -28,6 +28,7 @@ pub(crate) fn agent(name: &str, state: &str) -> AgentRow {
         worktree: None,
         turn: None,
         left_behind: Vec::new(),
+        placed: None,
     }
 }
 

@@ -275,6 +275,12 @@ fn record_start(
     now: DateTime<Utc>,
 ) -> Result<()> {
     crate::app::lanes::record_pane(task, agent, &started.pane, now)?;
+    task.update_state(now, |st| {
+        if let Some(a) = st.agents.get_mut(agent) {
+            a.placed = placed_by.map(|c| c.why.clone());
+        }
+        Ok(())
+    })?;
     spawn_event(task, agent, reason.code(), started, now)?;
     if let Some(c) = placed_by {
         crate::store::events::append(

@@ -178,6 +178,10 @@ pub struct AgentState {
     /// runs beside its successor.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_behind: Vec<LeftBehind>,
+    /// Why the fleet put its current run on its host (each host weighed, as the spawn said),
+    /// kept so `task status` can say it long after the spawn; `None` when it was not placed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placed: Option<String>,
     /// Fields added by newer builds, kept on rewrite.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
