@@ -343,7 +343,7 @@ fn the_agent_list_reflects_the_handoffs_it_reports() {
 }
 
 #[test]
-fn nothing_is_sent_after_the_pms_complete_unless_an_agent_reports_after_it() {
+fn nothing_is_sent_after_the_pms_complete_unless_an_agent_reports_something_it_was_not_told() {
     let pm_done = l("pm-20251127-130000.md", "# Handoff: pm\n**Status:** COMPLETE\n");
     let pm_blocked = l("pm-20251127-130000.md", "# Handoff: pm\n**Status:** BLOCKED\n");
     let review = l("review-20251127-125000.md", "# Handoff: review\n**Status:** COMPLETE\n");
@@ -355,8 +355,9 @@ fn nothing_is_sent_after_the_pms_complete_unless_an_agent_reports_after_it() {
         "{why}"
     );
     assert!(undeliverable(std::slice::from_ref(&pm_blocked), Phase::Blocked).is_some());
-    // The review the PM acted on came before its COMPLETE: nothing new for it.
-    assert!(undeliverable(&[review.clone(), pm_done.clone()], Phase::Complete).is_some());
+    // A review written before the COMPLETE but never told: the PM declared it without
+    // hearing of it, so it is told (a rejection it missed would matter).
+    assert_eq!(undeliverable(&[review.clone(), pm_done.clone()], Phase::Complete), None);
     // An agent reporting after the COMPLETE is news.
     assert_eq!(undeliverable(&[pm_done.clone(), late.clone()], Phase::Complete), None);
     // Later check-ins of a finished task: silent, unless an agent reported.

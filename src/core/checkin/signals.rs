@@ -340,19 +340,20 @@ pub fn to_escalate(state: &PmState, new: &[Loaded], ev: &Evaluation) -> Vec<Stri
 
 /// Why this check-in's message goes to no one, or `None` to deliver it. Once the
 /// PM has declared the task COMPLETE or BLOCKED there is no next step for it to
-/// decide: a message would only spend one of its turns. It is told again only
-/// when an agent reports after that declaration (a late handoff is news).
+/// decide: a message would only spend one of its turns. It is told again when an
+/// agent's handoff is among the new ones, whenever it was written: a new handoff is one
+/// the PM was never told of, so one written just before its declaration (a review it
+/// declared COMPLETE without, say a rejection) is as much news as a late one.
 pub fn undeliverable(new: &[Loaded], phase: Phase) -> Option<String> {
     if !matches!(phase, Phase::Complete | Phase::Blocked) {
+        return None;
+    }
+    if new.iter().any(|l| l.agent() != "pm") {
         return None;
     }
     let pm_final = new
         .iter()
         .rposition(|l| l.agent() == "pm" && matches!(l.handoff.status, Status::Complete | Status::Blocked));
-    let after = pm_final.map_or(0, |i| i + 1);
-    if new[after..].iter().any(|l| l.agent() != "pm") {
-        return None;
-    }
     Some(match pm_final {
         Some(i) => format!(
             "the PM declared the task {phase} ({}); nothing for it to decide",
