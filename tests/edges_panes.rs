@@ -277,18 +277,12 @@ fn a_corrupt_state_under_the_daemon_is_set_aside_reported_and_supervision_goes_o
         w.daemon_log()
     );
     // The escalation is appended after the set-aside's event: waited for, not read at once.
-    wait_until(
-        "the escalation naming the copy",
-        Duration::from_secs(20),
-        Duration::from_millis(100),
-        || {
-            w.events_of("t1", "escalation")
-                .iter()
-                .any(|e| e["data"]["reason"].as_str().unwrap().contains(&copy))
-                .then_some(())
-        },
-        || format!("{:?}", w.events_of("t1", "escalation")),
-    );
+    wait_for("the escalation naming the copy", 20, || {
+        w.events_of("t1", "escalation")
+            .iter()
+            .any(|e| e["data"]["reason"].as_str().unwrap().contains(&copy))
+            .then_some(())
+    });
     let st = w.state("t1");
     assert_eq!(st["agents"]["pm"]["status"], "running", "the PM is still known: {st}");
 
