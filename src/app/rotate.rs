@@ -33,10 +33,10 @@ pub fn due(task: &Task, now: DateTime<Utc>) -> Option<Why> {
         return None;
     }
     let fill = match p.at_percent {
-        Some(_) => crate::app::cost::context_fills(task, &st, now)
+        Some(_) if crate::app::cost::usage_readable(pm) => crate::app::cost::context_fills(task, &st, now)
             .remove("pm")
             .and_then(|c| Some((c.percent?, c.tokens))),
-        None => None,
+        _ => None,
     };
     rotation::due(&p, fill, pm.checkins)
 }
