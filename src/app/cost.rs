@@ -39,13 +39,13 @@ pub fn transcript_path(projects: &Path, cwd: &Path, id: &str) -> PathBuf {
         .join(format!("{id}.jsonl"))
 }
 
-/// Why `a`'s usage cannot be read, or `None` when it can (locally or on its host).
-/// Whether `a`'s usage (and so its context fill) can be read at all: a question asked at
-/// every check-in by rotation, answered without reading usage.json or any transcript.
+/// Whether `a`'s usage (and so its context fill) can be read here: a question rotation
+/// asks at every check-in, answered without reading usage.json or any transcript.
 pub fn usage_readable(a: &AgentState) -> bool {
     unknown_why(a).is_none() && a.host.remote().is_none()
 }
 
+/// Why `a`'s usage cannot be read, or `None` when it can (locally or on its host).
 fn unknown_why(a: &AgentState) -> Option<String> {
     match a.runtime.as_deref() {
         Some("claude") => None,
