@@ -151,8 +151,12 @@ impl Supervisor {
     }
 
     /// Tell the task watching `dir` that `file` was closed after writing or renamed in.
+    /// Folders are told apart by their bytes: both are the task's own path joined the same
+    /// way, and `Path`'s component-wise equality across every task, several times per
+    /// handoff, showed in the soak's profile.
     fn final_in(&self, dir: &Path, file: &str, how: crate::store::handoffs::How) {
-        for (k, e) in self.entries.iter().filter(|(_, e)| e.handoffs == dir) {
+        let dir = dir.as_os_str();
+        for (k, e) in self.entries.iter().filter(|(_, e)| e.handoffs.as_os_str() == dir) {
             let _ = e.handle.tx.try_send(Msg::Final(file.to_string(), how));
             self.changes.task_changed(k);
         }
