@@ -157,6 +157,8 @@ pub struct Contents {
     pub size: u64,
     /// Modification time in nanoseconds since the epoch.
     pub mtime_ns: i64,
+    /// The version read (identity, size, times), from the same fstat.
+    pub version: crate::store::parsed::Version,
 }
 
 /// Check an lstat result against the regular-file rules.
@@ -223,6 +225,7 @@ pub fn read_regular(path: &Path, cap: u64) -> Result<std::result::Result<Content
         truncated,
         size: fmeta.len(),
         mtime_ns: mtime_ns(&fmeta),
+        version: crate::store::parsed::Version::of(&fmeta),
     }))
 }
 

@@ -12,6 +12,7 @@
 //! | parsed runtime config | `io::runtime` | config file | the same |
 //! | ledger and lineage tails | `store::task::logs` | log file | the log grows from the offset read |
 //! | handoffs/ listing | `store::handoffs::memo` | folder | the folder's version; the watcher's events amend it |
+//! | parsed handoffs | `store::handoffs::loads` | handoff file | the file's identity, size and times (an `lstat`) |
 //! | ssh masters, rsync per host, backoff, pull turns | `io::remote` | host | the master answers |
 //! | whether each host answers its heartbeat | `io::health` | host | the next beat (every 2 s) |
 //! | tmux control clients, whether to use them | `io::tmux::control` | tmux server | the client answers |

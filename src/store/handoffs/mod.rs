@@ -3,6 +3,7 @@
 //! a file being written is final (quiet.rs), and writing a handoff atomically. What a
 //! handoff says, and the ledger itself, are the core's ([`crate::core::handoff`]).
 
+mod loads;
 pub mod memo;
 mod quiet;
 pub mod watch_stats;
@@ -160,14 +161,21 @@ fn order_same_second_in(dir: &Path, names: &mut [HandoffName], wanted: impl Fn(&
     }
 }
 
-/// Read and parse one handoff, applying the regular-file rules and the size cap.
+/// Read and parse one handoff, applying the regular-file rules and the size cap; a file
+/// unchanged since this process last parsed it is taken from [`loads`] for one `lstat`.
 pub fn load(dir: &Path, name: &HandoffName) -> Result<std::result::Result<Loaded, Skip>> {
     let path = dir.join(name.file_name());
+    if let Some(l) = loads::kept(&path) {
+        return Ok(Ok(l));
+    }
+    let read_at = std::time::SystemTime::now();
     let contents = match fsutil::read_regular(&path, SIZE_CAP)? {
         Ok(c) => c,
         Err(skip) => return Ok(Err(skip)),
     };
-    Ok(Ok(loaded_from(name, &contents)))
+    let loaded = loaded_from(name, &contents);
+    loads::keep(path, contents.version, read_at, &loaded);
+    Ok(Ok(loaded))
 }
 
 /// Parse what was read for `name`, noting a title that disagrees with the file name.

@@ -1,0 +1,119 @@
+//! Handoffs parsed by this process, kept while their files are unchanged: progress.md and
+//! `task status` read each agent's newest handoff at every check-in and every look, and
+//! reading, hashing and parsing the same few files again was a twentieth of the soak
+//! daemon's work. An entry is taken only when an `lstat` finds the very version it was
+//! parsed from, and only versions read [`SETTLED`] after their last change are kept (the
+//! rule of [`crate::store::parsed`]: a change within the kernel's timestamp tick could
+//! keep the same times). The `lstat` also keeps the regular-file rules: a symlink or a
+//! hard link put in a handoff's place is another version, never taken from here.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use crate::core::handoff::Loaded;
+use crate::store::parsed::Version;
+
+#[cfg(doc)]
+use crate::store::parsed::SETTLED;
+
+/// Past this many entries the memo starts again empty: a task's handoffs/ keeps every
+/// file ever written, and only each agent's newest few are read again and again.
+const MAX: usize = 4096;
+
+/// The parsed handoffs (a process memo: [`crate::store::memo`]).
+#[derive(Default)]
+struct Loads(Mutex<HashMap<PathBuf, (Version, Loaded)>>);
+
+impl crate::store::memo::Memo for Loads {
+    const NAME: &'static str = "parsed handoffs";
+    fn entries(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+fn loads() -> MutexGuard<'static, HashMap<PathBuf, (Version, Loaded)>> {
+    crate::store::memo::get::<Loads>()
+        .0
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// The handoff at `path` as parsed before, when the file is still that version.
+pub(super) fn kept(path: &Path) -> Option<Loaded> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    let now = Version::of(&meta);
+    let mut all = loads();
+    match all.get(path) {
+        Some((v, l)) if *v == now => Some(l.clone()),
+        Some(_) => {
+            all.remove(path);
+            None
+        }
+        None => None,
+    }
+}
+
+/// Keep `loaded`, parsed from `version` of `path` as read at `read_at`, if that version
+/// had settled by then.
+pub(super) fn keep(path: PathBuf, version: Version, read_at: SystemTime, loaded: &Loaded) {
+    if !version.settled_by(read_at) {
+        return;
+    }
+    let mut all = loads();
+    if all.len() >= MAX {
+        all.clear();
+    }
+    all.insert(path, (version, loaded.clone()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::handoff::{HandoffName, Status};
+    use crate::store::fsutil::Skip;
+
+    fn status(dir: &Path, name: &HandoffName) -> std::result::Result<Status, Skip> {
+        super::super::load(dir, name).unwrap().map(|l| l.handoff.status)
+    }
+
+    #[test]
+    fn a_kept_parse_is_taken_only_while_the_file_is_that_version() {
+        let d = tempfile::tempdir().unwrap();
+        let name = HandoffName::parse("dev-20261128-090000.md").unwrap();
+        let path = d.path().join(name.file_name());
+        std::fs::write(&path, "# Handoff: dev\n**Status:** COMPLETE\n").unwrap();
+        // Aged past the timestamp tick, so the version read is kept.
+        std::thread::sleep(crate::store::parsed::SETTLED * 2);
+        assert_eq!(status(d.path(), &name), Ok(Status::Complete));
+        assert!(kept(&path).is_some(), "a settled version is kept");
+        // The same length, other words: a new version, read again.
+        std::fs::write(&path, "# Handoff: dev\n**Status:** BLOCKED\n\n").unwrap();
+        assert_eq!(status(d.path(), &name), Ok(Status::Blocked));
+        // A symlink in its place is never taken from the memo.
+        std::thread::sleep(crate::store::parsed::SETTLED * 2);
+        assert_eq!(status(d.path(), &name), Ok(Status::Blocked));
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(d.path().join("secret"), "# Handoff: dev\n**Status:** COMPLETE\n").unwrap();
+        std::os::unix::fs::symlink(d.path().join("secret"), &path).unwrap();
+        assert_eq!(status(d.path(), &name), Err(Skip::Symlink));
+        // A hard link (it changes the file's ctime) is read again, and refused.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, "# Handoff: dev\n**Status:** COMPLETE\n").unwrap();
+        std::thread::sleep(crate::store::parsed::SETTLED * 2);
+        assert_eq!(status(d.path(), &name), Ok(Status::Complete));
+        std::fs::hard_link(&path, d.path().join("other")).unwrap();
+        assert_eq!(status(d.path(), &name), Err(Skip::HardLinked));
+    }
+
+    #[test]
+    fn a_version_read_within_the_tick_of_its_change_is_not_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let name = HandoffName::parse("dev-20261128-090001.md").unwrap();
+        let path = d.path().join(name.file_name());
+        std::fs::write(&path, "# Handoff: dev\n**Status:** COMPLETE\n").unwrap();
+        assert_eq!(status(d.path(), &name), Ok(Status::Complete));
+        assert!(kept(&path).is_none(), "read at once after its write: not kept");
+    }
+}
