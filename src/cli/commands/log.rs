@@ -23,7 +23,7 @@ pub(crate) fn run(
         if json {
             return print_json(&st.lineage);
         }
-        print!("{}", crate::core::scribe::render_lineage(&st.lineage));
+        print!("{}", crate::core::scribe::render_lineage(&st.lineage.to_vec()));
         return Ok(());
     }
     let path = crate::store::events::path(&t);

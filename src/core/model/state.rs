@@ -275,9 +275,10 @@ pub struct PmState {
     /// Review rejections per piece of work (keyed by the rejected agent).
     #[serde(default)]
     pub review_rejections: BTreeMap<String, u32>,
-    /// The handoff chain, in processing order. In a log of its own like `ledger`.
+    /// The handoff chain, in processing order. In a log of its own like `ledger`, and
+    /// shared between copies of the state the same way.
     #[serde(default, skip_serializing)]
-    pub lineage: Arc<Vec<LineageEntry>>,
+    pub lineage: Arc<super::Lineage>,
     /// How much of the ledger's and the lineage's logs this state has committed.
     #[serde(default, skip_serializing_if = "Logs::is_empty")]
     pub logs: Logs,

@@ -25,7 +25,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::error::{Error, Result};
 use crate::core::handoff::{Ledger, LedgerEntry};
-use crate::core::model::state::{LineageEntry, Logs, PmState};
+use crate::core::model::Lineage;
+use crate::core::model::state::{Logs, PmState};
 use crate::store::memo::{self, Memo};
 
 /// The ledger log of the state at `state_path`.
@@ -60,7 +61,7 @@ impl Record for Ledger {
     }
 }
 
-impl Record for Vec<LineageEntry> {
+impl Record for Lineage {
     fn apply(&mut self, line: &[u8]) -> std::result::Result<(), serde_json::Error> {
         self.push(serde_json::from_slice(line)?);
         Ok(())
@@ -147,7 +148,7 @@ impl Memo for Tails<Ledger> {
     }
 }
 
-impl Memo for Tails<Vec<LineageEntry>> {
+impl Memo for Tails<Lineage> {
     const NAME: &'static str = "lineage tails";
     fn entries(&self) -> usize {
         self.len()
@@ -162,7 +163,7 @@ pub fn attach(state_path: &Path, st: &mut PmState) -> Result<()> {
         st.ledger = memo::get::<Tails<Ledger>>().read(&ledger_path(state_path), st.logs.ledger_bytes)?;
     }
     if st.logs.lineage_bytes > 0 {
-        st.lineage = memo::get::<Tails<Vec<LineageEntry>>>().read(&lineage_path(state_path), st.logs.lineage_bytes)?;
+        st.lineage = memo::get::<Tails<Lineage>>().read(&lineage_path(state_path), st.logs.lineage_bytes)?;
     }
     Ok(())
 }
@@ -219,9 +220,9 @@ pub fn commit(state_path: &Path, st: &PmState, base: Option<&PmState>) -> Result
         let n = base.lineage.len();
         let grows = intact(len, base.logs.lineage_bytes)
             && st.lineage.len() >= n
-            && st.lineage[..n].last() == base.lineage.last();
+            && n.checked_sub(1).and_then(|i| st.lineage.get(i)) == base.lineage.last();
         let (keep, from) = if grows { (base.logs.lineage_bytes, n) } else { (0, 0) };
-        let text = st.lineage[from..].iter().fold(String::new(), |mut s, e| {
+        let text = st.lineage.since(from).fold(String::new(), |mut s, e| {
             s.push_str(&serde_json::to_string(e).expect("a lineage entry serialises"));
             s.push('\n');
             s
@@ -277,6 +278,7 @@ fn append(path: &Path, len: u64, keep: u64, text: &[u8]) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::model::state::LineageEntry;
 
     fn entry(at: &str) -> LedgerEntry {
         LedgerEntry {
