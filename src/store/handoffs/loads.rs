@@ -18,22 +18,31 @@ use crate::store::parsed::Version;
 #[cfg(doc)]
 use crate::store::parsed::SETTLED;
 
-/// Past this many entries the memo starts again empty: a task's handoffs/ keeps every
-/// file ever written, and only each agent's newest few are read again and again.
+/// Past this many entries, or this many bytes of handoffs, the memo starts again empty: a
+/// task's handoffs/ keeps every file ever written, and only each agent's newest few are
+/// read again and again (a handoff may be as large as the size cap).
 const MAX: usize = 4096;
+const MAX_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The parsed handoffs (a process memo: [`crate::store::memo`]).
 #[derive(Default)]
-struct Loads(Mutex<HashMap<PathBuf, (Version, Loaded)>>);
+struct Loads(Mutex<Kept>);
+
+#[derive(Default)]
+struct Kept {
+    files: HashMap<PathBuf, (Version, Loaded)>,
+    /// The kept handoffs' sizes, summed.
+    bytes: u64,
+}
 
 impl crate::store::memo::Memo for Loads {
     const NAME: &'static str = "parsed handoffs";
     fn entries(&self) -> usize {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).files.len()
     }
 }
 
-fn loads() -> MutexGuard<'static, HashMap<PathBuf, (Version, Loaded)>> {
+fn loads() -> MutexGuard<'static, Kept> {
     crate::store::memo::get::<Loads>()
         .0
         .lock()
@@ -45,10 +54,12 @@ pub(super) fn kept(path: &Path) -> Option<Loaded> {
     let meta = std::fs::symlink_metadata(path).ok()?;
     let now = Version::of(&meta);
     let mut all = loads();
-    match all.get(path) {
+    match all.files.get(path) {
         Some((v, l)) if *v == now => Some(l.clone()),
         Some(_) => {
-            all.remove(path);
+            if let Some((_, l)) = all.files.remove(path) {
+                all.bytes = all.bytes.saturating_sub(l.size);
+            }
             None
         }
         None => None,
@@ -62,10 +73,14 @@ pub(super) fn keep(path: PathBuf, version: Version, read_at: SystemTime, loaded:
         return;
     }
     let mut all = loads();
-    if all.len() >= MAX {
-        all.clear();
+    if all.files.len() >= MAX || all.bytes.saturating_add(loaded.size) > MAX_BYTES {
+        all.files.clear();
+        all.bytes = 0;
     }
-    all.insert(path, (version, loaded.clone()));
+    if let Some((_, old)) = all.files.insert(path, (version, loaded.clone())) {
+        all.bytes = all.bytes.saturating_sub(old.size);
+    }
+    all.bytes += loaded.size;
 }
 
 #[cfg(test)]
@@ -88,6 +103,7 @@ mod tests {
         std::thread::sleep(crate::store::parsed::SETTLED * 2);
         assert_eq!(status(d.path(), &name), Ok(Status::Complete));
         assert!(kept(&path).is_some(), "a settled version is kept");
+        assert!(loads().bytes >= 36, "its size counted against the bound");
         // The same length, other words: a new version, read again.
         std::fs::write(&path, "# Handoff: dev\n**Status:** BLOCKED\n\n").unwrap();
         assert_eq!(status(d.path(), &name), Ok(Status::Blocked));
