@@ -12,18 +12,39 @@ pub fn load() -> Prices {
     static PARSED: std::sync::LazyLock<Prices> = std::sync::LazyLock::new(|| {
         Prices::parse(DEFAULTS, "templates/prices.toml").expect("the shipped price table parses")
     });
-    let defaults = PARSED.clone();
     let Some(path) = crate::io::runtime::config_path() else {
-        return defaults;
+        return PARSED.clone();
     };
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        return defaults;
-    };
-    match Prices::parse(&text, &path.display().to_string()) {
-        Ok(user) => defaults.overridden(user),
-        Err(e) => {
+    // Parsed once per version of the file: every check-in prices what its team used.
+    let parsed = crate::store::memo::get::<UserPrices>().0.get(
+        &path,
+        |e| e.to_string(),
+        |bytes| {
+            let text = String::from_utf8_lossy(bytes);
+            Ok::<_, String>(
+                Prices::parse(&text, &path.display().to_string()).map(|user| PARSED.clone().overridden(user)),
+            )
+        },
+    );
+    match parsed {
+        Ok(Some(Ok(prices))) => prices,
+        Ok(Some(Err(e))) => {
             tracing::warn!(error = %e, "the [prices] in the config cannot be used; the default prices apply (fix the file)");
-            defaults
+            PARSED.clone()
         }
+        Ok(None) | Err(_) => PARSED.clone(),
+    }
+}
+
+/// The prices in force by the version of config.toml they were read from (a process
+/// memo: [`crate::store::memo`]); a file whose [prices] do not parse is kept as that error,
+/// so it is warned of again at each use, not parsed again.
+#[derive(Default)]
+struct UserPrices(crate::store::parsed::Cache<Result<Prices, String>>);
+
+impl crate::store::memo::Memo for UserPrices {
+    const NAME: &'static str = "prices from the config";
+    fn entries(&self) -> usize {
+        self.0.len()
     }
 }

@@ -86,12 +86,18 @@ impl<T: Clone> Cache<T> {
         read_error: impl Fn(std::io::Error) -> E,
         parse: impl FnOnce(&[u8]) -> Result<T, E>,
     ) -> Result<Option<T>, E> {
-        if let Ok(meta) = std::fs::metadata(path)
-            && let Some(e) = self.lock().get(path)
-            && e.settled
-            && e.version == Some(Version::of(&meta))
-        {
-            return Ok(Some(e.parsed.clone()));
+        match std::fs::metadata(path) {
+            Ok(meta) => {
+                if let Some(e) = self.lock().get(path)
+                    && e.settled
+                    && e.version == Some(Version::of(&meta))
+                {
+                    return Ok(Some(e.parsed.clone()));
+                }
+            }
+            // Nothing there (the usual config.toml): said by the stat, no open after it.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(_) => {}
         }
         let mut file = match std::fs::File::open(path) {
             Ok(f) => f,
