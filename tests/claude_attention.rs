@@ -82,7 +82,11 @@ fn a_usage_limit_in_real_claude_code_is_paused_and_resumed_after_its_reset_with_
     assert_eq!(resumed["data"]["outcome"], "delivered", "{resumed}\n{}", cc.dump());
     let at: chrono::DateTime<chrono::Utc> = serde_json::from_value(resumed["time"].clone()).unwrap();
     assert!(at.timestamp() as u64 > reset_secs, "not before the reset: {at}");
-    // The continue message reached explore's model as a new turn, and the task completes.
+    // The continue message reached explore's model as a new turn (the request follows the
+    // confirmed delivery by a moment: waited for, then counted), and the task completes.
+    wait_for("the continue message at explore's model", 60, || {
+        (!cc.model.turns_saying("explore", "The usage limit has reset").is_empty()).then_some(())
+    });
     assert_eq!(
         cc.model.turns_saying("explore", "The usage limit has reset").len(),
         1,
