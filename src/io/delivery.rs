@@ -215,13 +215,10 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
     // 3. See the paste land (or give up looking after a short while).
     let seen_deadline = Instant::now() + Duration::from_secs(2);
     let mut saw_pending = false;
-    // The look that ended the wait, taken just now: step 4 judges it rather than look again.
-    let mut fresh = None;
     while Instant::now() < seen_deadline {
         let screen = tmux.capture(pane).await?;
         if matches!(assess(&screen, p), Screen::Pending { .. }) {
             saw_pending = true;
-            fresh = Some(screen);
             break;
         }
         if screen != before {
@@ -229,30 +226,12 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
             tokio::time::sleep(o.poll).await;
             let again = tmux.capture(pane).await?;
             saw_pending = matches!(assess(&again, p), Screen::Pending { .. });
-            fresh = Some(again);
             break;
         }
         tokio::time::sleep(o.poll).await;
     }
 
-    let looked = Looked {
-        before: &before,
-        fresh: fresh.as_deref(),
-        saw_pending,
-    };
-    submit(tmux, pane, p, o, looked, bytes).await
-}
-
-/// What delivery saw of a pane before Enter.
-struct Looked<'a> {
-    /// The screen the text went into.
-    before: &'a str,
-    /// A look taken just now, with nothing awaited since but the capture itself: judged for
-    /// a dialog instead of capturing again (one capture fewer per delivery; a dialog can
-    /// as well appear in the round trip after a second look as after this one).
-    fresh: Option<&'a str>,
-    /// The text was seen in the input.
-    saw_pending: bool,
+    submit(tmux, pane, p, o, &before, saw_pending, bytes).await
 }
 
 /// Submit a message an interrupted delivery left in the input area: pasted, Enter never
@@ -279,35 +258,23 @@ pub async fn submit_unsent(tmux: &Tmux, pane: &str, needle: &str, p: &Patterns, 
             0,
         ));
     }
-    let looked = Looked {
-        before: &screen,
-        fresh: Some(&screen),
-        saw_pending: true,
-    };
-    submit(tmux, pane, p, o, looked, 0).await
+    submit(tmux, pane, p, o, &screen, true, 0).await
 }
 
 /// Steps 4 on of a delivery: Enter into a pane whose input holds the text, then confirm.
+/// `before`: the screen the text went into; `saw_pending`: the text was seen in the input.
 async fn submit(
     tmux: &Tmux,
     pane: &str,
     p: &Patterns,
     o: &Options,
-    looked: Looked<'_>,
+    before: &str,
+    saw_pending: bool,
     bytes: usize,
 ) -> Result<Report> {
-    let Looked {
-        before,
-        fresh,
-        saw_pending,
-    } = looked;
     // 4. Never press Enter into a dialog (it would answer it); then Enter, then confirm,
     //    pressing Enter again only while the text is still there.
-    let now = match fresh {
-        Some(screen) => std::borrow::Cow::Borrowed(screen),
-        None => std::borrow::Cow::Owned(tmux.capture(pane).await?),
-    };
-    if let Screen::Dialog(line) = assess(&now, p) {
+    if let Screen::Dialog(line) = assess(&tmux.capture(pane).await?, p) {
         return Ok(report(
             Outcome::Unconfirmed,
             format!("a dialog appeared before Enter ({line}); Enter was not pressed, a human must answer it"),
