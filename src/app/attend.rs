@@ -58,25 +58,7 @@ pub async fn tend(ctx: &crate::app::session::Ctx, task: &Task, now: DateTime<Utc
     if !st.agents.values().any(|a| a.pane.is_some()) {
         return Ok(Tended::default());
     }
-    let mut live = crate::app::session::liveness(ctx, &st, now).await?;
-    tracing::debug!(task = %task.name, agents = live.len(), "looked at the agents' screens");
-    // A dialog no episode knows yet: looked at once more after a moment, and taken as a
-    // human's only if it is still there (or the broker took it up meanwhile).
-    let new_dialog = |seen: &Seen, agent: &str| {
-        matches!(seen, Seen::Dialog(_)) && st.agents.get(agent).is_some_and(|a| a.attention.is_none())
-    };
-    if live.iter().any(|l| new_dialog(&l.seen, &l.agent)) {
-        tokio::time::sleep(FIRST_SEEN_GRACE).await;
-        let again = crate::app::session::liveness(ctx, &st, now).await?;
-        for l in live.iter_mut().filter(|l| new_dialog(&l.seen, &l.agent)) {
-            if let Some(now_seen) = again.iter().find(|a| a.agent == l.agent)
-                && !matches!(now_seen.seen, Seen::Dialog(_))
-            {
-                tracing::debug!(task = %task.name, agent = %l.agent, "a dialog went away within its first second");
-                *l = now_seen.clone();
-            }
-        }
-    }
+    let live = look(ctx, task, &st, now).await?;
     let timing = Timing::from_spec(task.spec().ok().as_deref());
     // A dialog the broker is waiting on an answer for is its, not a human's yet: the hook
     // runs while Claude Code shows the dialog, and the PM answers first; once answered,
@@ -134,73 +116,9 @@ pub async fn tend(ctx: &crate::app::session::Ctx, task: &Task, now: DateTime<Utc
         Ok(todo)
     })?;
 
-    for (agent, r, c) in corrected {
-        if c.contradiction {
-            tracing::warn!(task = %task.name, %agent, said = ?r.said, at = %r.at, why = %c.why, "the client's turn report is contradicted by its screen; set aside");
-            crate::store::events::append(
-                task,
-                EventKind::TurnCorrected,
-                Some(&agent),
-                serde_json::json!({"said": r.said, "at": r.at, "why": c.why}),
-                now,
-            )?;
-        } else {
-            tracing::debug!(task = %task.name, %agent, why = %c.why, "turn report set aside");
-        }
-    }
+    report_corrections(task, corrected, now)?;
 
-    let mut out = Tended::default();
-    let mut closed_any = false;
-    for (agent, prev, next, actions) in todo {
-        for act in actions {
-            match (act, &prev, &next) {
-                (Action::Cleared, Some(p), _) => {
-                    closed_any |= p.escalated_at.is_some();
-                    crate::store::events::append(
-                        task,
-                        EventKind::AttentionCleared,
-                        Some(&agent),
-                        serde_json::json!({"kind": p.kind, "reason": p.reason, "since": p.since, "resumed": p.resumed_at.is_some()}),
-                        now,
-                    )?;
-                    tracing::info!(task = %task.name, %agent, kind = ?p.kind, "attention episode ended");
-                    out.cleared.push(agent.clone());
-                }
-                (Action::Began, _, Some(n)) => {
-                    let kind = match n.kind {
-                        Kind::NeedsHuman => EventKind::NeedsHuman,
-                        Kind::Paused => EventKind::Paused,
-                    };
-                    crate::store::events::append(
-                        task,
-                        kind,
-                        Some(&agent),
-                        serde_json::json!({"reason": n.reason, "line": n.line, "resets_at": n.resets_at, "reset_parsed": n.reset_parsed}),
-                        now,
-                    )?;
-                    tracing::warn!(task = %task.name, %agent, %kind, line = %n.line, "agent cannot go on by itself");
-                    out.began.push(agent.clone());
-                    if n.kind == Kind::Paused {
-                        out.paused.push(agent.clone());
-                    }
-                }
-                (Action::Escalate, _, Some(n)) => {
-                    crate::app::escalation::raise(task, &escalation_reason(task.name.as_str(), &agent, n), now)?;
-                    out.escalated.push(agent.clone());
-                }
-                (Action::Resume, _, Some(n)) if resume(ctx, task, &agent, n, now).await? => {
-                    closed_any |= n.escalated_at.is_some();
-                    out.resumed.push(agent.clone());
-                    out.cleared.push(agent.clone());
-                }
-                _ => {}
-            }
-        }
-    }
-    if closed_any {
-        crate::app::escalation::refresh_progress(task, now)?;
-    }
-    Ok(out)
+    act(ctx, task, todo, now).await
 }
 
 /// What one look at one agent decides: its client's report set aside (with why), and the
@@ -316,6 +234,118 @@ async fn resume(
         tracing::warn!(task = %task.name, agent, reason = %report.reason, "could not resume the agent; trying again next time");
     }
     Ok(delivered)
+}
+
+/// The agents' screens, with a dialog no episode knows yet looked at once more after a
+/// moment and taken as a human's only if it is still there (or the broker took it up meanwhile).
+async fn look(
+    ctx: &crate::app::session::Ctx,
+    task: &Task,
+    st: &crate::core::model::PmState,
+    now: DateTime<Utc>,
+) -> Result<Vec<crate::app::session::Liveness>> {
+    let mut live = crate::app::session::liveness(ctx, st, now).await?;
+    tracing::debug!(task = %task.name, agents = live.len(), "looked at the agents' screens");
+    // A dialog no episode knows yet: looked at once more after a moment, and taken as a
+    // human's only if it is still there (or the broker took it up meanwhile).
+    let new_dialog = |seen: &Seen, agent: &str| {
+        matches!(seen, Seen::Dialog(_)) && st.agents.get(agent).is_some_and(|a| a.attention.is_none())
+    };
+    if live.iter().any(|l| new_dialog(&l.seen, &l.agent)) {
+        tokio::time::sleep(FIRST_SEEN_GRACE).await;
+        let again = crate::app::session::liveness(ctx, st, now).await?;
+        for l in live.iter_mut().filter(|l| new_dialog(&l.seen, &l.agent)) {
+            if let Some(now_seen) = again.iter().find(|a| a.agent == l.agent)
+                && !matches!(now_seen.seen, Seen::Dialog(_))
+            {
+                tracing::debug!(task = %task.name, agent = %l.agent, "a dialog went away within its first second");
+                *l = now_seen.clone();
+            }
+        }
+    }
+    Ok(live)
+}
+
+/// Each client report set aside against its screen: a contradiction is an event and a
+/// warning, the rest a debug line.
+fn report_corrections(
+    task: &Task,
+    corrected: Vec<(String, crate::core::turn::Report, crate::core::turn::Correction)>,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    for (agent, r, c) in corrected {
+        if c.contradiction {
+            tracing::warn!(task = %task.name, %agent, said = ?r.said, at = %r.at, why = %c.why, "the client's turn report is contradicted by its screen; set aside");
+            crate::store::events::append(
+                task,
+                EventKind::TurnCorrected,
+                Some(&agent),
+                serde_json::json!({"said": r.said, "at": r.at, "why": c.why}),
+                now,
+            )?;
+        } else {
+            tracing::debug!(task = %task.name, %agent, why = %c.why, "turn report set aside");
+        }
+    }
+
+    Ok(())
+}
+
+/// Carry out what the looks decided: events for episodes begun and ended, escalations
+/// raised, due resumes delivered; progress.md refreshed when an escalated one closed.
+async fn act(ctx: &crate::app::session::Ctx, task: &Task, todo: Vec<Change>, now: DateTime<Utc>) -> Result<Tended> {
+    let mut out = Tended::default();
+    let mut closed_any = false;
+    for (agent, prev, next, actions) in todo {
+        for act in actions {
+            match (act, &prev, &next) {
+                (Action::Cleared, Some(p), _) => {
+                    closed_any |= p.escalated_at.is_some();
+                    crate::store::events::append(
+                        task,
+                        EventKind::AttentionCleared,
+                        Some(&agent),
+                        serde_json::json!({"kind": p.kind, "reason": p.reason, "since": p.since, "resumed": p.resumed_at.is_some()}),
+                        now,
+                    )?;
+                    tracing::info!(task = %task.name, %agent, kind = ?p.kind, "attention episode ended");
+                    out.cleared.push(agent.clone());
+                }
+                (Action::Began, _, Some(n)) => {
+                    let kind = match n.kind {
+                        Kind::NeedsHuman => EventKind::NeedsHuman,
+                        Kind::Paused => EventKind::Paused,
+                    };
+                    crate::store::events::append(
+                        task,
+                        kind,
+                        Some(&agent),
+                        serde_json::json!({"reason": n.reason, "line": n.line, "resets_at": n.resets_at, "reset_parsed": n.reset_parsed}),
+                        now,
+                    )?;
+                    tracing::warn!(task = %task.name, %agent, %kind, line = %n.line, "agent cannot go on by itself");
+                    out.began.push(agent.clone());
+                    if n.kind == Kind::Paused {
+                        out.paused.push(agent.clone());
+                    }
+                }
+                (Action::Escalate, _, Some(n)) => {
+                    crate::app::escalation::raise(task, &escalation_reason(task.name.as_str(), &agent, n), now)?;
+                    out.escalated.push(agent.clone());
+                }
+                (Action::Resume, _, Some(n)) if resume(ctx, task, &agent, n, now).await? => {
+                    closed_any |= n.escalated_at.is_some();
+                    out.resumed.push(agent.clone());
+                    out.cleared.push(agent.clone());
+                }
+                _ => {}
+            }
+        }
+    }
+    if closed_any {
+        crate::app::escalation::refresh_progress(task, now)?;
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

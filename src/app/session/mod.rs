@@ -36,7 +36,7 @@ mod stop;
 
 pub use crate::app::context::Ctx;
 pub use crate::app::lanes::SpawnMode;
-pub use liveness::liveness;
+pub use liveness::{Liveness, liveness};
 pub use prepare::{Prepared, prepare};
 pub use pull::{
     mark_reachable, pull_from, pull_hosts, pull_remotes, pull_remotes_unless_fresh, remote_hosts, watched_hosts,
