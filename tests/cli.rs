@@ -31,7 +31,7 @@ fn new_creates_layout_and_is_idempotent() {
     let md = std::fs::read_to_string(t.join("task.md")).unwrap();
     assert!(md.contains("demo") && !md.contains("{task}"), "template filled: {md}");
     let state: Value = serde_json::from_slice(&std::fs::read(t.join("pm_state.json")).unwrap()).unwrap();
-    assert_eq!(state["version"], 3);
+    assert_eq!(state["version"], 4);
     assert_eq!(state["phase"], "PLANNING");
 
     // User edits survive; a second run changes nothing.
@@ -360,7 +360,7 @@ fn corrupt_state_is_reported_kept_and_set_aside_only_on_repair() {
         b"{ not json"
     );
     let v: Value = serde_json::from_slice(&std::fs::read(&sp).unwrap()).unwrap();
-    assert_eq!(v["version"], 3);
+    assert_eq!(v["version"], 4);
 }
 
 #[test]

@@ -368,7 +368,7 @@ fn kill_9_loses_and_repeats_nothing_and_keeps_the_panes() {
         }
         let st: Value = serde_json::from_slice(&std::fs::read(w.project.join("tasks/t1/pm_state.json")).unwrap())
             .expect("pm_state.json is valid JSON after every kill");
-        assert_eq!(st["version"], 3);
+        assert_eq!(st["version"], 4);
         // Handoffs keep arriving while no daemon runs; one that wakes no one (IN_PROGRESS,
         // a raw write in odd rounds) must still be in the check-in that follows (issue 31).
         written.push(handoff(&w, "t1", "dev", "COMPLETE"));

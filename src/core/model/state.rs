@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::core::handoff::{Ledger, Status};
 
 /// The schema version this build writes.
-pub const STATE_VERSION: u32 = 3;
+pub const STATE_VERSION: u32 = 4;
 
 /// The task phase (docs/protocol.md#phases).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -224,15 +224,24 @@ pub struct LineageEntry {
     pub time: DateTime<Utc>,
 }
 
-/// The committed lengths, in bytes, of the two logs beside the state file. The state file
-/// is the commit point: a log's bytes beyond its mark were written by a save that never
+/// The committed length, in bytes, of the log beside the state file. The state file is
+/// the commit point: the log's bytes beyond its mark were written by a save that never
 /// completed and are not records.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Logs {
-    /// Of `pm_state.ledger.jsonl`.
+    /// Of `pm_state.log.jsonl` (version 4 on: the ledger's and the lineage's records).
+    #[serde(default)]
+    pub log_bytes: u64,
+    /// Of `pm_state.ledger.jsonl`: a version-3 state's, read and never written.
+    #[serde(default, skip_serializing_if = "no_bytes")]
     pub ledger_bytes: u64,
-    /// Of `pm_state.lineage.jsonl`.
+    /// Of `pm_state.lineage.jsonl`: likewise.
+    #[serde(default, skip_serializing_if = "no_bytes")]
     pub lineage_bytes: u64,
+}
+
+fn no_bytes(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Logs {
@@ -266,8 +275,8 @@ pub struct PmState {
     /// Agents by name.
     #[serde(default)]
     pub agents: BTreeMap<String, AgentState>,
-    /// Processed handoffs. Stored in a log of its own beside the state file from
-    /// version 3 (`crate::store::task::logs`); read inline from version 2. Shared between
+    /// Processed handoffs. Stored in the state's log beside the state file
+    /// (`crate::store::task::logs`; version 3 had a log for each); read inline from version 2. Shared between
     /// copies of the state (it grows with every handoff, and most changes of the state
     /// leave it alone): `Arc::make_mut` to change it.
     #[serde(default, skip_serializing)]
@@ -275,11 +284,11 @@ pub struct PmState {
     /// Review rejections per piece of work (keyed by the rejected agent).
     #[serde(default)]
     pub review_rejections: BTreeMap<String, u32>,
-    /// The handoff chain, in processing order. In a log of its own like `ledger`, and
+    /// The handoff chain, in processing order. In the state's log like `ledger`, and
     /// shared between copies of the state the same way.
     #[serde(default, skip_serializing)]
     pub lineage: Arc<super::Lineage>,
-    /// How much of the ledger's and the lineage's logs this state has committed.
+    /// How much of the state's log (of a version-3 state: of its two logs) this state has committed.
     #[serde(default, skip_serializing_if = "Logs::is_empty")]
     pub logs: Logs,
     /// Things that need a human, newest last.
@@ -387,7 +396,7 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<PmState, DecodeError> {
     match obj.get("version") {
         None => migrate_v1(obj).map_err(DecodeError::Corrupt),
         Some(Value::Number(n)) => match n.as_u64() {
-            Some(2 | 3) => serde_json::from_value(Value::Object(obj)).map_err(|e| DecodeError::Corrupt(e.to_string())),
+            Some(2..=4) => serde_json::from_value(Value::Object(obj)).map_err(|e| DecodeError::Corrupt(e.to_string())),
             Some(1) => {
                 migrate_v1(obj.into_iter().filter(|(k, _)| k != "version").collect()).map_err(DecodeError::Corrupt)
             }

@@ -1,17 +1,19 @@
-//! The handoff ledger and the lineage on disk: two append-only logs beside pm_state.json
-//! (`pm_state.ledger.jsonl`, `pm_state.lineage.jsonl`), one JSON line per record.
+//! The handoff ledger and the lineage on disk: one append-only log beside pm_state.json
+//! (`pm_state.log.jsonl`), one JSON line per record, `{"ledger": …}` or `{"lineage": …}`.
 //!
 //! Both grow with every handoff. Kept inside pm_state.json they made every save rewrite
 //! and fsync the whole history and every new version cost a decode of it: after 30
 //! minutes of the 100-agent soak that was ~120 KB per task and most of the daemon's CPU
 //! (issue 13). Now a save appends only what is new, and a read parses only what was added
-//! since the last read of the same log.
+//! since the last read of the log. One log, not one per kind (version 3 had two): a
+//! check-in adds to both, and each log cost its own open, append and fdatasync — a
+//! twentieth of the 360-agent soak daemon's work.
 //!
 //! Crash safety: pm_state.json stays the one commit point. It records how many bytes of
-//! each log it has committed ([`Logs`]); a save first cuts each log back to the length the
+//! the log it has committed ([`Logs`]); a save first cuts the log back to the length the
 //! state on disk committed (the remains of a save that crashed before its rename, a torn
 //! line from a full disk), appends and fsyncs, and only then renames the new state in. A
-//! reader takes a state and reads each log up to that state's length, so it never sees a
+//! reader takes a state and reads the log up to that state's length, so it never sees a
 //! record the state has not committed.
 
 use std::borrow::Cow;
@@ -26,21 +28,27 @@ use serde::{Deserialize, Serialize};
 use crate::core::error::{Error, Result};
 use crate::core::handoff::{Ledger, LedgerEntry};
 use crate::core::model::Lineage;
-use crate::core::model::state::{Logs, PmState};
+use crate::core::model::state::{LineageEntry, Logs, PmState};
 use crate::store::memo::{self, Memo};
 
-/// The ledger log of the state at `state_path`.
+/// The log of the state at `state_path`.
+pub fn log_path(state_path: &Path) -> PathBuf {
+    state_path.with_file_name("pm_state.log.jsonl")
+}
+
+/// A version-3 state's ledger log: read until its first save, which moves the records
+/// into [`log_path`].
 pub fn ledger_path(state_path: &Path) -> PathBuf {
     state_path.with_file_name("pm_state.ledger.jsonl")
 }
 
-/// The lineage log of the state at `state_path`.
+/// A version-3 state's lineage log, likewise.
 pub fn lineage_path(state_path: &Path) -> PathBuf {
     state_path.with_file_name("pm_state.lineage.jsonl")
 }
 
-/// One line of the ledger log; a later line for the same file replaces an earlier one.
-/// Borrowed when written, owned when read.
+/// A ledger record; a later one for the same file replaces an earlier one. Borrowed when
+/// written, owned when read. A version-3 ledger log's lines are these, untagged.
 #[derive(Serialize, Deserialize)]
 struct LedgerLine<'a> {
     file: Cow<'a, str>,
@@ -48,9 +56,35 @@ struct LedgerLine<'a> {
     entry: Cow<'a, LedgerEntry>,
 }
 
+/// One line of the log.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Line<'a> {
+    Ledger(LedgerLine<'a>),
+    Lineage(Cow<'a, LineageEntry>),
+}
+
 /// What a log holds once read: applied line by line.
 trait Record: Default + Clone + Send + 'static {
     fn apply(&mut self, line: &[u8]) -> std::result::Result<(), serde_json::Error>;
+}
+
+/// The records of the log: the ledger and the lineage, each shared with the states
+/// handed out (so a copy of this is two reference counts).
+#[derive(Default, Clone)]
+struct Records {
+    ledger: Arc<Ledger>,
+    lineage: Arc<Lineage>,
+}
+
+impl Record for Records {
+    fn apply(&mut self, line: &[u8]) -> std::result::Result<(), serde_json::Error> {
+        match serde_json::from_slice(line)? {
+            Line::Ledger(l) => Arc::make_mut(&mut self.ledger).insert(l.file.into_owned(), l.entry.into_owned()),
+            Line::Lineage(e) => Arc::make_mut(&mut self.lineage).push(e.into_owned()),
+        }
+        Ok(())
+    }
 }
 
 impl Record for Ledger {
@@ -141,24 +175,38 @@ impl<T: Record> Tails<T> {
     }
 }
 
+impl Memo for Tails<Records> {
+    const NAME: &'static str = "state log tails";
+    fn entries(&self) -> usize {
+        self.len()
+    }
+}
+
 impl Memo for Tails<Ledger> {
-    const NAME: &'static str = "ledger tails";
+    const NAME: &'static str = "version-3 ledger tails";
     fn entries(&self) -> usize {
         self.len()
     }
 }
 
 impl Memo for Tails<Lineage> {
-    const NAME: &'static str = "lineage tails";
+    const NAME: &'static str = "version-3 lineage tails";
     fn entries(&self) -> usize {
         self.len()
     }
 }
 
-/// Fill `st` (just decoded from `state_path`) with the records its logs hold up to its
-/// marks. A state from before the logs (version 2) carries its records inline and has no
-/// marks: it is left as it is, and its first save moves them into the logs.
+/// Fill `st` (just decoded from `state_path`) with the records its log holds up to its
+/// mark. A version-3 state has two logs and marks for each; a state from before the logs
+/// (version 2) carries its records inline and has no marks: it is left as it is. Either
+/// moves its records into the one log at its first save.
 pub fn attach(state_path: &Path, st: &mut PmState) -> Result<()> {
+    if st.logs.log_bytes > 0 {
+        let r = memo::get::<Tails<Records>>().read(&log_path(state_path), st.logs.log_bytes)?;
+        st.ledger = r.ledger.clone();
+        st.lineage = r.lineage.clone();
+        return Ok(());
+    }
     if st.logs.ledger_bytes > 0 {
         st.ledger = memo::get::<Tails<Ledger>>().read(&ledger_path(state_path), st.logs.ledger_bytes)?;
     }
@@ -168,71 +216,83 @@ pub fn attach(state_path: &Path, st: &mut PmState) -> Result<()> {
     Ok(())
 }
 
-/// Write what `st` holds beyond `base` (the state on disk, whose marks say what the logs
-/// have committed; `None` when there is none or it is unreadable) to the logs, fsynced,
-/// and return the marks the new state must carry. Called under the state lock, before
-/// the state itself is written.
+/// Write what `st` holds beyond `base` (the state on disk, whose mark says what the log
+/// has committed; `None` when there is none or it is unreadable) to the log, fsynced, and
+/// return the marks the new state must carry. Called under the state lock, before the
+/// state itself is written.
 pub fn commit(state_path: &Path, st: &PmState, base: Option<&PmState>) -> Result<Logs> {
     let empty = PmState::default();
     let base = base.unwrap_or(&empty);
-    let ledger_bytes = {
-        let path = ledger_path(state_path);
-        let len = log_len(&path);
-        // Unchanged (the common save: the closure left the ledger alone): nothing to add.
-        let same = Arc::ptr_eq(&st.ledger, &base.ledger);
-        // Incremental only over a log the base committed (a version-2 base has its records
-        // inline, none in the log), still whole on disk, and that the new state extends.
-        // What was recorded since the base, from the records added to a copy of it when the
-        // two share their base (a check-in's save: as many lines as it recorded), else by
-        // comparing every record (after a fold, or a state read from elsewhere).
-        let added = if same {
-            Some(Vec::new())
-        } else {
-            st.ledger.added_since(&base.ledger)
-        };
-        let grows = intact(len, base.logs.ledger_bytes)
-            && (added.is_some() || base.ledger.iter().all(|(f, _)| st.ledger.get(f).is_some()));
-        let (keep, lines): (u64, Vec<(&String, &LedgerEntry)>) = if grows {
-            let new = added.unwrap_or_else(|| {
-                st.ledger
-                    .iter()
-                    .filter(|(f, e)| base.ledger.get(f) != Some(*e))
-                    .collect()
-            });
-            (base.logs.ledger_bytes, new)
-        } else {
-            (0, st.ledger.iter().collect())
-        };
-        let text = lines.iter().fold(String::new(), |mut s, (file, entry)| {
-            let line = LedgerLine {
-                file: Cow::Borrowed(file.as_str()),
-                entry: Cow::Borrowed(*entry),
-            };
-            s.push_str(&serde_json::to_string(&line).expect("a ledger line serialises"));
-            s.push('\n');
-            s
-        });
-        append(&path, len, keep, text.as_bytes())?
+    let path = log_path(state_path);
+    let len = log_len(&path);
+    // Incremental only over a log the base committed (a version-2 or -3 base has none),
+    // still whole on disk, and that the new state extends in both its kinds.
+    let grows = intact(len, base.logs.log_bytes)
+        .then(|| ledger_added(st, base).zip(lineage_kept(st, base)))
+        .flatten();
+    let mut text = Vec::new();
+    let mut line = |l: Line| {
+        serde_json::to_writer(&mut text, &l).expect("a log line serialises");
+        text.push(b'\n');
     };
-    let lineage_bytes = {
-        let path = lineage_path(state_path);
-        let len = log_len(&path);
-        let n = base.lineage.len();
-        let grows = intact(len, base.logs.lineage_bytes)
-            && st.lineage.len() >= n
-            && n.checked_sub(1).and_then(|i| st.lineage.get(i)) == base.lineage.last();
-        let (keep, from) = if grows { (base.logs.lineage_bytes, n) } else { (0, 0) };
-        let text = st.lineage.since(from).fold(String::new(), |mut s, e| {
-            s.push_str(&serde_json::to_string(e).expect("a lineage entry serialises"));
-            s.push('\n');
-            s
-        });
-        append(&path, len, keep, text.as_bytes())?
+    let keep = match grows {
+        Some((ledger, lineage_from)) => {
+            for (file, entry) in ledger {
+                line(ledger_line(file, entry));
+            }
+            for e in st.lineage.since(lineage_from) {
+                line(Line::Lineage(Cow::Borrowed(e)));
+            }
+            base.logs.log_bytes
+        }
+        None => {
+            for (file, entry) in st.ledger.iter() {
+                line(ledger_line(file, entry));
+            }
+            for e in st.lineage.iter() {
+                line(Line::Lineage(Cow::Borrowed(e)));
+            }
+            0
+        }
     };
     Ok(Logs {
-        ledger_bytes,
-        lineage_bytes,
+        log_bytes: append(&path, len, keep, &text)?,
+        ..Logs::default()
     })
+}
+
+fn ledger_line<'a>(file: &'a str, entry: &'a LedgerEntry) -> Line<'a> {
+    Line::Ledger(LedgerLine {
+        file: Cow::Borrowed(file),
+        entry: Cow::Borrowed(entry),
+    })
+}
+
+/// The ledger records `st` holds beyond `base`, when it keeps all of base's files:
+/// from the records added to a copy of it when the two share their base (a check-in's
+/// save: as many lines as it recorded), else by comparing every record (after a fold, or
+/// a state read from elsewhere). `None`: it forgot some, and the log is written anew.
+fn ledger_added<'a>(st: &'a PmState, base: &PmState) -> Option<Vec<(&'a String, &'a LedgerEntry)>> {
+    // Unchanged (the common save: the closure left the ledger alone): nothing to add.
+    if Arc::ptr_eq(&st.ledger, &base.ledger) {
+        return Some(Vec::new());
+    }
+    if let Some(added) = st.ledger.added_since(&base.ledger) {
+        return Some(added);
+    }
+    base.ledger.iter().all(|(f, _)| st.ledger.get(f).is_some()).then(|| {
+        st.ledger
+            .iter()
+            .filter(|(f, e)| base.ledger.get(f) != Some(*e))
+            .collect()
+    })
+}
+
+/// How many of `st`'s lineage entries the log already holds (base's, when `st` extends
+/// them); `None` when it does not, and the log is written anew.
+fn lineage_kept(st: &PmState, base: &PmState) -> Option<usize> {
+    let n = base.lineage.len();
+    (st.lineage.len() >= n && n.checked_sub(1).and_then(|i| st.lineage.get(i)) == base.lineage.last()).then_some(n)
 }
 
 /// The length of the log at `path` (none: 0).
@@ -278,7 +338,6 @@ fn append(path: &Path, len: u64, keep: u64, text: &[u8]) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::model::state::LineageEntry;
 
     fn entry(at: &str) -> LedgerEntry {
         LedgerEntry {
@@ -328,13 +387,14 @@ mod tests {
         Arc::make_mut(&mut b.ledger).insert("dev-2.md".into(), entry("t2"));
         Arc::make_mut(&mut b.ledger).insert("dev-1.md".into(), entry("t3"));
         Arc::make_mut(&mut b.lineage).push(lineage("dev-2.md"));
-        let before = std::fs::metadata(ledger_path(&p)).unwrap().len();
+        let before = std::fs::read_to_string(log_path(&p)).unwrap();
         let read_b = save(&p, &mut b, &a);
         assert_eq!(read_b.ledger, b.ledger, "a changed entry replaces the old one");
         assert_eq!(read_b.lineage, b.lineage);
-        let log = std::fs::read_to_string(ledger_path(&p)).unwrap();
-        assert_eq!(log.lines().count(), 3, "two lines appended, none rewritten: {log}");
-        assert!(b.logs.ledger_bytes > before);
+        let log = std::fs::read_to_string(log_path(&p)).unwrap();
+        assert_eq!(log.lines().count(), 5, "three lines appended, none rewritten: {log}");
+        assert!(log.starts_with(&before), "{log}");
+        assert_eq!(b.logs.log_bytes, log.len() as u64);
 
         // A save that crashed after its appends: the logs are longer than any state says.
         let mut c = b.clone();
@@ -376,7 +436,7 @@ mod tests {
         let read = save(&p, &mut fresh, &a);
         assert_eq!(read.ledger, fresh.ledger);
         assert!(read.lineage.is_empty());
-        assert_eq!(std::fs::read_to_string(ledger_path(&p)).unwrap().lines().count(), 1);
+        assert_eq!(std::fs::read_to_string(log_path(&p)).unwrap().lines().count(), 1);
     }
 
     #[test]
@@ -387,13 +447,13 @@ mod tests {
         Arc::make_mut(&mut a.lineage).push(lineage("dev-1.md"));
         Arc::make_mut(&mut a.lineage).push(lineage("dev-2.md"));
         save(&p, &mut a, &PmState::default());
-        let f = std::fs::OpenOptions::new().write(true).open(lineage_path(&p)).unwrap();
-        f.set_len(a.logs.lineage_bytes / 2).unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(log_path(&p)).unwrap();
+        f.set_len(a.logs.log_bytes / 2).unwrap();
         let mut b = a.clone();
         Arc::make_mut(&mut b.lineage).push(lineage("dev-3.md"));
         let read = save(&p, &mut b, &a);
         assert_eq!(read.lineage, b.lineage, "never padded with zeros to the old mark");
-        let text = std::fs::read_to_string(lineage_path(&p)).unwrap();
+        let text = std::fs::read_to_string(log_path(&p)).unwrap();
         assert_eq!(text.lines().count(), 3, "{text}");
         // Written anew with other records: a reader that had read the old log sees the new.
         let mut c = PmState::default();
@@ -413,18 +473,65 @@ mod tests {
         Arc::make_mut(&mut a.lineage).push(lineage("dev-1.md"));
         let text = format!(
             "{}\nnot json\n{}\n",
-            serde_json::to_string(&lineage("dev-1.md")).unwrap(),
-            serde_json::to_string(&lineage("dev-2.md")).unwrap()
+            serde_json::to_string(&Line::Lineage(Cow::Owned(lineage("dev-1.md")))).unwrap(),
+            serde_json::to_string(&Line::Lineage(Cow::Owned(lineage("dev-2.md")))).unwrap()
         );
-        std::fs::write(lineage_path(&p), &text).unwrap();
+        std::fs::write(log_path(&p), &text).unwrap();
         let mut st = PmState {
             logs: Logs {
-                ledger_bytes: 0,
-                lineage_bytes: text.len() as u64,
+                log_bytes: text.len() as u64,
+                ..Logs::default()
             },
             ..PmState::default()
         };
         attach(&p, &mut st).unwrap();
         assert_eq!(st.lineage.len(), 2);
+    }
+
+    #[test]
+    fn a_version_3_states_two_logs_are_read_and_its_next_save_writes_the_one() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("pm_state.json");
+        let ledger = format!(
+            "{}\n",
+            serde_json::to_string(&LedgerLine {
+                file: "dev-1.md".into(),
+                entry: Cow::Owned(entry("t1")),
+            })
+            .unwrap()
+        );
+        let lineage_text = format!(
+            "{}\n{}\n",
+            serde_json::to_string(&lineage("dev-1.md")).unwrap(),
+            serde_json::to_string(&lineage("dev-2.md")).unwrap()
+        );
+        std::fs::write(ledger_path(&p), &ledger).unwrap();
+        std::fs::write(lineage_path(&p), &lineage_text).unwrap();
+        let mut v3 = PmState {
+            logs: Logs {
+                log_bytes: 0,
+                ledger_bytes: ledger.len() as u64,
+                lineage_bytes: lineage_text.len() as u64,
+            },
+            ..PmState::default()
+        };
+        attach(&p, &mut v3).unwrap();
+        assert_eq!((v3.ledger.len(), v3.lineage.len()), (1, 2));
+        let mut next = v3.clone();
+        Arc::make_mut(&mut next.lineage).push(lineage("dev-3.md"));
+        let read = save(&p, &mut next, &v3);
+        assert_eq!(
+            (read.ledger.clone(), read.lineage.clone()),
+            (next.ledger.clone(), next.lineage.clone())
+        );
+        assert_eq!(
+            (next.logs.ledger_bytes, next.logs.lineage_bytes),
+            (0, 0),
+            "{:?}",
+            next.logs
+        );
+        let text = std::fs::read_to_string(log_path(&p)).unwrap();
+        assert_eq!(text.lines().count(), 4, "everything in the one log: {text}");
+        assert!(text.starts_with("{\"ledger\":{\"file\":\"dev-1.md\""), "{text}");
     }
 }

@@ -130,7 +130,7 @@ pub fn set_aside(path: &Path, now: DateTime<Utc>) -> Result<PathBuf> {
     ))
 }
 
-/// Move the ledger's and the lineage's logs aside with the state copy `aside` (same time
+/// Move the state's log (and a version-3 state's two) aside with the state copy `aside` (same time
 /// in the name): the fresh state that replaces a corrupt one starts its own logs, and the
 /// records the corrupt state committed stay beside its copy for a human.
 fn set_logs_aside(path: &Path, aside: &Path) -> Result<()> {
@@ -139,7 +139,7 @@ fn set_logs_aside(path: &Path, aside: &Path) -> Result<()> {
         .and_then(|n| n.to_str())
         .and_then(|n| n.strip_prefix(SET_ASIDE_PREFIX))
         .unwrap_or_default();
-    for log in [logs::ledger_path(path), logs::lineage_path(path)] {
+    for log in [logs::log_path(path), logs::ledger_path(path), logs::lineage_path(path)] {
         if log.exists() {
             let mut to = log.clone().into_os_string();
             to.push(format!(".corrupt-{stamp}"));
@@ -173,20 +173,27 @@ pub fn whole_json(st: &PmState) -> serde_json::Value {
     v
 }
 
-/// Write the state: its new ledger and lineage records appended to their logs (fsynced),
-/// then the state itself atomically (temp, fsync, rename, fsync folder) with the logs'
-/// new marks — the rename commits both. The caller holds the state lock.
+/// Write the state: its new ledger and lineage records appended to the log (fsynced),
+/// then the state itself atomically (temp, fsync, rename, fsync folder) with the log's
+/// new mark — the rename commits both. The caller holds the state lock.
 pub fn save(path: &Path, state: &PmState) -> Result<()> {
     let base = load(path, "").ok();
-    let marks = logs::commit(path, state, base.as_deref())?;
-    let mut v = serde_json::to_value(state).expect("state serialises");
-    v["logs"] = serde_json::to_value(marks).expect("marks serialise");
-    let mut bytes = serde_json::to_vec_pretty(&v).expect("state serialises");
+    let mut saved = state.clone();
+    saved.logs = logs::commit(path, state, base.as_deref())?;
+    let mut bytes = serde_json::to_vec_pretty(&saved).expect("state serialises");
     bytes.push(b'\n');
     fsutil::atomic_write(path, &bytes)?;
+    if base.is_some_and(|b| b.logs.ledger_bytes > 0 || b.logs.lineage_bytes > 0) {
+        // A version-3 state's two logs, now in the one: gone once the new state commits it.
+        for old in [logs::ledger_path(path), logs::lineage_path(path)] {
+            if let Err(e) = std::fs::remove_file(&old)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(path = %old.display(), error = %e, "a version-3 log moved into pm_state.log.jsonl could not be removed");
+            }
+        }
+    }
     // The next read finds these bytes and takes this state: no decode, no log read.
-    let mut saved = state.clone();
-    saved.logs = marks;
     states().prime(path, bytes, Arc::new(saved));
     Ok(())
 }
@@ -237,10 +244,45 @@ mod tests {
         let file: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
         assert_eq!(file["version"], STATE_VERSION);
         assert!(file.get("ledger").is_none() && file.get("lineage").is_none(), "{file}");
-        assert!(file["logs"]["ledger_bytes"].as_u64().unwrap() > 0, "{file}");
+        assert!(file["logs"]["log_bytes"].as_u64().unwrap() > 0, "{file}");
         let v3 = load(&p, "t").unwrap();
         assert_eq!((&v3.ledger, &v3.lineage), (&v2.ledger, &v2.lineage));
         assert_eq!(whole_json(&v3)["ledger"], whole_json(&v2)["ledger"]);
+    }
+
+    #[test]
+    fn a_version_3_state_moves_its_two_logs_into_the_one_on_its_first_save() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("pm_state.json");
+        let ledger = "{\"file\":\"dev-20251127-113000.md\",\"size\":10,\"mtime_ns\":5,\"sha256\":\"ab\",\"processed_at\":\"2025-11-27T11:31:00Z\"}\n";
+        let lineage = "{\"file\":\"dev-20251127-113000.md\",\"from\":\"dev\",\"target\":null,\"recommended_next\":null,\"status\":\"COMPLETE\",\"time\":\"2025-11-27T11:30:00Z\"}\n";
+        std::fs::write(logs::ledger_path(&p), ledger).unwrap();
+        std::fs::write(logs::lineage_path(&p), lineage).unwrap();
+        std::fs::write(
+            &p,
+            format!(
+                "{{\"version\": 3, \"phase\": \"DEVELOPING\", \"logs\": {{\"ledger_bytes\": {}, \"lineage_bytes\": {}}}}}",
+                ledger.len(),
+                lineage.len()
+            ),
+        )
+        .unwrap();
+        let v3 = load(&p, "t").unwrap();
+        assert_eq!((v3.ledger.len(), v3.lineage.len()), (1, 1));
+        save(&p, &v3).unwrap();
+        assert!(!logs::ledger_path(&p).exists() && !logs::lineage_path(&p).exists());
+        let file: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        assert_eq!(file["version"], 4);
+        assert_eq!(
+            file["logs"],
+            serde_json::json!({"log_bytes": std::fs::metadata(logs::log_path(&p)).unwrap().len()})
+        );
+        std::fs::write(&p, std::fs::read(&p).unwrap()).unwrap();
+        let v4 = load(&p, "t").unwrap();
+        assert_eq!(
+            (&v4.ledger, &v4.lineage, v4.phase),
+            (&v3.ledger, &v3.lineage, Phase::Developing)
+        );
     }
 
     #[test]
