@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::cost::supervisor::{Sent, Tally};
+use crate::core::cost::supervisor::{Figures, Sent, Tally};
 use crate::core::cost::usage::Transcript;
 use crate::core::error::{Error, Result};
 use crate::store::fsutil;
@@ -121,6 +121,16 @@ struct Kind<'a> {
     kind: std::borrow::Cow<'a, str>,
 }
 
+/// An event as [`read_events`] reads it: its time, kind and the figures it counts.
+#[derive(serde::Deserialize)]
+struct Counted<'a> {
+    time: chrono::DateTime<chrono::Utc>,
+    #[serde(borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(default, borrow)]
+    data: Figures<'a>,
+}
+
 /// Count the events appended to `log` (events.jsonl) since `t.offset`; returns whether
 /// anything was read. Complete lines only (a torn last line waits); a line that is not an
 /// event is passed over, as every reader of the log does.
@@ -150,10 +160,16 @@ pub fn read_events(log: &Path, t: &mut Tally) -> Result<bool> {
         if !counts {
             continue;
         }
-        if let Ok(e) = serde_json::from_slice::<crate::store::events::Event>(line) {
-            if let Some(s) = Sent::from_event(&e.kind, &e.data) {
-                t.add(e.time, s);
-            }
+        // Only the figures counted; a line whose figures are not of their types (another
+        // version's) is read whole, as `Value`'s accessors read it.
+        let sent = match serde_json::from_slice::<Counted>(line) {
+            Ok(c) => Sent::from_figures(&c.kind, &c.data).map(|s| (c.time, s)),
+            Err(_) => serde_json::from_slice::<crate::store::events::Event>(line)
+                .ok()
+                .and_then(|e| Sent::from_event(&e.kind, &e.data).map(|s| (e.time, s))),
+        };
+        if let Some((time, s)) = sent {
+            t.add(time, s);
         }
     }
     t.offset += end as u64 + 1;
@@ -277,6 +293,37 @@ mod tests {
         crate::store::events::append(&task, crate::store::events::Kind::Checkin, Some("pm"), delivered, now).unwrap();
         read_events(&log, &mut t).unwrap();
         assert_eq!(t.checkins, 1, "a torn line glued to the next is not an event");
+    }
+
+    #[test]
+    fn only_the_figures_counted_are_read_and_a_field_of_another_type_is_absent() {
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("events.jsonl");
+        let lines = [
+            r#"{"time":"2025-11-27T09:00:00Z","kind":"checkin","data":{"trigger":"handoff","files":["dev-1.md","a\"b.md"],"signals":["x"],"outcome":"delivered","bytes":120,"pm_tokens":7,"pm_context":null}}"#,
+            r#"{"time":"2025-11-27T09:00:01Z","kind":"checkin","data":{"outcome":"delivered","bytes":"80","pm_tokens":[1]}}"#,
+            r#"{"time":"2025-11-27T09:00:02Z","kind":"checkin_skipped","data":{"why":"nothing new","files":[]}}"#,
+            r#"{"time":"2025-11-27T09:00:03Z","kind":"resumed","data":{"outcome":"delivered","bytes":30}}"#,
+            r#"{"time":"2025-11-27T09:00:04Z","kind":"checkin","data":{"outcome":"failed","bytes":999}}"#,
+        ];
+        std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+        let mut t = Tally::default();
+        assert!(read_events(&log, &mut t).unwrap());
+        assert_eq!(
+            (t.checkins, t.checkin_bytes),
+            (2, 120),
+            "a bytes that is not a number counts 0: {t:?}"
+        );
+        assert_eq!((t.messages, t.message_bytes), (1, 30));
+        let mut whole = Tally::default();
+        for l in lines {
+            let e: crate::store::events::Event = serde_json::from_str(l).unwrap();
+            if let Some(s) = Sent::from_event(&e.kind, &e.data) {
+                whole.add(e.time, s);
+            }
+        }
+        whole.offset = t.offset;
+        assert_eq!(t, whole, "the same as reading each event whole");
     }
 
     #[test]

@@ -33,15 +33,50 @@ impl Sent {
 
     /// What an event of `kind` with `data` says, if it is one of these.
     pub fn from_event(kind: &str, data: &Value) -> Option<Sent> {
-        let bytes = data["bytes"].as_u64().unwrap_or(0);
-        let delivered = data["outcome"] == "delivered";
+        Sent::from_figures(kind, &Figures::of(data))
+    }
+
+    /// What an event of `kind` whose details say `f` says, if it is one of these.
+    pub fn from_figures(kind: &str, f: &Figures) -> Option<Sent> {
+        let bytes = f.bytes.unwrap_or(0);
+        let delivered = f.outcome.as_deref() == Some("delivered");
         Some(match kind {
-            "checkin" if delivered => Sent::Checkin(bytes, data["pm_tokens"].as_u64(), data["pm_context"].as_u64()),
+            "checkin" if delivered => Sent::Checkin(bytes, f.pm_tokens, f.pm_context),
             // Budget wrap-ups, and the resume message after a usage limit.
             "supervisor_message" | "resumed" if delivered => Sent::Message(bytes),
-            "checkin_skipped" if data["why"] == "nothing new" => Sent::SkippedQuiet,
+            "checkin_skipped" if f.why.as_deref() == Some("nothing new") => Sent::SkippedQuiet,
             _ => return None,
         })
+    }
+}
+
+/// The details of an event that [`Sent`] reads, and nothing else: the log is read at every
+/// check-in, and a check-in event's file and signal lists need not be built to be skipped.
+#[derive(Debug, Default, Deserialize)]
+pub struct Figures<'a> {
+    #[serde(default)]
+    bytes: Option<u64>,
+    #[serde(default, borrow)]
+    outcome: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    pm_tokens: Option<u64>,
+    #[serde(default)]
+    pm_context: Option<u64>,
+    #[serde(default, borrow)]
+    why: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl<'a> Figures<'a> {
+    /// Read from an event's details already parsed; a field of another type is absent.
+    pub fn of(data: &'a Value) -> Figures<'a> {
+        let text = |k: &str| data[k].as_str().map(std::borrow::Cow::Borrowed);
+        Figures {
+            bytes: data["bytes"].as_u64(),
+            outcome: text("outcome"),
+            pm_tokens: data["pm_tokens"].as_u64(),
+            pm_context: data["pm_context"].as_u64(),
+            why: text("why"),
+        }
     }
 }
 
