@@ -279,6 +279,18 @@ fn while_dev_works(cc: &Cc, act: impl FnOnce() -> String) -> String {
     out
 }
 
+/// What a fault's wait that timed out shows: the screens, the model's calls, the events,
+/// and the end of the daemon's log (what its actor was doing meanwhile).
+fn failure_dump(cc: &Cc) -> String {
+    let log = cc.w.daemon_log();
+    let lines: Vec<&str> = log.lines().collect();
+    format!(
+        "{}\n--- the daemon's log, last 150 lines\n{}",
+        cc.dump(),
+        lines[lines.len().saturating_sub(150)..].join("\n")
+    )
+}
+
 /// The distinct things the daemons' logs said of a full disk: the message with its times,
 /// paths and numbers left out, so each kind of trouble is one line.
 fn disk_said(cc: &Cc) -> Vec<String> {
@@ -402,9 +414,13 @@ impl Run<'_> {
                 unsafe {
                     libc::kill(pane_pid(&cc.w, &session), libc::SIGKILL);
                 }
-                wait_for("the PM restarted", 120, || {
-                    (events(&dir, "pm_restart").len() > before).then_some(())
-                });
+                wait_until(
+                    "the PM restarted",
+                    Duration::from_secs(120),
+                    Duration::from_millis(50),
+                    || (events(&dir, "pm_restart").len() > before).then_some(()),
+                    || failure_dump(cc),
+                );
                 "the PM's Claude Code kill -9'd while dev worked; restarted".into()
             }),
             Fault::SpokeKilled => {
@@ -417,9 +433,13 @@ impl Run<'_> {
                     }
                     "dev's Claude Code kill -9'd mid-step".to_string()
                 });
-                wait_for("dev's death noticed", 120, || {
-                    (events(&dir, "agent_died").len() > before).then_some(())
-                });
+                wait_until(
+                    "dev's death noticed",
+                    Duration::from_secs(120),
+                    Duration::from_millis(50),
+                    || (events(&dir, "agent_died").len() > before).then_some(()),
+                    || failure_dump(cc),
+                );
                 format!("{said}; its death told to the PM, which started dev again")
             }
             // Set while dev works, so the limit meets review's next step at its start (not
