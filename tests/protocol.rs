@@ -134,11 +134,30 @@ fn a_busy_lane_refuses_dedupes_queues_and_the_queue_starts_when_the_lane_frees()
     let second_pane = l["holder"]["pane"].as_str().unwrap().to_string();
     w.wait_demo_prompt(&second_pane);
 
-    // Release by pane death: the next spawn finds the pane gone and succeeds.
+    // Release by pane death: the next spawn finds the pane gone and succeeds. The death
+    // is recorded once, by the spawn that replaces the dead run (no daemon looks here, and
+    // one that did would find only the new run), and its caller is told.
     w.tmux(&["kill-session", "-t", "aot-t1-dev"]);
     let (code, v) = spawn(&w, "t1", "dev", &h3, &[]);
     assert_eq!((code, v["reason"].as_str()), (0, Some("SPAWN_OK")), "{v}");
-    assert!(events(&w, "t1").contains("\"pane_died\""));
+    let log = events(&w, "t1");
+    assert!(log.contains("\"pane_died\""));
+    let deaths: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("\"agent_died\"") && l.contains("\"agent\":\"dev\""))
+        .collect();
+    assert_eq!(deaths.len(), 1, "{log}");
+    assert!(
+        deaths[0].contains(&format!("\"pane\":\"{second_pane}\"")),
+        "{}",
+        deaths[0]
+    );
+    assert!(
+        v["notes"].as_array().is_some_and(|n| n
+            .iter()
+            .any(|n| n.as_str().is_some_and(|n| n.contains("died before handing off")))),
+        "{v}"
+    );
 
     // Release by stop: the lane is free afterwards and a spawn succeeds.
     let (code, _) = spawn(&w, "t1", "dev", &h1, &["--queue"]);

@@ -242,11 +242,15 @@ pub async fn take(
     let st = task.state()?;
     let held = st.lanes.get(agent).and_then(|l| l.holder.clone());
     let mut last_sign = None;
+    let mut died = None;
     if let Some(h) = &held {
         let (seen, last) = observe(ctx, task, &st, agent, h, Ready::All, now).await;
         last_sign = seen.last_sign;
-        if let Some(r) = lane::release_due(h, &seen, false, now, &timing) {
-            release(task, agent, Some(h.since), r, last.as_ref(), now)?;
+        if let Some(r) = lane::release_due(h, &seen, false, now, &timing)
+            && release(task, agent, Some(h.since), r, last.as_ref(), now)?
+            && r == ReleaseReason::PaneDied
+        {
+            died = died_before_replaced(task, agent, h.pane.as_deref(), now)?;
         }
     }
     let (decision, waiting_for) = task.update_state(now, |st| {
@@ -338,9 +342,44 @@ pub async fn take(
             } else {
                 Reason::SpawnOk
             },
-            note: None,
+            note: died,
         }),
     }
+}
+
+/// `agent`, whose lane was just released because its pane died, is about to be replaced
+/// by a new spawn: its death is recorded now (marked dead, `agent_died` in events.jsonl),
+/// since the daemon's look for deaths finds only agents recorded as running, and the new
+/// run replaces the record before that look. Nothing when the record is no longer the
+/// dead run's (already marked, or replaced). The note for the spawn's caller, when recorded.
+pub fn died_before_replaced(
+    task: &Task,
+    agent: &str,
+    pane: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<Option<String>> {
+    let server = task.update_state(now, |st| {
+        Ok(match st.agents.get_mut(agent) {
+            Some(a) if a.status == crate::core::model::AgentStatus::Running && a.pane.as_deref() == pane => {
+                a.status = crate::core::model::AgentStatus::Dead;
+                Some(a.tmux_server.clone())
+            }
+            _ => None,
+        })
+    })?;
+    let Some(server) = server else { return Ok(None) };
+    let detail = "its pane was found dead when it was started again";
+    crate::store::events::append(
+        task,
+        EventKind::AgentDied,
+        Some(agent),
+        serde_json::json!({"pane": pane, "server": server, "detail": detail}),
+        now,
+    )?;
+    tracing::warn!(task = %task.name, agent, detail, "agent died");
+    Ok(Some(format!(
+        "{agent}'s previous run had died before handing off (its pane was dead); the work it was given is not done"
+    )))
 }
 
 /// A spawn that took the lane failed before its agent started: give the lane

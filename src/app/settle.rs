@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::app::context::Ctx;
-use crate::app::lanes::{Settled, Surroundings, observe_in, release};
+use crate::app::lanes::{Settled, Surroundings, died_before_replaced, observe_in, release};
 use crate::core::error::Result;
 use crate::core::protocol::lane::{self, Reason, Timing};
 use crate::store::events::Kind as EventKind;
@@ -36,7 +36,16 @@ pub async fn settle(ctx: &Ctx, task: &Task, ready: Ready<'_>, now: DateTime<Utc>
             continue;
         };
         match release(task, agent, Some(h.since), reason, last.as_ref(), now) {
-            Ok(true) => out.released.push((agent.clone(), reason)),
+            Ok(true) => {
+                // A spawn queued behind a dead run starts below and replaces its record.
+                if reason == lane::ReleaseReason::PaneDied
+                    && l.queued.is_some()
+                    && let Err(e) = died_before_replaced(task, agent, h.pane.as_deref(), now)
+                {
+                    tracing::warn!(task = %task.name, agent, error = %e, "cannot record a death");
+                }
+                out.released.push((agent.clone(), reason));
+            }
             Ok(false) => {}
             Err(e) => tracing::warn!(task = %task.name, agent, error = %e, "cannot release a lane"),
         }
