@@ -559,6 +559,38 @@ fn a_custom_roster_from_the_config_folder_is_used_and_a_bad_one_is_refused_clear
 }
 
 #[test]
+fn a_spawn_queued_behind_a_run_that_died_records_the_death_once_when_it_starts() {
+    let w = World::new();
+    idle_task(&w, "t1", "");
+    let h1 = pm_handoff(&w, "t1", "dev", "## Instructions\nfirst\n");
+    let h2 = pm_handoff(&w, "t1", "dev", "## Instructions\nsecond\n");
+    let (code, v) = spawn(&w, "t1", "dev", &h1, &[]);
+    assert_eq!((code, v["reason"].as_str()), (0, Some("SPAWN_OK")), "{v}");
+    let dead_pane = v["pane"].as_str().unwrap().to_string();
+    let (code, v) = spawn(&w, "t1", "dev", &h2, &["--queue"]);
+    assert_eq!((code, v["reason"].as_str()), (0, Some("SPAWN_QUEUED")), "{v}");
+    w.tmux(&["kill-session", "-t", "aot-t1-dev"]);
+    // No daemon: the check-in's settle finds the pane dead and starts the queued spawn.
+    checkin(&w, "t1");
+    let l = lane(&w, "t1", "dev");
+    assert_eq!(l["last_reason"], "SPAWN_DEQUEUED", "{l}");
+    let log = events(&w, "t1");
+    let deaths: Vec<&str> = log.lines().filter(|l| l.contains("\"agent_died\"")).collect();
+    assert_eq!(deaths.len(), 1, "{log}");
+    assert!(
+        deaths[0].contains(&format!("\"pane\":\"{dead_pane}\"")),
+        "{}",
+        deaths[0]
+    );
+    checkin(&w, "t1");
+    assert_eq!(
+        events(&w, "t1").matches("\"agent_died\"").count(),
+        1,
+        "recorded once, the new run alive"
+    );
+}
+
+#[test]
 fn a_lane_left_by_a_spawn_that_died_half_way_is_released() {
     // A daemon killed between taking the lane and starting the agent leaves a holder
     // without a pane; once the start grace has passed, the next spawn frees it.

@@ -27,6 +27,8 @@ pub async fn settle(ctx: &Ctx, task: &Task, ready: Ready<'_>, now: DateTime<Utc>
         true => Some(Surroundings::read(ctx, task, &st).await),
         false => None,
     };
+    // The panes of the runs found dead, by agent: a spawn queued behind one replaces its record.
+    let mut dead_runs = std::collections::BTreeMap::new();
     for (agent, l) in &st.lanes {
         let (Some(h), Some(around)) = (&l.holder, &around) else {
             continue;
@@ -37,12 +39,8 @@ pub async fn settle(ctx: &Ctx, task: &Task, ready: Ready<'_>, now: DateTime<Utc>
         };
         match release(task, agent, Some(h.since), reason, last.as_ref(), now) {
             Ok(true) => {
-                // A spawn queued behind a dead run starts below and replaces its record.
-                if reason == lane::ReleaseReason::PaneDied
-                    && l.queued.is_some()
-                    && let Err(e) = died_before_replaced(task, agent, h.pane.as_deref(), now)
-                {
-                    tracing::warn!(task = %task.name, agent, error = %e, "cannot record a death");
+                if reason == lane::ReleaseReason::PaneDied {
+                    dead_runs.insert(agent.clone(), h.pane.clone());
                 }
                 out.released.push((agent.clone(), reason));
             }
@@ -60,6 +58,13 @@ pub async fn settle(ctx: &Ctx, task: &Task, ready: Ready<'_>, now: DateTime<Utc>
         if let Some(why) = crate::app::cost::refusal(task, agent, now) {
             tracing::info!(task = %task.name, agent, why = %why, "a queued spawn waits: its budget is used up");
             continue;
+        }
+        // The dead run's record is about to be replaced: its death recorded first (left to
+        // the daemon's look, which tells the PM, while the queue waits).
+        if let Some(pane) = dead_runs.get(agent)
+            && let Err(e) = died_before_replaced(task, agent, pane.as_deref(), now)
+        {
+            tracing::warn!(task = %task.name, agent, error = %e, "cannot record a death");
         }
         match start_queued(ctx, task, agent, now).await {
             Ok(Some(_)) => out.dequeued.push(agent.clone()),
