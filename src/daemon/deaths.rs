@@ -12,7 +12,7 @@ use super::state_guard::View;
 use super::timing::{LIVENESS_EVERY, Restart, give_up_reason, recent_restarts, restart_decision};
 use crate::core::checkin::{Signal, SignalKind};
 use crate::core::clock;
-use crate::core::model::AgentStatus;
+use crate::core::model::{AgentStatus, PmState, RemoteSpec};
 use crate::io::tmux::Tmux;
 use crate::store::events::Kind as EventKind;
 use crate::store::task::Task;
@@ -181,8 +181,49 @@ pub(super) async fn remote_deaths(
     let Some(View { state: st, writable }) = view else {
         return found;
     };
-    let mut by_host: std::collections::BTreeMap<String, (crate::core::model::RemoteSpec, Vec<&String>)> =
-        std::collections::BTreeMap::new();
+    let (by_host, left) = hosts_to_look_at(st);
+    let look = Look {
+        task,
+        timeout: task
+            .spec()
+            .ok()
+            .and_then(|s| s.setting("host_timeout").and_then(clock::parse_duration))
+            .unwrap_or(HOST_TIMEOUT),
+        failover,
+        writable: *writable,
+        now: clock::now(),
+    };
+    // A host with no running agent of the task left is no one's to watch: pulls take it back.
+    let mut down = lately
+        .silent
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    down.retain(|h, _| by_host.contains_key(h));
+    let looks = list_panes_on(by_host.values().map(|(spec, _)| spec)).await;
+    for ((host, (spec, agents)), listed) in by_host.into_iter().zip(looks) {
+        match listed {
+            Ok(Ok(panes)) => {
+                look.answering(&host, &spec, &mut down);
+                if left.contains(&spec) {
+                    found.answering_with_left.push(spec.clone());
+                }
+                for name in agents {
+                    look.dead_on(&host, name, &st.agents[name], &panes, reported, &mut found);
+                }
+            }
+            Ok(Err(_)) | Err(_) if agents.is_empty() => {}
+            Ok(Err(_)) | Err(_) => look.silent(&host, &spec, &agents, &mut down, reported, &mut found),
+        }
+    }
+    *lately.silent.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = down;
+    found
+}
+
+/// The task's running remote agents by host, and the hosts holding runs left behind by
+/// failover (looked at too, with no agents: stopped when they answer).
+fn hosts_to_look_at(st: &PmState) -> (ByHost<'_>, Vec<RemoteSpec>) {
+    let mut by_host = ByHost::new();
     for (name, a) in &st.agents {
         if a.status != AgentStatus::Running {
             continue;
@@ -195,28 +236,26 @@ pub(super) async fn remote_deaths(
                 .push(name);
         }
     }
-    // Hosts holding runs left behind by failover are looked at too: stopped when they answer.
     let left = crate::app::failover::left_behind_hosts(st);
     for r in &left {
         by_host
             .entry(crate::core::model::AgentHost::Remote(r.clone()).to_string())
             .or_insert_with(|| (r.clone(), Vec::new()));
     }
-    let timeout = task
-        .spec()
-        .ok()
-        .and_then(|s| s.setting("host_timeout").and_then(clock::parse_duration))
-        .unwrap_or(HOST_TIMEOUT);
-    let now = clock::now();
-    // A host with no running agent of the task left is no one's to watch: pulls take it back.
-    let mut down = lately
-        .silent
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
-    down.retain(|h, _| by_host.contains_key(h));
-    // Every host at once: a silent one costs one bounded wait, not one per host.
-    let looks = futures_util::future::join_all(by_host.values().map(|(spec, _)| {
+    (by_host, left)
+}
+
+/// Hosts found silent, with since when (the actor's `Lately::silent`).
+type Silent = std::collections::BTreeMap<String, chrono::DateTime<chrono::Utc>>;
+
+/// Hosts by name: the host's spec and the task's running agents there.
+type ByHost<'a> = std::collections::BTreeMap<String, (RemoteSpec, Vec<&'a String>)>;
+
+/// Every host's pane listing at once: a silent one costs one bounded wait, not one per host.
+async fn list_panes_on<'a>(
+    specs: impl Iterator<Item = &'a RemoteSpec>,
+) -> Vec<std::result::Result<crate::core::error::Result<Vec<crate::io::tmux::PaneInfo>>, tokio::time::error::Elapsed>> {
+    futures_util::future::join_all(specs.map(|spec| {
         // The host's heartbeat says at once when it stops answering, and ends this look
         // (and every pull and command to it) then; a silent host is not dialled here.
         crate::io::remote::heartbeat::keep(spec);
@@ -227,96 +266,121 @@ pub(super) async fn remote_deaths(
             h.tmux()?.list_panes().await
         })
     }))
-    .await;
-    for ((host, (spec, agents)), listed) in by_host.into_iter().zip(looks) {
-        let panes = match listed {
-            Ok(Ok(p)) => p,
-            Ok(Err(_)) | Err(_) if agents.is_empty() => continue,
-            Ok(Err(_)) | Err(_) => {
-                let since = *down.entry(host.clone()).or_insert_with(|| {
-                    let since = crate::io::health::silent_since(&crate::io::remote::key(&spec)).unwrap_or(now);
-                    event(
-                        task,
-                        EventKind::HostUnreachable,
-                        None,
-                        serde_json::json!({"host": host, "agents": agents, "since": since}),
-                        now,
-                    );
-                    tracing::warn!(task = %task.name, %host, "host does not answer");
-                    // Its agents show it (status, task ui, the web page) until it answers.
-                    if let Err(e) = crate::app::session::mark_reachable(task, &spec, false) {
-                        tracing::warn!(error = %e, "cannot record the host's reachability");
-                    }
-                    since
-                });
-                let silent_for = (now - since).to_std().unwrap_or_default();
-                if let Some(after) = failover
-                    && silent_for >= after
-                    && reported.insert(format!("failover@{host}@{}", since.timestamp()))
-                {
-                    found
-                        .to_move
-                        .push((host.clone(), agents.iter().map(|a| a.to_string()).collect(), since));
-                }
-                let key = format!("host-down@{host}@{}", since.timestamp());
-                if silent_for >= timeout && reported.insert(key) {
-                    let names: Vec<&str> = agents.iter().map(|a| a.as_str()).collect();
-                    found.signals.push(Signal {
-                        kind: SignalKind::Blocked,
-                        agent: names.first().map_or_else(String::new, |a| a.to_string()),
-                        file: None,
-                        text: format!(
-                            "host {host} has not answered since {} ({} agent(s) there: {}); {}",
-                            clock::local_time(since),
-                            names.len(),
-                            names.join(", "),
-                            match failover {
-                                Some(after) => format!(
-                                    "failover starts them on another host once it has been silent for {} s",
-                                    after.as_secs()
-                                ),
-                                None => "their work comes home when it is back — wait, or stop them and spawn the work again elsewhere".into(),
-                            }
-                        ),
-                    });
-                }
-                continue;
-            }
-        };
-        if let Some(since) = down.remove(&host) {
+    .await
+}
+
+/// One look at a task's hosts: what each host's answer or silence is weighed with.
+struct Look<'a> {
+    task: &'a Task,
+    /// Silent this long, the PM is told (task.md `host_timeout:`).
+    timeout: Duration,
+    /// Silent this long, the host's agents are moved (`failover_after:`, when on).
+    failover: Option<Duration>,
+    /// Whether deaths may be saved (not a newer version's state lent read-only).
+    writable: bool,
+    now: chrono::DateTime<chrono::Utc>,
+}
+
+impl Look<'_> {
+    /// A host that does not answer: recorded once per silence (`host_unreachable`, its
+    /// agents marked unreachable); past `failover_after:` its agents are to be moved, past
+    /// `host_timeout:` the PM is told — each once per silence.
+    fn silent(
+        &self,
+        host: &str,
+        spec: &RemoteSpec,
+        agents: &[&String],
+        down: &mut Silent,
+        reported: &mut BTreeSet<String>,
+        found: &mut HostLook,
+    ) {
+        let (task, now) = (self.task, self.now);
+        let since = *down.entry(host.to_string()).or_insert_with(|| {
+            let since = crate::io::health::silent_since(&crate::io::remote::key(spec)).unwrap_or(now);
             event(
                 task,
-                EventKind::HostBack,
+                EventKind::HostUnreachable,
                 None,
-                serde_json::json!({"host": host, "down_since": since}),
+                serde_json::json!({"host": host, "agents": agents, "since": since}),
                 now,
             );
-            tracing::info!(task = %task.name, %host, "host answers again");
-            if let Err(e) = crate::app::session::mark_reachable(task, &spec, true) {
+            tracing::warn!(task = %task.name, %host, "host does not answer");
+            // Its agents show it (status, task ui, the web page) until it answers.
+            if let Err(e) = crate::app::session::mark_reachable(task, spec, false) {
                 tracing::warn!(error = %e, "cannot record the host's reachability");
             }
+            since
+        });
+        let silent_for = (now - since).to_std().unwrap_or_default();
+        if let Some(after) = self.failover
+            && silent_for >= after
+            && reported.insert(format!("failover@{host}@{}", since.timestamp()))
+        {
+            found
+                .to_move
+                .push((host.to_string(), agents.iter().map(|a| a.to_string()).collect(), since));
         }
-        if left.contains(&spec) {
-            found.answering_with_left.push(spec.clone());
-        }
-        for name in agents {
-            let a = &st.agents[name];
-            let Some(pane) = &a.pane else { continue };
-            let (dead, detail) = match crate::io::tmux::find_pane(&panes, pane, a.tmux_server.as_deref()) {
-                None => (true, format!("its tmux pane on {host} is gone")),
-                Some(p) if p.dead => (true, format!("its pane on {host} exited")),
-                _ => (false, String::new()),
-            };
-            if !dead {
-                continue;
-            }
-            if mark_dead(task, name, a, *writable, Some(&host), &detail, reported).is_some() {
-                found.signals.push(died(name, &detail));
-            }
+        let key = format!("host-down@{host}@{}", since.timestamp());
+        if silent_for >= self.timeout && reported.insert(key) {
+            let names: Vec<&str> = agents.iter().map(|a| a.as_str()).collect();
+            found.signals.push(Signal {
+                kind: SignalKind::Blocked,
+                agent: names.first().map_or_else(String::new, |a| a.to_string()),
+                file: None,
+                text: format!(
+                    "host {host} has not answered since {} ({} agent(s) there: {}); {}",
+                    clock::local_time(since),
+                    names.len(),
+                    names.join(", "),
+                    match self.failover {
+                        Some(after) => format!(
+                            "failover starts them on another host once it has been silent for {} s",
+                            after.as_secs()
+                        ),
+                        None => "their work comes home when it is back — wait, or stop them and spawn the work again elsewhere".into(),
+                    }
+                ),
+            });
         }
     }
-    *lately.silent.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = down;
-    found
+
+    /// A host that answers: when it had been silent, `host_back` and its agents reachable again.
+    fn answering(&self, host: &str, spec: &RemoteSpec, down: &mut Silent) {
+        let Some(since) = down.remove(host) else { return };
+        event(
+            self.task,
+            EventKind::HostBack,
+            None,
+            serde_json::json!({"host": host, "down_since": since}),
+            self.now,
+        );
+        tracing::info!(task = %self.task.name, %host, "host answers again");
+        if let Err(e) = crate::app::session::mark_reachable(self.task, spec, true) {
+            tracing::warn!(error = %e, "cannot record the host's reachability");
+        }
+    }
+
+    /// The agent `name` on `host`, as its panes there show it: a dead or gone pane is a
+    /// death, marked and reported once.
+    fn dead_on(
+        &self,
+        host: &str,
+        name: &str,
+        a: &crate::core::model::AgentState,
+        panes: &[crate::io::tmux::PaneInfo],
+        reported: &mut BTreeSet<String>,
+        found: &mut HostLook,
+    ) {
+        let Some(pane) = &a.pane else { return };
+        let detail = match crate::io::tmux::find_pane(panes, pane, a.tmux_server.as_deref()) {
+            None => format!("its tmux pane on {host} is gone"),
+            Some(p) if p.dead => format!("its pane on {host} exited"),
+            _ => return,
+        };
+        if mark_dead(self.task, name, a, self.writable, Some(host), &detail, reported).is_some() {
+            found.signals.push(died(name, &detail));
+        }
+    }
 }
 
 /// Restart the PM that died at `died_at` once its backoff has run, or give up and
