@@ -279,6 +279,19 @@ fn while_dev_works(cc: &Cc, act: impl FnOnce() -> String) -> String {
     out
 }
 
+/// Wait up to 120 s for the task's events.jsonl to hold more than `before` events of
+/// `kind`; a timeout shows [`failure_dump`].
+fn wait_for_event(cc: &Cc, what: &str, kind: &str, before: usize) {
+    let dir = cc.task_dir();
+    wait_until(
+        what,
+        Duration::from_secs(120),
+        Duration::from_millis(50),
+        || (events(&dir, kind).len() > before).then_some(()),
+        || failure_dump(cc),
+    );
+}
+
 /// What a fault's wait that timed out shows: the screens, the model's calls, the events,
 /// and the end of the daemon's log (what its actor was doing meanwhile).
 fn failure_dump(cc: &Cc) -> String {
@@ -414,13 +427,7 @@ impl Run<'_> {
                 unsafe {
                     libc::kill(pane_pid(&cc.w, &session), libc::SIGKILL);
                 }
-                wait_until(
-                    "the PM restarted",
-                    Duration::from_secs(120),
-                    Duration::from_millis(50),
-                    || (events(&dir, "pm_restart").len() > before).then_some(()),
-                    || failure_dump(cc),
-                );
+                wait_for_event(cc, "the PM restarted", "pm_restart", before);
                 "the PM's Claude Code kill -9'd while dev worked; restarted".into()
             }),
             Fault::SpokeKilled => {
@@ -433,13 +440,7 @@ impl Run<'_> {
                     }
                     "dev's Claude Code kill -9'd mid-step".to_string()
                 });
-                wait_until(
-                    "dev's death noticed",
-                    Duration::from_secs(120),
-                    Duration::from_millis(50),
-                    || (events(&dir, "agent_died").len() > before).then_some(()),
-                    || failure_dump(cc),
-                );
+                wait_for_event(cc, "dev's death noticed", "agent_died", before);
                 format!("{said}; its death told to the PM, which started dev again")
             }
             // Set while dev works, so the limit meets review's next step at its start (not
