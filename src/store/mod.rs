@@ -13,6 +13,7 @@ pub(crate) mod permits;
 pub(crate) mod progress;
 pub(crate) mod registry;
 pub(crate) mod roster;
+pub(crate) mod spare;
 pub mod task;
 pub(crate) mod turns;
 pub mod usage;

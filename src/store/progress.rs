@@ -8,7 +8,6 @@ use crate::core::error::Result;
 use crate::core::handoff::{HandoffName, Loaded};
 use crate::core::model::PmState;
 use crate::core::scribe::{Artifact, Input, render};
-use crate::store::fsutil;
 use crate::store::handoffs::{self, Listing};
 use crate::store::task::{self, Task};
 use std::sync::Arc;
@@ -103,8 +102,8 @@ pub fn write_gathered(
         escalations,
         cost: cost.as_deref(),
     });
-    // Rebuilt from the state at every check-in: a rename, no fsync.
-    fsutil::replace(&task.progress_path(), text.as_bytes())?;
+    // Rebuilt from the state at every check-in: no fsync, and no new inode (the spare).
+    crate::store::spare::replace(&task.progress_path(), text.as_bytes())?;
     Ok(text)
 }
 

@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize};
 use crate::core::cost::supervisor::{Figures, Sent, Tally};
 use crate::core::cost::usage::Transcript;
 use crate::core::error::{Error, Result};
-use crate::store::fsutil;
 use crate::store::task::Task;
 
 /// The first read of a transcript goes in chunks of this size, so a 100 MB file never
@@ -53,7 +52,7 @@ pub fn load(task: &Task) -> UsageFile {
 /// Save by a rename (no fsync: an unreadable or lost file is counted again from the
 /// transcripts and events.jsonl, see [`load`]).
 pub fn save(task: &Task, u: &UsageFile) -> Result<()> {
-    fsutil::replace(&path(task), &serde_json::to_vec(u).expect("usage serialises"))
+    crate::store::spare::replace(&path(task), &serde_json::to_vec(u).expect("usage serialises"))
 }
 
 /// Read what was appended to the transcript at `file` since `t.offset` and count it.

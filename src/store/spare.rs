@@ -1,0 +1,241 @@
+//! Files rewritten at every check-in (progress.md, usage.json) replaced without a new
+//! inode per write.
+//!
+//! Why: on an ext4 without a journal (these machines' root file system) the inode
+//! allocator passes over every inode freed in the last 30 s, and at 20 check-ins a second
+//! each new temp file paid for some thousand of them: with the inodes the rename frees,
+//! about a tenth of the 360-agent soak daemon's work. So the previous version is kept
+//! beside the file as its spare (`.NAME.spare`): the next version is written into the
+//! spare and exchanged with the file in one atomic rename (`RENAME_EXCHANGE`), which
+//! leaves the version before as the next spare. No inode is made or freed.
+//!
+//! A reader sees what [`fsutil::replace`] gives it: the old file or the new one, whole,
+//! never a file with two names (the hard-link rule of `read_regular`). A spare is written
+//! only once it has been out of use for [`REST`], so a reader that opened the file just
+//! before it was swapped out has long finished reading it. Anything else (no spare yet,
+//! one swapped out moments ago, one another writer holds, a symlink or a second name
+//! planted there, a file system without the exchange) takes [`fsutil::replace`]'s way,
+//! with a new file, and the version it replaces becomes the spare.
+//!
+//! Like `replace`: no fsync. These files are rebuilt from the state when lost.
+
+use std::ffi::CString;
+use std::fs::{self, File};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::core::error::{Error, Result};
+use crate::store::fsutil;
+
+/// How long a spare rests after it was swapped out before it is written again: far longer
+/// than a reader takes to read one of these files whole.
+pub const REST: Duration = Duration::from_secs(2);
+
+/// The spare kept beside `path`: a dot file, which every scan and watcher passes over.
+pub fn spare_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.spare"))
+}
+
+/// Replace `path` with `bytes`, reusing its spare when it may be (see the module).
+pub fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
+    replace_after(path, bytes, REST)
+}
+
+fn replace_after(path: &Path, bytes: &[u8], rest: Duration) -> Result<()> {
+    if into_spare(path, bytes, rest)? {
+        return Ok(());
+    }
+    replace_keeping_spare(path, bytes)
+}
+
+/// Write into the spare and exchange it with the file; `false` when the spare may not be
+/// used (nothing written to the file then).
+fn into_spare(path: &Path, bytes: &[u8], rest: Duration) -> Result<bool> {
+    let spare = spare_path(path);
+    let Ok(f) = File::options()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&spare)
+    else {
+        return Ok(false);
+    };
+    // Another writer of the same file holds it: its way, not ours.
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Ok(false);
+    }
+    if !usable(&f, &spare, path, rest) {
+        return Ok(false);
+    }
+    f.write_all_at(bytes, 0).map_err(|e| Error::io("write", &spare, e))?;
+    f.set_len(bytes.len() as u64)
+        .map_err(|e| Error::io("truncate", &spare, e))?;
+    Ok(exchange(&spare, path).is_ok())
+}
+
+/// The spare is still the one opened, a plain file with one name, not the file itself
+/// (a crash or a hand could have made it so), and has rested.
+fn usable(f: &File, spare: &Path, path: &Path, rest: Duration) -> bool {
+    let (Ok(mine), Ok(named), Ok(live)) = (f.metadata(), fs::symlink_metadata(spare), fs::symlink_metadata(path))
+    else {
+        return false;
+    };
+    let id = |m: &fs::Metadata| (m.dev(), m.ino());
+    let rested = SystemTime::now().duration_since(ctime(&mine)).is_ok_and(|d| d >= rest);
+    mine.is_file() && mine.nlink() == 1 && id(&mine) == id(&named) && id(&mine) != id(&live) && rested
+}
+
+fn ctime(m: &fs::Metadata) -> SystemTime {
+    UNIX_EPOCH + Duration::new(m.ctime().max(0) as u64, m.ctime_nsec().clamp(0, 999_999_999) as u32)
+}
+
+/// [`fsutil::replace`]'s way (a new file renamed in), exchanged rather than renamed over
+/// the file so the version it replaces is kept as the spare when there is none.
+fn replace_keeping_spare(path: &Path, bytes: &[u8]) -> Result<()> {
+    if fs::symlink_metadata(spare_path(path)).is_ok() {
+        return fsutil::replace(path, bytes);
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io("create a temp file in", dir, e))?;
+    tmp.as_file()
+        .write_all_at(bytes, 0)
+        .map_err(|e| Error::io("write", tmp.path(), e))?;
+    match exchange(tmp.path(), path) {
+        // The temp name now holds the previous version: the spare, unless another writer
+        // made one meanwhile (then the temp file goes when dropped).
+        Ok(()) => {
+            if no_replace_rename(tmp.path(), &spare_path(path)).is_ok() {
+                let _ = tmp.into_temp_path().keep();
+            }
+            Ok(())
+        }
+        // No file yet, or no exchange here: the plain rename.
+        Err(_) => tmp
+            .persist(path)
+            .map(drop)
+            .map_err(|e| Error::io("rename into place", path, e.error)),
+    }
+}
+
+fn c_path(p: &Path) -> std::io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+}
+
+fn renameat2(from: &Path, to: &Path, flags: libc::c_uint) -> std::io::Result<()> {
+    let (from, to) = (c_path(from)?, c_path(to)?);
+    // SAFETY: two NUL-terminated paths that live across the call.
+    let rc = unsafe { libc::renameat2(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), flags) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Swap two names' files atomically: a reader of either name never finds it missing.
+fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+    renameat2(a, b, libc::RENAME_EXCHANGE)
+}
+
+fn no_replace_rename(from: &Path, to: &Path) -> std::io::Result<()> {
+    renameat2(from, to, libc::RENAME_NOREPLACE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ino(p: &Path) -> u64 {
+        fs::symlink_metadata(p).unwrap().ino()
+    }
+
+    #[test]
+    fn the_spare_is_reused_once_rested_and_no_inode_is_made() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("progress.md");
+        replace_after(&p, b"one", Duration::ZERO).unwrap();
+        assert!(!spare_path(&p).exists(), "no previous version, no spare");
+        replace_after(&p, b"two", Duration::ZERO).unwrap();
+        assert_eq!(
+            fs::read(spare_path(&p)).unwrap(),
+            b"one",
+            "the version replaced is the spare"
+        );
+        let (live, spare) = (ino(&p), ino(&spare_path(&p)));
+        replace_after(&p, b"three, longer", Duration::ZERO).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"three, longer");
+        assert_eq!((ino(&p), ino(&spare_path(&p))), (spare, live), "the two inodes swapped");
+        replace_after(&p, b"4", Duration::ZERO).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"4", "a shorter version leaves no tail");
+        assert_eq!(ino(&p), live);
+        let names: Vec<String> = fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 2, "the file and its spare, no temp left: {names:?}");
+        assert_eq!(fs::symlink_metadata(&p).unwrap().nlink(), 1);
+    }
+
+    #[test]
+    fn a_reader_of_the_old_version_keeps_it_whole_while_the_spare_rests() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("usage.json");
+        replace_after(&p, b"one", REST).unwrap();
+        replace_after(&p, b"two", REST).unwrap();
+        let opened = File::open(&p).unwrap();
+        // Swapped out just now: it rests, so the next two writes make new files.
+        replace_after(&p, b"three", REST).unwrap();
+        replace_after(&p, b"four", REST).unwrap();
+        let mut seen = String::new();
+        std::io::Read::read_to_string(&mut &opened, &mut seen).unwrap();
+        assert_eq!(seen, "two");
+        assert_eq!(fs::read(&p).unwrap(), b"four");
+    }
+
+    #[test]
+    fn a_spare_that_is_the_file_itself_or_a_link_is_never_written_into() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("progress.md");
+        replace_after(&p, b"one", Duration::ZERO).unwrap();
+        // The file's second name as its spare (a crash or a hand): writing into it would
+        // change the file in place.
+        fs::hard_link(&p, spare_path(&p)).unwrap();
+        replace_after(&p, b"two", Duration::ZERO).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        // A symlink planted as the spare is not followed.
+        let secret = d.path().join("secret");
+        fs::write(&secret, "key").unwrap();
+        fs::remove_file(spare_path(&p)).unwrap();
+        std::os::unix::fs::symlink(&secret, spare_path(&p)).unwrap();
+        replace_after(&p, b"three", Duration::ZERO).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"three");
+        assert_eq!(fs::read(&secret).unwrap(), b"key");
+    }
+
+    #[test]
+    fn a_writer_holding_the_spare_sends_another_the_plain_way() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("progress.md");
+        replace_after(&p, b"one", Duration::ZERO).unwrap();
+        replace_after(&p, b"two", Duration::ZERO).unwrap();
+        let held = File::options().write(true).open(spare_path(&p)).unwrap();
+        // SAFETY: flock on a descriptor the test owns.
+        assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX) }, 0);
+        replace_after(&p, b"three", Duration::ZERO).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"three");
+        assert_eq!(fs::read(spare_path(&p)).unwrap(), b"one", "the held spare untouched");
+    }
+}
