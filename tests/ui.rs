@@ -203,7 +203,7 @@ fn a_blocked_handoff_and_a_dead_agent_appear_under_needs_you_within_a_second() {
     // p: progress.md in $PAGER, and back to the UI when the pager ends (looking is allowed).
     ui.keys(&["p"]);
     ui.wait("progress.md in the pager", 5, |s| {
-        s.contains("PAGER-SHOWS") && !s.contains("task ui ·")
+        s.contains("PAGER-SHOWS") && s.contains("# Task Progress:") && !s.contains("task ui ·")
     });
     ui.keys(&["Enter"]);
     ui.wait("the UI back from the pager", 5, |s| {

@@ -268,11 +268,27 @@ fn busy(what: &str) {
     );
 }
 
+/// The pager is given a copy taken now, not the file: the daemon writes each new
+/// progress.md into the inode of the version before last (`store::spare`), and a pager
+/// that reads lazily as the user scrolls would meet a later version part-way.
 fn pager(term: &mut Term, p: &std::path::Path) -> Result<String> {
-    if !p.is_file() {
-        return Ok(format!("{} does not exist yet", p.display()));
-    }
-    let mut c = actions::pager_command(p);
+    let text = match std::fs::read(p) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(format!("{} does not exist yet", p.display()));
+        }
+        Err(e) => return Ok(format!("cannot read {}: {e}", p.display())),
+    };
+    let copy = tempfile::Builder::new()
+        .prefix("progress-")
+        .suffix(".md")
+        .tempfile()
+        .and_then(|mut f| std::io::Write::write_all(&mut f, &text).map(|()| f));
+    let copy = match copy {
+        Ok(f) => f,
+        Err(e) => return Ok(format!("cannot copy {} for the pager: {e}", p.display())),
+    };
+    let mut c = actions::pager_command(copy.path());
     Ok(match term.lend(|| c.status())? {
         Ok(_) => format!("closed {}", p.display()),
         Err(e) => format!("cannot run $PAGER on {}: {e} (set PAGER)", p.display()),
