@@ -225,7 +225,10 @@ impl Told {
             let Ok(text) = std::fs::read_to_string(&p) else {
                 continue;
             };
-            let lines: Vec<&str> = text.lines().collect();
+            // Complete lines only: the demo PM may be half-way through appending one, and a
+            // torn line taken as read would leave its handoffs counted as never named.
+            let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+            let lines: Vec<&str> = whole.lines().collect();
             for line in &lines[self.inboxes[k].read.min(lines.len())..] {
                 let msg = serde_json::from_str::<serde_json::Value>(line).unwrap_or_default()["text"]
                     .as_str()
