@@ -102,136 +102,13 @@ fn is_dead(state: &str, pane: Option<PaneState>) -> bool {
 pub fn needs(tasks: &[TaskView], seen: &BTreeSet<String>) -> Vec<Need> {
     let mut out = Vec::new();
     for (index, t) in tasks.iter().enumerate() {
-        let s = &t.status;
-        let task = s.task.clone();
-        for p in &s.permissions {
-            // Quoted and escaped as `task status` shows it: the text is the agent's, not ours.
-            let what = if p.tool == "Bash" {
-                format!("wants to run {:?}", p.command)
-            } else {
-                format!("wants to use {}: {:?}", p.tool, p.command)
-            };
-            out.push(Need {
-                why: Why::Permit,
-                task: task.clone(),
-                agent: Some(p.agent.clone()),
-                text: crate::core::handoff::one_line(&format!("{what} ({}); a allow, d deny", p.why), 200),
-                since: Some(p.since),
-                permit: Some((index, p.id.clone())),
-            });
+        permission_needs(index, &t.status, &mut out);
+        escalation_needs(&t.status, &mut out);
+        blocker_needs(&t.status, &mut out);
+        for a in &t.status.agents {
+            agent_needs(t, a, &mut out);
         }
-        // A request's own escalation (the human called for it) is its row above.
-        let asks = |reason: &str| {
-            s.permissions
-                .iter()
-                .any(|p| reason.starts_with(&format!("{} asks permission ({})", p.agent, p.id)))
-        };
-        for e in s.escalations.iter().filter(|e| !asks(&e.reason)) {
-            out.push(Need {
-                why: Why::Escalation,
-                task: task.clone(),
-                agent: None,
-                text: crate::core::handoff::one_line(&e.reason, 200),
-                since: Some(e.time),
-                permit: None,
-            });
-        }
-        for b in &s.blockers {
-            out.push(Need {
-                why: Why::Blocked,
-                task: task.clone(),
-                agent: Some(b.agent.clone()),
-                text: format!("BLOCKED: {}", b.text),
-                since: s
-                    .agents
-                    .iter()
-                    .find(|a| a.name == b.agent)
-                    .and_then(|a| a.last_handoff_time.as_deref())
-                    .and_then(parse_stamp),
-                permit: None,
-            });
-        }
-        for a in &s.agents {
-            let agent = Some(a.name.clone());
-            if let Some(at) = &a.attention {
-                let (why, text) = match at.kind {
-                    Kind::NeedsHuman => (Why::Dialog, format!("{}: {}", at.reason, at.line)),
-                    Kind::Paused => (
-                        Why::Paused,
-                        match at.resets_at {
-                            Some(r) => format!(
-                                "{}; resumes {}",
-                                at.reason,
-                                r.with_timezone(&chrono::Local).format("%H:%M")
-                            ),
-                            None => at.reason.clone(),
-                        },
-                    ),
-                };
-                out.push(Need {
-                    why,
-                    task: task.clone(),
-                    agent: agent.clone(),
-                    text,
-                    since: Some(at.since),
-                    permit: None,
-                });
-            } else if a.waiting_for_human {
-                out.push(Need {
-                    why: Why::Dialog,
-                    task: task.clone(),
-                    agent: agent.clone(),
-                    text: "its screen shows a dialog".into(),
-                    since: None,
-                    permit: None,
-                });
-            }
-            if is_dead(&a.state, a.pane) {
-                let how = match (a.exit_status, a.exit_signal) {
-                    (_, Some(sig)) => format!("pane died (signal {sig})"),
-                    (Some(code), _) => format!("pane died (exit {code})"),
-                    _ => "pane is gone".into(),
-                };
-                // Since when: the supervisor's record of the death, when it made one.
-                let since = t
-                    .events
-                    .iter()
-                    .rev()
-                    .find(|e| {
-                        e.kind == crate::store::events::Kind::AgentDied.as_str()
-                            && e.agent.as_deref() == Some(a.name.as_str())
-                    })
-                    .map(|e| e.time);
-                out.push(Need {
-                    why: Why::Dead,
-                    task: task.clone(),
-                    agent: agent.clone(),
-                    text: format!("{how}; Enter to look, or restart it"),
-                    since,
-                    permit: None,
-                });
-            }
-            if a.pane == Some(PaneState::Unreachable) || a.unreachable_since.is_some() {
-                out.push(Need {
-                    why: Why::Unreachable,
-                    task: task.clone(),
-                    agent: agent.clone(),
-                    text: format!("host {} does not answer", a.host),
-                    since: a.unreachable_since,
-                    permit: None,
-                });
-            }
-        }
-        for l in s.lanes.iter().filter(|l| l.state == LaneState::Stale) {
-            out.push(Need {
-                why: Why::StaleLane,
-                task: task.clone(),
-                agent: Some(l.agent.clone()),
-                text: format!("lane held but silent for {}", ago(l.idle_secs.unwrap_or(0))),
-                since: l.since,
-                permit: None,
-            });
-        }
+        lane_needs(&t.status, &mut out);
     }
     out.retain(|n| !seen.contains(&n.key()));
     out.sort_by(|a, b| {
@@ -244,6 +121,135 @@ pub fn needs(tasks: &[TaskView], seen: &BTreeSet<String>) -> Vec<Need> {
         ))
     });
     out
+}
+
+/// A row that is not a permission request.
+fn need(why: Why, s: &TaskStatus, agent: Option<&str>, text: String, since: Option<DateTime<Utc>>) -> Need {
+    Need {
+        why,
+        task: s.task.clone(),
+        agent: agent.map(str::to_string),
+        text,
+        since,
+        permit: None,
+    }
+}
+
+/// Waiting permission requests, answerable from the row (`index` is the task's).
+fn permission_needs(index: usize, s: &TaskStatus, out: &mut Vec<Need>) {
+    for p in &s.permissions {
+        // Quoted and escaped as `task status` shows it: the text is the agent's, not ours.
+        let what = if p.tool == "Bash" {
+            format!("wants to run {:?}", p.command)
+        } else {
+            format!("wants to use {}: {:?}", p.tool, p.command)
+        };
+        out.push(Need {
+            why: Why::Permit,
+            task: s.task.clone(),
+            agent: Some(p.agent.clone()),
+            text: crate::core::handoff::one_line(&format!("{what} ({}); a allow, d deny", p.why), 200),
+            since: Some(p.since),
+            permit: Some((index, p.id.clone())),
+        });
+    }
+}
+
+/// Open escalations, but for a request's own (the human called for it): its row is the request's.
+fn escalation_needs(s: &TaskStatus, out: &mut Vec<Need>) {
+    let asks = |reason: &str| {
+        s.permissions
+            .iter()
+            .any(|p| reason.starts_with(&format!("{} asks permission ({})", p.agent, p.id)))
+    };
+    for e in s.escalations.iter().filter(|e| !asks(&e.reason)) {
+        out.push(need(
+            Why::Escalation,
+            s,
+            None,
+            crate::core::handoff::one_line(&e.reason, 200),
+            Some(e.time),
+        ));
+    }
+}
+
+/// BLOCKED handoffs, since the agent's last handoff.
+fn blocker_needs(s: &TaskStatus, out: &mut Vec<Need>) {
+    for b in &s.blockers {
+        let since = s
+            .agents
+            .iter()
+            .find(|a| a.name == b.agent)
+            .and_then(|a| a.last_handoff_time.as_deref())
+            .and_then(parse_stamp);
+        out.push(need(
+            Why::Blocked,
+            s,
+            Some(&b.agent),
+            format!("BLOCKED: {}", b.text),
+            since,
+        ));
+    }
+}
+
+/// One agent's: a dialog or usage limit on its screen, a dead pane, an unreachable host.
+fn agent_needs(t: &TaskView, a: &crate::core::status::AgentRow, out: &mut Vec<Need>) {
+    let s = &t.status;
+    let agent = Some(a.name.as_str());
+    if let Some(at) = &a.attention {
+        let (why, text) = match at.kind {
+            Kind::NeedsHuman => (Why::Dialog, format!("{}: {}", at.reason, at.line)),
+            Kind::Paused => (
+                Why::Paused,
+                match at.resets_at {
+                    Some(r) => format!(
+                        "{}; resumes {}",
+                        at.reason,
+                        r.with_timezone(&chrono::Local).format("%H:%M")
+                    ),
+                    None => at.reason.clone(),
+                },
+            ),
+        };
+        out.push(need(why, s, agent, text, Some(at.since)));
+    } else if a.waiting_for_human {
+        out.push(need(Why::Dialog, s, agent, "its screen shows a dialog".into(), None));
+    }
+    if is_dead(&a.state, a.pane) {
+        let how = match (a.exit_status, a.exit_signal) {
+            (_, Some(sig)) => format!("pane died (signal {sig})"),
+            (Some(code), _) => format!("pane died (exit {code})"),
+            _ => "pane is gone".into(),
+        };
+        // Since when: the supervisor's record of the death, when it made one.
+        let since = t
+            .events
+            .iter()
+            .rev()
+            .find(|e| {
+                e.kind == crate::store::events::Kind::AgentDied.as_str() && e.agent.as_deref() == Some(a.name.as_str())
+            })
+            .map(|e| e.time);
+        out.push(need(
+            Why::Dead,
+            s,
+            agent,
+            format!("{how}; Enter to look, or restart it"),
+            since,
+        ));
+    }
+    if a.pane == Some(PaneState::Unreachable) || a.unreachable_since.is_some() {
+        let text = format!("host {} does not answer", a.host);
+        out.push(need(Why::Unreachable, s, agent, text, a.unreachable_since));
+    }
+}
+
+/// Lanes held by an agent gone silent.
+fn lane_needs(s: &TaskStatus, out: &mut Vec<Need>) {
+    for l in s.lanes.iter().filter(|l| l.state == LaneState::Stale) {
+        let text = format!("lane held but silent for {}", ago(l.idle_secs.unwrap_or(0)));
+        out.push(need(Why::StaleLane, s, Some(&l.agent), text, l.since));
+    }
 }
 
 /// A handoff name's stamp (`2025-11-27 09:00:00`, as status prints it) as a time.
