@@ -16,14 +16,14 @@ use std::path::{Path, PathBuf};
 
 use crate::core::error::{Error, Result};
 
-fn parent_of(path: &Path) -> &Path {
+pub(crate) fn parent_of(path: &Path) -> &Path {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     }
 }
 
-fn temp_in(dir: &Path) -> Result<tempfile::NamedTempFile> {
+pub(crate) fn temp_in(dir: &Path) -> Result<tempfile::NamedTempFile> {
     tempfile::Builder::new()
         .prefix(".tmp-")
         .tempfile_in(dir)

@@ -102,14 +102,7 @@ fn replace_keeping_spare(path: &Path, bytes: &[u8]) -> Result<()> {
     if fs::symlink_metadata(spare_path(path)).is_ok() {
         return fsutil::replace(path, bytes);
     }
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let tmp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .tempfile_in(dir)
-        .map_err(|e| Error::io("create a temp file in", dir, e))?;
+    let tmp = fsutil::temp_in(fsutil::parent_of(path))?;
     tmp.as_file()
         .write_all_at(bytes, 0)
         .map_err(|e| Error::io("write", tmp.path(), e))?;
