@@ -19,22 +19,17 @@ use crate::core::model::{Escalation, PmState};
 use crate::store::events::Kind as EventKind;
 use crate::store::task::Task;
 
-/// The configured notify argv (empty when none).
+/// The configured notify argv (empty when none). A config that does not read is logged
+/// and means no command: the escalation it would announce must not fail for it.
 pub fn notify_argv() -> Vec<String> {
-    let Some(p) = crate::io::runtime::config_path() else {
-        return Vec::new();
-    };
-    let Ok(text) = std::fs::read_to_string(&p) else {
-        return Vec::new();
-    };
-    // The file also holds [runtimes.*]; only `notify` matters here.
-    match toml::from_str::<toml::Value>(&text) {
-        Ok(v) => v
+    match crate::io::config::value() {
+        Ok(Some((_, v))) => v
             .get("notify")
             .and_then(|n| n.clone().try_into::<Vec<String>>().ok())
             .unwrap_or_default(),
+        Ok(None) => Vec::new(),
         Err(e) => {
-            tracing::warn!(path = %p.display(), error = %e, "config unreadable; no notify command");
+            tracing::warn!(error = %e, "no notify command: the config does not read");
             Vec::new()
         }
     }

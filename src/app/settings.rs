@@ -111,20 +111,8 @@ fn parse(text: &str) -> Result<(Option<Web>, Option<Webhook>)> {
     Ok((both.web, both.webhook))
 }
 
-/// config.toml's path and text, when there is one.
-fn config_text() -> Result<Option<(std::path::PathBuf, String)>> {
-    let Some(p) = crate::io::runtime::config_path() else {
-        return Ok(None);
-    };
-    match std::fs::read_to_string(&p) {
-        Ok(text) => Ok(Some((p, text))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io("read", &p, e)),
-    }
-}
-
 fn read() -> Result<(Option<Web>, Option<Webhook>)> {
-    match config_text()? {
+    match crate::io::config::text()? {
         Some((_, text)) => parse(&text),
         None => Ok((None, None)),
     }
@@ -133,10 +121,9 @@ fn read() -> Result<(Option<Web>, Option<Webhook>)> {
 /// The fleet: config.toml's `[hosts.<name>]` tables, checked (`core::fleet::hosts`); empty
 /// when there is none.
 pub fn hosts() -> Result<Vec<crate::core::fleet::Host>> {
-    let Some((p, text)) = config_text()? else {
+    let Some((p, v)) = crate::io::config::value()? else {
         return Ok(Vec::new());
     };
-    let v: toml::Value = toml::from_str(&text).map_err(|e| Error::BadInput(format!("{}: {e}", p.display())))?;
     let Some(t) = v.get("hosts") else {
         return Ok(Vec::new());
     };

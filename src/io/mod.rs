@@ -1,7 +1,8 @@
 //! The edges: tmux, verified delivery, ssh (master, pull, watch), cron, the daemon's
-//! control socket, the test hooks, other processes (/proc), the runtimes' profiles and permissions, signals and logging. Thin
+//! control socket, the test hooks, other processes (/proc), config.toml, the runtimes' profiles and permissions, signals and logging. Thin
 //! wrappers over the outside world, each tested end to end against the real thing.
 
+pub(crate) mod config;
 pub(crate) mod control;
 pub(crate) mod cron;
 pub(crate) mod delivery;

@@ -12,7 +12,7 @@ pub fn load() -> Prices {
     static PARSED: std::sync::LazyLock<Prices> = std::sync::LazyLock::new(|| {
         Prices::parse(DEFAULTS, "templates/prices.toml").expect("the shipped price table parses")
     });
-    let Some(path) = crate::io::runtime::config_path() else {
+    let Some(path) = crate::io::config::path() else {
         return PARSED.clone();
     };
     // Parsed once per version of the file: every check-in prices what its team used.

@@ -14,7 +14,7 @@
 //! `{settings}` (the agent's own allow rules as Claude Code settings JSON).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Deserialize;
 
@@ -142,22 +142,11 @@ struct ConfigFile {
     runtimes: BTreeMap<String, Profile>,
 }
 
-/// `$XDG_CONFIG_HOME/agent-orchestrator/config.toml`.
-pub fn config_path() -> Option<PathBuf> {
-    dirs::config_dir().map(|d| d.join("agent-orchestrator").join("config.toml"))
-}
-
 fn user_profiles() -> Result<BTreeMap<String, Profile>> {
-    let Some(path) = config_path() else {
+    let Some((path, text)) = crate::io::config::text()? else {
         return Ok(BTreeMap::new());
     };
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
-        Err(e) => return Err(Error::io("read", &path, e)),
-    };
-    let cfg: ConfigFile =
-        toml::from_str(&text).map_err(|e| Error::BadInput(format!("{}: {}", path.display(), e.to_string().trim())))?;
+    let cfg: ConfigFile = toml::from_str(&text).map_err(|e| crate::io::config::not_toml(&path, &e))?;
     Ok(cfg.runtimes)
 }
 
@@ -238,15 +227,14 @@ fn build(name: &str, profile: Profile) -> std::result::Result<std::sync::Arc<Run
 /// a profile is dozens of strings, and the daemon asks for every agent on every look.
 pub fn resolve(name: &str) -> Result<std::sync::Arc<Runtime>> {
     static BUILT_IN: std::sync::LazyLock<Resolved> = std::sync::LazyLock::new(|| resolve_all(BTreeMap::new()));
-    let with_user = match config_path() {
+    let with_user = match crate::io::config::path() {
         Some(path) => crate::store::memo::get::<WithUser>().0.get(
             &path,
             |e| Error::io("read", &path, e),
             |bytes| {
                 let text = std::str::from_utf8(bytes)
                     .map_err(|e| Error::BadInput(format!("{}: not UTF-8 ({e})", path.display())))?;
-                let cfg: ConfigFile = toml::from_str(text)
-                    .map_err(|e| Error::BadInput(format!("{}: {}", path.display(), e.to_string().trim())))?;
+                let cfg: ConfigFile = toml::from_str(text).map_err(|e| crate::io::config::not_toml(&path, &e))?;
                 Ok(std::sync::Arc::new(resolve_all(cfg.runtimes)))
             },
         )?,
@@ -259,7 +247,7 @@ pub fn resolve(name: &str) -> Result<std::sync::Arc<Runtime>> {
         None => Err(Error::BadInput(format!(
             "unknown runtime {name:?}; choose one of {} or add [runtimes.{name}] to {}",
             names().join(", "),
-            config_path()
+            crate::io::config::path()
                 .map(|p| p.display().to_string())
                 .unwrap_or_else(|| "the config file".into())
         ))),

@@ -146,7 +146,7 @@ pub struct Keys {
 impl Keys {
     /// The user's keys (in the config folder, beside config.toml).
     pub fn of_user() -> Result<Keys> {
-        let config = crate::io::runtime::config_path().ok_or_else(|| {
+        let config = crate::io::config::path().ok_or_else(|| {
             Error::Environment("no config folder (set HOME or XDG_CONFIG_HOME) to keep the web page's token in".into())
         })?;
         Ok(Keys::at(config.parent().unwrap_or(Path::new(".")).join("web")))
