@@ -66,10 +66,16 @@ pub fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Overwrite `path` with `bytes` in place and fdatasync it: no new file, no rename, so no
-/// new inode and no folder fsync for a small record rewritten at every check-in. Not
-/// atomic: a crash before this returns can leave old and new bytes mixed, so it is only
-/// for records whose reader takes bytes that do not parse as "never saved" (see
+/// What an in-place record is padded to: a whole number of these, so its size stays put.
+const PAGE: usize = 4096;
+
+/// Overwrite `path` with `bytes` in place, padded with spaces to whole 4 KiB pages, and
+/// fdatasync it: no new file, no rename, so no new inode and no folder fsync for a small
+/// record rewritten at every check-in; and while the record fits the same pages its size
+/// does not change, so the fdatasync writes its one data block and not its inode too (one
+/// I/O, not two: each is a VM exit on a virtual disk). Not atomic: a crash before this
+/// returns can leave old and new bytes mixed, so it is only for records whose reader
+/// takes JSON followed by blanks and takes bytes that do not parse as "never saved" (see
 /// `app::checkin::intent`). The folder is synced once, when the file is first created.
 pub fn overwrite_in_place(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::os::unix::fs::FileExt;
@@ -84,9 +90,13 @@ pub fn overwrite_in_place(path: &Path, bytes: &[u8]) -> Result<()> {
         ),
         Err(e) => return Err(Error::io("create", path, e)),
     };
-    f.write_all_at(bytes, 0).map_err(|e| Error::io("write", path, e))?;
-    f.set_len(bytes.len() as u64)
-        .map_err(|e| Error::io("truncate", path, e))?;
+    let padded = padded(bytes);
+    let len = f.metadata().map_err(|e| Error::io("stat", path, e))?.len();
+    f.write_all_at(&padded, 0).map_err(|e| Error::io("write", path, e))?;
+    if len != padded.len() as u64 {
+        f.set_len(padded.len() as u64)
+            .map_err(|e| Error::io("truncate", path, e))?;
+    }
     f.sync_data().map_err(|e| Error::io("fsync", path, e))?;
     if created {
         sync_dir(parent_of(path))?;
@@ -94,15 +104,32 @@ pub fn overwrite_in_place(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Empty `path` in place (nothing to do when it does not exist): the other half of
-/// [`overwrite_in_place`]. Not synced: it survives the process's crash, not the machine's,
+/// `bytes` and spaces after them up to whole pages, at least one (pure).
+fn padded(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len().div_ceil(PAGE).max(1) * PAGE);
+    out.extend_from_slice(bytes);
+    out.resize(out.capacity(), b' ');
+    out
+}
+
+/// Blank `path` in place, spaces over its whole length (nothing to do when it does not
+/// exist): the other half of [`overwrite_in_place`], keeping the size that spares the next
+/// save an inode write. Not synced: it survives the process's crash, not the machine's,
 /// which is all its one caller needs (see [`crate::app::checkin::intent::clear`]).
-pub fn empty_in_place(path: &Path) -> Result<()> {
-    match File::options().write(true).open(path) {
-        Ok(f) => f.set_len(0).map_err(|e| Error::io("truncate", path, e)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io("open", path, e)),
+pub fn blank_in_place(path: &Path) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = match File::options().write(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("open", path, e)),
+    };
+    let len = f.metadata().map_err(|e| Error::io("stat", path, e))?.len();
+    let blanks = vec![b' '; usize::try_from(len).unwrap_or(usize::MAX).min(1 << 20)];
+    if blanks.len() as u64 != len {
+        // Not a file this module wrote: blank it the short way.
+        return f.set_len(0).map_err(|e| Error::io("truncate", path, e));
     }
+    f.write_all_at(&blanks, 0).map_err(|e| Error::io("write", path, e))
 }
 
 /// Create `path` atomically with `bytes`, never replacing an existing file.
@@ -251,6 +278,38 @@ mod tests {
         atomic_write(&p, b"two").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"two");
         assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn an_in_place_record_keeps_its_inode_and_size_and_reads_back_as_json() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("r.json");
+        overwrite_in_place(&p, br#"{"id":"c-1","files":["a.md","b.md","c.md"]}"#).unwrap();
+        let first = fs::metadata(&p).unwrap();
+        overwrite_in_place(&p, br#"{"id":"c-2","files":[]}"#).unwrap();
+        let second = fs::metadata(&p).unwrap();
+        assert_eq!(
+            (second.ino(), second.len()),
+            (first.ino(), PAGE as u64),
+            "same file, same size"
+        );
+        let v: serde_json::Value = serde_json::from_slice(&fs::read(&p).unwrap()).unwrap();
+        assert_eq!(v["id"], "c-2", "no byte of the longer record before it is left");
+
+        let big = format!(r#"{{"pad":"{}"}}"#, "x".repeat(PAGE));
+        overwrite_in_place(&p, big.as_bytes()).unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().len(), 2 * PAGE as u64, "grows by whole pages");
+        overwrite_in_place(&p, b"{}").unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().len(), PAGE as u64, "and shrinks back");
+
+        blank_in_place(&p).unwrap();
+        let blanked = fs::read(&p).unwrap();
+        assert_eq!(blanked.len(), PAGE, "blanking keeps the size");
+        assert!(blanked.iter().all(|b| *b == b' '));
+        assert_eq!(fs::metadata(&p).unwrap().ino(), first.ino());
+        blank_in_place(&d.path().join("absent")).unwrap();
+        assert!(!d.path().join("absent").exists(), "blanking creates nothing");
     }
 
     #[test]

@@ -74,21 +74,22 @@ pub fn load(task: &Task) -> Result<Option<Intent>> {
 }
 
 /// Save the intent durably before anything is pasted; nothing is delivered unless this
-/// worked. In place, one file kept per task: a temp file, a rename and two fsyncs at every
-/// check-in were a tenth of the daemon's CPU with 60 busy tasks.
+/// worked. In place, one file kept per task and one size (see `fsutil::overwrite_in_place`):
+/// a temp file, a rename and two fsyncs at every check-in were a tenth of the daemon's CPU
+/// with 60 busy tasks.
 pub fn save(task: &Task, intent: &Intent) -> Result<()> {
     let mut bytes = serde_json::to_vec(intent).expect("intent serialises");
     bytes.push(b'\n');
     fsutil::overwrite_in_place(&path(task), &bytes)
 }
 
-/// Finish the intent once its check-in is recorded (the file is emptied, not removed).
+/// Finish the intent once its check-in is recorded (the file is blanked, not removed).
 /// Without an fsync (one of a check-in's five): the record it follows is durable, so an
 /// intent that comes back after a power loss names handoffs the ledger holds — recovery
 /// finds it never reached the PM's new pane and delivers afresh under its id, and a
 /// recorded handoff is never a candidate again. A `kill -9` keeps the emptying anyway.
 pub fn clear(task: &Task) -> Result<()> {
-    fsutil::empty_in_place(&path(task))
+    fsutil::blank_in_place(&path(task))
 }
 
 /// Whether `text` shows the check-in `id` (its tag, or the id alone where a TUI wrapped
