@@ -251,6 +251,9 @@ pub fn create_or_repair(task: &Task, now: chrono::DateTime<chrono::Utc>) -> Resu
         report.created.push("task.md".into());
     }
     let sp = task.state_path();
+    // Under the lock, as every writer of the state: a state read while a daemon saves it
+    // must not look corrupt and be set aside.
+    let lock = task.lock_state()?;
     if sp.exists() {
         let loaded = persist::load_for_update(&sp, task.name.as_str(), now)?;
         if let Some(aside) = loaded.set_aside {
@@ -268,6 +271,7 @@ pub fn create_or_repair(task: &Task, now: chrono::DateTime<chrono::Utc>) -> Resu
             report.created.push("pm_state.json".into());
         }
     }
+    drop(lock);
     let progress = task.progress_path();
     if !progress.exists() {
         let st = task.state()?;

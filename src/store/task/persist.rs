@@ -10,7 +10,7 @@ use super::logs;
 use crate::core::error::{Error, Result};
 use crate::core::model::state::{DecodeError, PmState, STATE_VERSION, decode};
 use crate::store::memo::{self, Memo};
-use crate::store::{fsutil, parsed};
+use crate::store::{fsutil, parsed, spare};
 
 /// Every state file this process read or wrote, parsed, with its logs attached.
 #[derive(Default)]
@@ -174,15 +174,17 @@ pub fn whole_json(st: &PmState) -> serde_json::Value {
 }
 
 /// Write the state: its new ledger and lineage records appended to the log (fsynced),
-/// then the state itself atomically (temp, fsync, rename, fsync folder) with the log's
-/// new mark — the rename commits both. The caller holds the state lock.
+/// then the state itself atomically with the log's new mark — written into its spare,
+/// fsynced, exchanged in, the folder fsynced (`store::spare`; a temp file the first time) —
+/// the exchange commits both. The caller holds the state lock, which is what lets the
+/// spare be written: no reader under the lock can meet it half-written.
 pub fn save(path: &Path, state: &PmState) -> Result<()> {
     let base = load(path, "").ok();
     let mut saved = state.clone();
     saved.logs = logs::commit(path, state, base.as_deref())?;
     let mut bytes = serde_json::to_vec_pretty(&saved).expect("state serialises");
     bytes.push(b'\n');
-    fsutil::atomic_write(path, &bytes)?;
+    spare::replace_durably(path, &bytes)?;
     if base.is_some_and(|b| b.logs.ledger_bytes > 0 || b.logs.lineage_bytes > 0) {
         // A version-3 state's two logs, now in the one: gone once the new state commits it.
         for old in [logs::ledger_path(path), logs::lineage_path(path)] {
