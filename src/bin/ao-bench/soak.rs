@@ -318,14 +318,6 @@ pub(crate) fn bench_soak(args: &[String]) {
         .flat_map(|t| ledger(&e, t).into_iter().map(move |f| (t.clone(), f)))
         .collect();
     let lost = told.written.keys().filter(|k| !recorded.contains(*k)).count();
-    if std::env::var_os("AO_SOAK_DEBUG").is_some() {
-        for ((t, n), k) in told.told.iter().filter(|(_, k)| **k > 1) {
-            eprintln!("told {k} times: {t}/{n}");
-        }
-        eprintln!("kept: {}", e.root.display());
-        std::mem::forget(e);
-        return;
-    }
     report(&mut told, lost, (died, killed));
     println!(
         "daemon: {:.1} % of a core (target < 5 %), max RSS {} MiB; its tmux clients: {:.1} %; tmux server: {:.1} % of a core",
@@ -338,6 +330,19 @@ pub(crate) fn bench_soak(args: &[String]) {
         println!("daemon memos (entries): {memos}");
     }
     drop(meter);
+    // Figures first, then the folder kept for a look: the figures are what a 30-minute
+    // run is for.
+    if std::env::var_os("AO_SOAK_DEBUG").is_some() {
+        for ((t, n), k) in told.told.iter().filter(|(_, k)| **k > 1) {
+            eprintln!("told {k} times: {t}/{n}");
+        }
+        for (t, n) in told.written.keys().filter(|k| !told.told.contains_key(*k)) {
+            eprintln!("named in no check-in: {t}/{n}");
+        }
+        eprintln!("kept: {} (its tmux server and daemon still run)", e.root.display());
+        std::mem::forget(e);
+        return;
+    }
     // With no manual check-in anywhere, every handoff must have been recorded by the
     // check-ins the daemon ran itself, across its kill -9s (issue 31).
     if lost > 0 {
