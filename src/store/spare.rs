@@ -99,12 +99,16 @@ fn into_spare(path: &Path, bytes: &[u8], rest: Duration, care: Care) -> Result<b
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         return Ok(false);
     }
-    if !usable(&f, &spare, path, rest) {
+    let Some(len) = usable(&f, &spare, path, rest) else {
         return Ok(false);
-    }
+    };
     f.write_all_at(bytes, 0).map_err(|e| Error::io("write", &spare, e))?;
-    f.set_len(bytes.len() as u64)
-        .map_err(|e| Error::io("truncate", &spare, e))?;
+    // A size that stays the same is not set again (a truncate of its own, and a durable
+    // write's fdatasync would then write the inode as well as the data).
+    if len != bytes.len() as u64 {
+        f.set_len(bytes.len() as u64)
+            .map_err(|e| Error::io("truncate", &spare, e))?;
+    }
     if care == Care::Durable {
         f.sync_data().map_err(|e| Error::io("fsync", &spare, e))?;
     }
@@ -116,20 +120,22 @@ fn into_spare(path: &Path, bytes: &[u8], rest: Duration, care: Care) -> Result<b
 }
 
 /// The spare is still the one opened, a plain file with one name, not the file itself
-/// (a crash or a hand could have made it so), and has rested.
-fn usable(f: &File, spare: &Path, path: &Path, rest: Duration) -> bool {
+/// (a crash or a hand could have made it so), and has rested: its length when it may be
+/// written.
+fn usable(f: &File, spare: &Path, path: &Path, rest: Duration) -> Option<u64> {
     let (Ok(mine), Ok(named), Ok(live)) = (f.metadata(), fs::symlink_metadata(spare), fs::symlink_metadata(path))
     else {
-        return false;
+        return None;
     };
     let id = |m: &fs::Metadata| (m.dev(), m.ino());
     let rested = SystemTime::now().duration_since(ctime(&mine)).is_ok_and(|d| d >= rest);
-    mine.is_file()
+    (mine.is_file()
         && mine.nlink() == 1
         && id(&mine) == id(&named)
         && live.is_file()
         && id(&mine) != id(&live)
-        && rested
+        && rested)
+        .then_some(mine.len())
 }
 
 fn ctime(m: &fs::Metadata) -> SystemTime {
@@ -232,6 +238,8 @@ mod tests {
         replace_after(&p, b"4", Duration::ZERO, care).unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"4", "a shorter version leaves no tail");
         assert_eq!(ino(&p), live);
+        replace_after(&p, b"five, longer!", Duration::ZERO, care).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"five, longer!", "same length as the spare");
         let names: Vec<String> = fs::read_dir(d.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
