@@ -159,8 +159,8 @@ fn a_blocked_handoff_and_a_dead_agent_appear_under_needs_you_within_a_second() {
     let w = World::new();
     let pane = w.new_task_with_idle_demo("t1", "dev");
     w.wait_demo_prompt(&pane);
-    // $PAGER shows the file until a key is pressed.
-    let pager = "sh -c 'echo PAGER-SHOWS; cat \"$0\"; read x'";
+    // $PAGER names and shows the file until a key is pressed.
+    let pager = "sh -c 'echo PAGER-SHOWS \"$0\"; cat \"$0\"; read x'";
     let ui = UiPane::start_with(&w, &["--read-only"], &[("PAGER", pager)]);
     ui.wait("dev in the task list", 10, |s| {
         s.contains("dev") && s.contains("nothing needs you")
@@ -205,6 +205,13 @@ fn a_blocked_handoff_and_a_dead_agent_appear_under_needs_you_within_a_second() {
     ui.wait("progress.md in the pager", 5, |s| {
         s.contains("PAGER-SHOWS") && s.contains("# Task Progress:") && !s.contains("task ui ·")
     });
+    let screen = ui.screen();
+    let shown = screen.lines().find(|l| l.contains("PAGER-SHOWS")).unwrap_or("");
+    // A copy taken at the key press, not the file the daemon writes into its spare.
+    assert!(
+        shown.contains("progress-") && !shown.contains("/tasks/"),
+        "the pager is given a copy: {shown}"
+    );
     ui.keys(&["Enter"]);
     ui.wait("the UI back from the pager", 5, |s| {
         s.contains("task ui ·") && s.contains("closed ") && s.contains("progress.md")
