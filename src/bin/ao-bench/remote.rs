@@ -18,58 +18,182 @@ pub(crate) use wait::wait_for;
 /// same master.
 pub(crate) fn bench_remote(args: &[String]) {
     let n = arg(args, "--handoffs", 50);
+    let runs = arg(args, "--runs", 10);
     let e = Env::new();
     let mut sshd = sshd::Sshd::start(&e.root);
-    let rdir = e.root.join("remote");
-    std::fs::create_dir_all(&rdir).unwrap();
-    let rsock = e.root.join("rtmux.sock");
-    let rtask = |a: &[&str]| {
-        let mut c = e.task(a);
-        c.env("AO_SSH_CONFIG", &sshd.config)
-            .env("AO_REMOTE_TMUX_SOCKET", &rsock);
+    let rig = Rig {
+        e: &e,
+        ssh_config: sshd.config.clone(),
+        rdir: e.root.join("remote"),
+        rsock: e.root.join("rtmux.sock"),
+    };
+    rig.start_with_a_remote_dev();
+    report_handoffs(n, rig.handoff_latencies(n));
+    assert!(rig.task(&["shutdown"]).status().unwrap().success());
+    rig.bench_pull(runs);
+    sshd.stop();
+    let _ = Command::new("tmux")
+        .arg("-S")
+        .arg(&rig.rsock)
+        .arg("kill-server")
+        .output();
+}
+
+/// The bench's world: the task `r` here, its dev on the loopback host.
+struct Rig<'a> {
+    e: &'a Env,
+    ssh_config: std::path::PathBuf,
+    /// The remote agent's working folder (on the loopback host).
+    rdir: std::path::PathBuf,
+    /// The remote tmux server's socket.
+    rsock: std::path::PathBuf,
+}
+
+impl Rig<'_> {
+    /// A `task` command that reaches the loopback host.
+    fn task(&self, a: &[&str]) -> Command {
+        let mut c = self.e.task(a);
+        c.env("AO_SSH_CONFIG", &self.ssh_config)
+            .env("AO_REMOTE_TMUX_SOCKET", &self.rsock);
         c
-    };
-    assert!(rtask(&["new", "r"]).status().unwrap().success());
-    std::fs::write(
-        e.project.join("tasks/r/task.md"),
-        format!("# Task: r\n\n## Agent Config\ncwd: aoremote:{}\n", rdir.display()),
-    )
-    .unwrap();
-    assert!(rtask(&["start", "r", "--runtime", "demo"]).status().unwrap().success());
-    let h = e.project.join("tasks/r/handoffs/pm-20250101-000000.md");
-    std::fs::write(&h, "# Handoff: pm\n**Status:** IN_PROGRESS\n\n## Instructions\nWait.\n").unwrap();
-    assert!(
-        rtask(&["spawn", "r", "dev", "--handoff", h.to_str().unwrap()])
-            .status()
-            .unwrap()
-            .success(),
-        "remote spawn failed"
-    );
-    let rhandoffs = rdir.join("tasks/r/handoffs");
-    let state = e.project.join("tasks/r/pm_state.json");
-    let in_ledger = |name: &str| {
-        agent_orchestrator::store::task::persist::load(&state, "r").is_ok_and(|st| st.ledger.get(name).is_some())
-    };
-    let mut v = Vec::new();
-    for i in 0..n {
-        let name = format!("dev-20250102-{:06}.md", i);
-        let tmp = rhandoffs.join(format!(".{name}.tmp"));
-        let t = Instant::now();
+    }
+
+    /// Task `r` started on the demo runtime, with its dev spawned on the host.
+    fn start_with_a_remote_dev(&self) {
+        std::fs::create_dir_all(&self.rdir).unwrap();
+        assert!(self.task(&["new", "r"]).status().unwrap().success());
         std::fs::write(
-            &tmp,
-            format!("# Handoff: dev\n**Status:** COMPLETE\n\n## Completed Work\nstep {i}\n"),
+            self.e.project.join("tasks/r/task.md"),
+            format!("# Task: r\n\n## Agent Config\ncwd: aoremote:{}\n", self.rdir.display()),
         )
         .unwrap();
-        std::fs::rename(&tmp, rhandoffs.join(&name)).unwrap();
-        while !in_ledger(&name) {
-            std::thread::sleep(Duration::from_millis(5));
-            assert!(
-                t.elapsed() < Duration::from_secs(60),
-                "handoff {i} never reached the ledger"
-            );
-        }
-        v.push(t.elapsed());
+        assert!(
+            self.task(&["start", "r", "--runtime", "demo"])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let h = self.e.project.join("tasks/r/handoffs/pm-20250101-000000.md");
+        std::fs::write(&h, "# Handoff: pm\n**Status:** IN_PROGRESS\n\n## Instructions\nWait.\n").unwrap();
+        assert!(
+            self.task(&["spawn", "r", "dev", "--handoff", h.to_str().unwrap()])
+                .status()
+                .unwrap()
+                .success(),
+            "remote spawn failed"
+        );
     }
+
+    /// `n` handoffs renamed in on the host, one at a time: each one's time until the local
+    /// ledger records it.
+    fn handoff_latencies(&self, n: usize) -> Vec<Duration> {
+        let rhandoffs = self.rdir.join("tasks/r/handoffs");
+        let state = self.e.project.join("tasks/r/pm_state.json");
+        let in_ledger = |name: &str| {
+            agent_orchestrator::store::task::persist::load(&state, "r").is_ok_and(|st| st.ledger.get(name).is_some())
+        };
+        let mut v = Vec::new();
+        for i in 0..n {
+            let name = format!("dev-20250102-{:06}.md", i);
+            let tmp = rhandoffs.join(format!(".{name}.tmp"));
+            let t = Instant::now();
+            std::fs::write(
+                &tmp,
+                format!("# Handoff: dev\n**Status:** COMPLETE\n\n## Completed Work\nstep {i}\n"),
+            )
+            .unwrap();
+            std::fs::rename(&tmp, rhandoffs.join(&name)).unwrap();
+            while !in_ledger(&name) {
+                std::thread::sleep(Duration::from_millis(5));
+                assert!(
+                    t.elapsed() < Duration::from_secs(60),
+                    "handoff {i} never reached the ledger"
+                );
+            }
+            v.push(t.elapsed());
+        }
+        v
+    }
+
+    /// Pull: 1,000 files, one changed, ours (Host::pull) beside plain rsync on the same
+    /// master, `runs` times each.
+    fn bench_pull(&self, runs: usize) {
+        let arts = self.rdir.join("tasks/r/artifacts/analysis");
+        for i in 0..1000 {
+            std::fs::write(arts.join(format!("f{i:04}.md")), format!("file {i}\n")).unwrap();
+        }
+        // SAFETY: set before the runtime below starts any thread; read by the remote module.
+        unsafe {
+            std::env::set_var("AO_SSH_CONFIG", &self.ssh_config);
+            std::env::set_var("XDG_RUNTIME_DIR", self.e.root.join("run"));
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let spec =
+            match agent_orchestrator::core::model::taskmd::parse_cwd(&format!("aoremote:{}", self.rdir.display()))
+                .unwrap()
+            {
+                agent_orchestrator::core::model::CwdSpec::Remote(r) => r,
+                _ => unreachable!(),
+            };
+        let host = rt
+            .block_on(agent_orchestrator::io::remote::Host::connect(&spec))
+            .unwrap();
+        let local = self.e.project.join("tasks/r");
+        let plain_dst = self.e.root.join("plain");
+        std::fs::create_dir_all(&plain_dst).unwrap();
+        let prefix = host.ssh_prefix();
+        let ssh = agent_orchestrator::core::shell::shell_join(&prefix[..prefix.len() - 2]);
+        let remote_task = format!("{}/tasks/r", self.rdir.display());
+        let plain = || {
+            let t = Instant::now();
+            let st = Command::new("rsync")
+                .args(["-a", "-s", "-e", &ssh, "--"])
+                .arg(format!("aoremote:{remote_task}/artifacts/"))
+                .arg(format!("{}/", plain_dst.display()))
+                .status()
+                .unwrap();
+            assert!(st.success());
+            t.elapsed()
+        };
+        let ours = || {
+            let t = Instant::now();
+            rt.block_on(host.pull(&remote_task, &local)).unwrap();
+            t.elapsed()
+        };
+        plain();
+        ours();
+        let (mut pv, mut ov) = (Vec::new(), Vec::new());
+        for i in 0..runs {
+            std::fs::write(arts.join("f0500.md"), format!("changed {i}\n")).unwrap();
+            pv.push(plain());
+            std::fs::write(arts.join("f0501.md"), format!("changed {i}\n")).unwrap();
+            ov.push(ours());
+        }
+        let (pf, of) = (stats(pv), stats(ov));
+        println!("\nPull of a 1,000-file tree with one file changed ({runs} runs)\n");
+        header();
+        row(
+            "floor: plain rsync -a of artifacts/ over the same master",
+            &pf,
+            &pf,
+            "-",
+        );
+        row(
+            "task's pull (handoffs/ and artifacts/, temp + partial dirs)",
+            &of,
+            &pf,
+            "-",
+        );
+        drop(host);
+        rt.block_on(agent_orchestrator::io::remote::close_all());
+    }
+}
+
+/// The handoff latencies as the benchmarks document's table row.
+fn report_handoffs(n: usize, v: Vec<Duration>) {
     let mut sorted = v.clone();
     sorted.sort();
     let p99 = sorted[((sorted.len() as f64 - 1.0) * 0.99).round() as usize];
@@ -82,79 +206,4 @@ pub(crate) fn bench_remote(args: &[String]) {
         ms(latency.p90),
         ms(p99)
     );
-    assert!(rtask(&["shutdown"]).status().unwrap().success());
-
-    // Pull: 1,000 files, one changed, ours (Host::pull) beside plain rsync on the same master.
-    let arts = rdir.join("tasks/r/artifacts/analysis");
-    for i in 0..1000 {
-        std::fs::write(arts.join(format!("f{i:04}.md")), format!("file {i}\n")).unwrap();
-    }
-    // SAFETY: set before the runtime below starts any thread; read by the remote module.
-    unsafe {
-        std::env::set_var("AO_SSH_CONFIG", &sshd.config);
-        std::env::set_var("XDG_RUNTIME_DIR", e.root.join("run"));
-    }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let spec =
-        match agent_orchestrator::core::model::taskmd::parse_cwd(&format!("aoremote:{}", rdir.display())).unwrap() {
-            agent_orchestrator::core::model::CwdSpec::Remote(r) => r,
-            _ => unreachable!(),
-        };
-    let host = rt
-        .block_on(agent_orchestrator::io::remote::Host::connect(&spec))
-        .unwrap();
-    let local = e.project.join("tasks/r");
-    let plain_dst = e.root.join("plain");
-    std::fs::create_dir_all(&plain_dst).unwrap();
-    let prefix = host.ssh_prefix();
-    let ssh = agent_orchestrator::core::shell::shell_join(&prefix[..prefix.len() - 2]);
-    let remote_task = format!("{}/tasks/r", rdir.display());
-    let plain = || {
-        let t = Instant::now();
-        let st = Command::new("rsync")
-            .args(["-a", "-s", "-e", &ssh, "--"])
-            .arg(format!("aoremote:{remote_task}/artifacts/"))
-            .arg(format!("{}/", plain_dst.display()))
-            .status()
-            .unwrap();
-        assert!(st.success());
-        t.elapsed()
-    };
-    let ours = || {
-        let t = Instant::now();
-        rt.block_on(host.pull(&remote_task, &local)).unwrap();
-        t.elapsed()
-    };
-    plain();
-    ours();
-    let runs = arg(args, "--runs", 10);
-    let (mut pv, mut ov) = (Vec::new(), Vec::new());
-    for i in 0..runs {
-        std::fs::write(arts.join("f0500.md"), format!("changed {i}\n")).unwrap();
-        pv.push(plain());
-        std::fs::write(arts.join("f0501.md"), format!("changed {i}\n")).unwrap();
-        ov.push(ours());
-    }
-    let (pf, of) = (stats(pv), stats(ov));
-    println!("\nPull of a 1,000-file tree with one file changed ({runs} runs)\n");
-    header();
-    row(
-        "floor: plain rsync -a of artifacts/ over the same master",
-        &pf,
-        &pf,
-        "-",
-    );
-    row(
-        "task's pull (handoffs/ and artifacts/, temp + partial dirs)",
-        &of,
-        &pf,
-        "-",
-    );
-    drop(host);
-    rt.block_on(agent_orchestrator::io::remote::close_all());
-    sshd.stop();
-    let _ = Command::new("tmux").arg("-S").arg(&rsock).arg("kill-server").output();
 }
