@@ -72,8 +72,9 @@ const PAGE: usize = 4096;
 /// Overwrite `path` with `bytes` in place, padded with spaces to whole 4 KiB pages, and
 /// fdatasync it: no new file, no rename, so no new inode and no folder fsync for a small
 /// record rewritten at every check-in; and while the record fits the same pages its size
-/// does not change, so the fdatasync writes its one data block and not its inode too (one
-/// I/O, not two: each is a VM exit on a virtual disk). Not atomic: a crash before this
+/// does not change, so on a journaled ext4 its fdatasync needs no journal commit (ext4
+/// without a journal, as on the test machines, writes the inode at every fsync anyway:
+/// there it measured within noise, docs/benchmarks.md). Not atomic: a crash before this
 /// returns can leave old and new bytes mixed, so it is only for records whose reader
 /// takes JSON followed by blanks and takes bytes that do not parse as "never saved" (see
 /// `app::checkin::intent`). The folder is synced once, when the file is first created.
@@ -113,8 +114,8 @@ fn padded(bytes: &[u8]) -> Vec<u8> {
 }
 
 /// Blank `path` in place, spaces over its whole length (nothing to do when it does not
-/// exist): the other half of [`overwrite_in_place`], keeping the size that spares the next
-/// save an inode write. Not synced: it survives the process's crash, not the machine's,
+/// exist): the other half of [`overwrite_in_place`], keeping the size the next save
+/// writes. Not synced: it survives the process's crash, not the machine's,
 /// which is all its one caller needs (see [`crate::app::checkin::intent::clear`]).
 pub fn blank_in_place(path: &Path) -> Result<()> {
     use std::os::unix::fs::FileExt;
