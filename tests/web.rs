@@ -125,6 +125,24 @@ fn forms_need_their_sessions_csrf_token() {
     // The outcome is shown once on the page it came back to.
     let note = r.cookies.iter().find(|c| c.starts_with("ao_note=")).unwrap();
     assert!(note.contains("Max-Age=30"), "{note}");
+    // The old page's live refresh (sent on the change the form made) neither shows the
+    // note nor spends it; the page the form comes back to does both.
+    let jar = format!("ao_session={a}; {}", note.split(';').next().unwrap());
+    let live = page.get_with(&tp, &jar, &[("AO-Live", "1")]);
+    assert_eq!(live.status, 200, "{live:?}");
+    assert!(!live.body.contains("class=\"note\""), "a live fetch shows no note");
+    assert!(
+        !live.cookies.iter().any(|c| c.starts_with("ao_note=")),
+        "a live fetch leaves the note: {:?}",
+        live.cookies
+    );
+    let shown = page.get_with(&tp, &jar, &[]);
+    assert!(shown.body.contains("class=\"note\""), "{}", shown.body);
+    assert!(
+        shown.cookies.iter().any(|c| c.starts_with("ao_note=;")),
+        "shown once, then cleared: {:?}",
+        shown.cookies
+    );
     let session_cookie = page.login(&w.web_code()).unwrap();
     assert!(!session_cookie.is_empty());
 }

@@ -151,7 +151,11 @@ impl App {
             csrf: s.csrf.clone(),
             read_only: self.read_only,
             actions: !self.read_only,
-            note: cookie(headers, NOTE_COOKIE).and_then(unhex),
+            note: if live_fetch(headers) {
+                None
+            } else {
+                cookie(headers, NOTE_COOKIE).and_then(unhex)
+            },
             back: back.to_string(),
         }
     }
@@ -163,6 +167,16 @@ impl App {
         ))
         .expect("cookie values are ASCII")
     }
+}
+
+/// The page's own live refresh (app.js) asks for the page with this header. Such a fetch
+/// must leave the one-time note alone: it only swaps #live, so a note it took would be
+/// cleared without ever being shown — and the old page refreshes on the very change a
+/// form made, racing the form's redirect to the page that should show it.
+const LIVE_HEADER: &str = "ao-live";
+
+fn live_fetch(headers: &HeaderMap) -> bool {
+    headers.contains_key(LIVE_HEADER)
 }
 
 fn unhex(s: &str) -> Option<String> {

@@ -98,6 +98,15 @@ impl Page {
         answer(r.call())
     }
 
+    /// GET `path` sending `cookies` as the Cookie header and the extra `headers`.
+    pub fn get_with(&self, path: &str, cookies: &str, headers: &[(&str, &str)]) -> Answer {
+        let mut r = self.agent.get(format!("{}{path}", self.url)).header("Cookie", cookies);
+        for (k, v) in headers {
+            r = r.header(*k, *v);
+        }
+        answer(r.call())
+    }
+
     /// POST the form `fields` to `path` with the session cookie `session`.
     pub fn post(&self, path: &str, session: &str, fields: &[(&str, &str)]) -> Answer {
         let mut r = self.agent.post(format!("{}{path}", self.url));
