@@ -6,9 +6,11 @@
 //! offset with its totals), never count a line twice. A missing or unreadable file means
 //! starting again from byte 0: slower, never wrong.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
@@ -130,16 +132,53 @@ struct Counted<'a> {
     data: Figures<'a>,
 }
 
+/// The tallies this process counted, per events.jsonl and its identity (a process memo:
+/// [`crate::store::memo`]). usage.json is saved only every few KiB of events, so without
+/// them every check-in counted again all the events since that save.
+#[derive(Default)]
+struct Tallies(Mutex<HashMap<PathBuf, (FileId, Tally)>>);
+
+/// A file's device and inode: a log replaced by another file is another log.
+type FileId = (u64, u64);
+
+impl crate::store::memo::Memo for Tallies {
+    const NAME: &'static str = "events.jsonl tallies";
+    fn entries(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
 /// Count the events appended to `log` (events.jsonl) since `t.offset`; returns whether
 /// anything was read. Complete lines only (a torn last line waits); a line that is not an
-/// event is passed over, as every reader of the log does.
+/// event is passed over, as every reader of the log does. A tally this process already
+/// counted further in the same file is taken up from where it stopped.
 pub fn read_events(log: &Path, t: &mut Tally) -> Result<bool> {
     let mut f = match std::fs::File::open(log) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(Error::io("open", log, e)),
     };
-    let len = f.metadata().map_err(|e| Error::io("stat", log, e))?.len();
+    let meta = f.metadata().map_err(|e| Error::io("stat", log, e))?;
+    let (len, id) = (meta.len(), (meta.dev(), meta.ino()));
+    let tallies = &crate::store::memo::get::<Tallies>().0;
+    if let Some((_, kept)) = tallies
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(log)
+        .filter(|(at, kept)| *at == id && kept.offset > t.offset && kept.offset <= len)
+    {
+        *t = kept.clone();
+    }
+    let read = count_from(&mut f, log, len, t)?;
+    tallies
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(log.to_path_buf(), (id, t.clone()));
+    Ok(read)
+}
+
+/// [`read_events`] from `t.offset` of the open `f`, `len` bytes long.
+fn count_from(f: &mut std::fs::File, log: &Path, len: u64, t: &mut Tally) -> Result<bool> {
     if len < t.offset {
         *t = Tally::default();
     }
@@ -292,6 +331,57 @@ mod tests {
         crate::store::events::append(&task, crate::store::events::Kind::Checkin, Some("pm"), delivered, now).unwrap();
         read_events(&log, &mut t).unwrap();
         assert_eq!(t.checkins, 1, "a torn line glued to the next is not an event");
+    }
+
+    fn checkin_line(second: u32, bytes: u64) -> String {
+        format!(
+            "{{\"time\":\"2026-11-28T09:00:{second:02}Z\",\"kind\":\"checkin\",\"data\":{{\"outcome\":\"delivered\",\"bytes\":{bytes}}}}}\n"
+        )
+    }
+
+    #[test]
+    fn a_tally_counted_before_in_this_process_is_taken_up_where_it_stopped() {
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("events.jsonl");
+        std::fs::write(&log, checkin_line(0, 10) + &checkin_line(1, 20)).unwrap();
+        let mut first = Tally::default();
+        read_events(&log, &mut first).unwrap();
+        assert_eq!(first.checkins, 2);
+        // The first line overwritten in place (same file, same length) and one appended:
+        // a reader starting from usage.json's older offset gets the kept count, and reads
+        // only the new line — it does not count the file again.
+        let mut f = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
+        f.write_all(checkin_line(0, 10).replace("checkin", "nothing").as_bytes())
+            .unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log)
+            .unwrap()
+            .write_all(checkin_line(2, 40).as_bytes())
+            .unwrap();
+        let mut from_file = Tally::default();
+        assert!(read_events(&log, &mut from_file).unwrap());
+        assert_eq!((from_file.checkins, from_file.checkin_bytes), (3, 70), "{from_file:?}");
+        // A tally further on than the kept one (another process saved usage.json later)
+        // is not set back.
+        let mut ahead = from_file.clone();
+        ahead.checkins = 99;
+        read_events(&log, &mut ahead).unwrap();
+        assert_eq!(ahead.checkins, 99);
+    }
+
+    #[test]
+    fn a_replaced_events_log_is_counted_afresh_not_from_the_kept_tally() {
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("events.jsonl");
+        std::fs::write(&log, checkin_line(0, 10) + &checkin_line(1, 20)).unwrap();
+        read_events(&log, &mut Tally::default()).unwrap();
+        let new = d.path().join("new");
+        std::fs::write(&new, checkin_line(5, 1) + &checkin_line(6, 2) + &checkin_line(7, 4)).unwrap();
+        std::fs::rename(&new, &log).unwrap();
+        let mut t = Tally::default();
+        read_events(&log, &mut t).unwrap();
+        assert_eq!((t.checkins, t.checkin_bytes), (3, 7), "{t:?}");
     }
 
     #[test]
