@@ -70,10 +70,7 @@ pub async fn acquire(
 ) -> Result<std::result::Result<PaneLock, String>> {
     let p = path(server_id, pane);
     if let Some(dir) = p.parent() {
-        crate::store::fsutil::create_dir_all(dir)?;
-        // Private, like the daemon's socket and the ssh masters: no one else may hold our panes.
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        private_dir(dir)?;
     }
     // A test shortens the wait to see it run out.
     let timeout = crate::io::hooks::get().pane_lock_timeout.unwrap_or(timeout);
@@ -96,6 +93,18 @@ pub async fn acquire(
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// Make `dir` (if missing) private, like the daemon's socket and the ssh masters: no one
+/// else may hold our panes. One `stat` when it already is (every delivery comes here).
+fn private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let private = std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.permissions().mode() & 0o077 == 0);
+    if !private {
+        crate::store::fsutil::create_dir_all(dir)?;
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    }
+    Ok(())
 }
 
 /// Record who holds the lock; only a hint for waiters, so a failure is logged, not raised.
@@ -140,6 +149,19 @@ pub fn this_process() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lock_folder_is_made_and_kept_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("panes");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        private_dir(&dir).unwrap();
+        assert_eq!(mode(&dir), 0o700, "made private");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        private_dir(&dir).unwrap();
+        assert_eq!(mode(&dir), 0o700, "opened up by someone, made private again");
+    }
 
     #[test]
     fn names_differ_by_server_and_pane_and_are_plain() {
