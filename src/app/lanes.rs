@@ -369,14 +369,7 @@ pub fn died_before_replaced(
     })?;
     let Some(server) = server else { return Ok(None) };
     let detail = "its pane was found dead when it was started again";
-    crate::store::events::append(
-        task,
-        EventKind::AgentDied,
-        Some(agent),
-        serde_json::json!({"pane": pane, "server": server, "detail": detail}),
-        now,
-    )?;
-    tracing::warn!(task = %task.name, agent, detail, "agent died");
+    crate::store::events::agent_died(task, agent, (pane, server.as_deref()), None, detail, now)?;
     Ok(Some(format!(
         "{agent}'s previous run had died before handing off (its pane was dead); the work it was given is not done"
     )))
@@ -432,4 +425,46 @@ pub fn release_all(task: &Task, now: DateTime<Utc>) -> Result<Vec<String>> {
         }
     }
     Ok(freed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::model::{AgentState, AgentStatus};
+
+    #[test]
+    fn a_run_found_dead_when_started_again_is_marked_and_reported_once() {
+        let d = tempfile::tempdir().unwrap();
+        let task = Task::new(d.path(), "t1".parse().unwrap()).unwrap();
+        let now = chrono::Utc::now();
+        crate::store::task::create_or_repair(&task, now).unwrap();
+        task.update_state(now, |st| {
+            st.agents.insert(
+                "dev".into(),
+                AgentState {
+                    status: AgentStatus::Running,
+                    pane: Some("%3".into()),
+                    tmux_server: Some("srv".into()),
+                    ..Default::default()
+                },
+            );
+            Ok(())
+        })
+        .unwrap();
+        // Another pane's record is not this run's.
+        assert_eq!(died_before_replaced(&task, "dev", Some("%4"), now).unwrap(), None);
+        let note = died_before_replaced(&task, "dev", Some("%3"), now).unwrap().unwrap();
+        assert!(note.contains("dev's previous run had died"), "{note}");
+        assert_eq!(task.state().unwrap().agents["dev"].status, AgentStatus::Dead);
+        let died = crate::store::events::read(&crate::store::events::path(&task)).unwrap();
+        let died: Vec<_> = died.iter().filter(|e| e.kind == "agent_died").collect();
+        assert_eq!(died.len(), 1, "{died:?}");
+        assert_eq!(died[0].agent.as_deref(), Some("dev"));
+        assert_eq!(died[0].data["pane"], "%3");
+        assert_eq!(died[0].data["server"], "srv");
+        assert!(died[0].data["detail"].as_str().unwrap().contains("found dead"));
+        assert!(died[0].data.get("host").is_none(), "a local agent names no host");
+        // Already marked: nothing more.
+        assert_eq!(died_before_replaced(&task, "dev", Some("%3"), now).unwrap(), None);
+    }
 }

@@ -139,12 +139,10 @@ fn mark_dead(
         return None;
     }
     let now = clock::now();
-    let mut data = serde_json::json!({"pane": pane, "server": a.tmux_server, "detail": detail});
-    if let Some(h) = host {
-        data["host"] = h.into();
+    let at = (Some(pane), a.tmux_server.as_deref());
+    if let Err(e) = crate::store::events::agent_died(task, name, at, host, detail, now) {
+        tracing::warn!(task = %task.name, error = %e, "cannot append to events.jsonl");
     }
-    event(task, EventKind::AgentDied, Some(name), data, now);
-    tracing::warn!(task = %task.name, agent = %name, %detail, host = host.unwrap_or("local"), "agent died");
     Some(now)
 }
 

@@ -183,6 +183,25 @@ pub fn append(task: &Task, kind: Kind, agent: Option<&str>, data: Value, now: Da
     f.write_all(&line).map_err(|e| Error::io("append to", &p, e))
 }
 
+/// An agent's death, as every place that finds one reports it: the `agent_died` event
+/// (its pane, tmux server, why, and the host when remote) and a warning in the log.
+pub fn agent_died(
+    task: &Task,
+    agent: &str,
+    at: (Option<&str>, Option<&str>),
+    host: Option<&str>,
+    detail: &str,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    let (pane, server) = at;
+    let mut data = serde_json::json!({"pane": pane, "server": server, "detail": detail});
+    if let Some(h) = host {
+        data["host"] = h.into();
+    }
+    tracing::warn!(task = %task.name, agent, detail, host = host.unwrap_or("local"), "agent died");
+    append(task, Kind::AgentDied, Some(agent), data, now)
+}
+
 /// Parse events from text, skipping lines that are not events (a torn last line).
 pub fn parse(text: &str) -> Vec<Event> {
     text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
