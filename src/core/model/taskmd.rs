@@ -182,15 +182,41 @@ type RawSection<'a> = (String, usize, Vec<(usize, &'a str)>);
 
 /// Parse task.md text; `path` only names the file in errors.
 pub fn parse(text: &str, path: &Path) -> Result<TaskSpec> {
-    let mut spec = TaskSpec::default();
     let err = |line: usize, msg: String| Error::TaskMd {
         path: path.to_path_buf(),
         line,
         msg,
     };
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut spec = TaskSpec::default();
+    let (title, sections) = split_sections(text);
+    spec.title = title;
+    for (heading, hline, lines) in sections {
+        let body = || {
+            lines
+                .iter()
+                .map(|(_, l)| *l)
+                .collect::<Vec<_>>()
+                .join("\n")
+                .trim()
+                .to_string()
+        };
+        match heading.to_ascii_lowercase().as_str() {
+            "goal" => spec.goal = Some(body()),
+            "success criteria" => spec.success_criteria = Some(body()),
+            "agent config" | "agent configuration" => {
+                agent_config(&mut spec, hline, &lines).map_err(|(line, msg)| err(line, msg))?
+            }
+            _ => spec.other_sections.push((heading, body())),
+        }
+    }
+    Ok(spec)
+}
 
-    // Split into (heading, start line, body lines) outside code fences.
+/// The title (the first `# ` heading before any section, without a `Task:` prefix) and the
+/// `## ` sections, split outside code fences.
+fn split_sections(text: &str) -> (Option<String>, Vec<RawSection<'_>>) {
+    let mut title: Option<String> = None;
     let mut current: Option<RawSection<'_>> = None;
     let mut sections: Vec<RawSection<'_>> = Vec::new();
     let mut fence: Option<&str> = None;
@@ -211,13 +237,13 @@ pub fn parse(text: &str, path: &Path) -> Result<TaskSpec> {
             current = Some((h.trim().to_string(), lineno, Vec::new()));
             continue;
         } else if let Some(h) = line.strip_prefix("# ") {
-            if spec.title.is_none() && current.is_none() {
+            if title.is_none() && current.is_none() {
                 let h = h.trim();
-                let title = match h.split_once(':') {
+                let t = match h.split_once(':') {
                     Some((k, v)) if k.trim().eq_ignore_ascii_case("task") => v.trim(),
                     _ => h,
                 };
-                spec.title = Some(title.to_string()).filter(|t| !t.is_empty());
+                title = Some(t.to_string()).filter(|t| !t.is_empty());
                 continue;
             }
         }
@@ -228,89 +254,84 @@ pub fn parse(text: &str, path: &Path) -> Result<TaskSpec> {
     if let Some(c) = current.take() {
         sections.push(c);
     }
+    (title, sections)
+}
 
-    for (heading, hline, lines) in sections {
-        let body = || {
-            lines
-                .iter()
-                .map(|(_, l)| *l)
-                .collect::<Vec<_>>()
-                .join("\n")
-                .trim()
-                .to_string()
-        };
-        match heading.to_ascii_lowercase().as_str() {
-            "goal" => spec.goal = Some(body()),
-            "success criteria" => spec.success_criteria = Some(body()),
-            "agent config" | "agent configuration" => {
-                let mut in_fence = false;
-                for (lineno, line) in &lines {
-                    let t = line.trim();
-                    if t.starts_with("```") || t.starts_with("~~~") {
-                        in_fence = !in_fence;
-                        continue;
-                    }
-                    if in_fence {
-                        continue;
-                    }
-                    let t = strip_comment(t);
-                    let t = t.strip_prefix("- ").unwrap_or(t).trim();
-                    if t.is_empty() {
-                        continue;
-                    }
-                    let Some((k, v)) = t.split_once(':') else {
-                        return Err(err(
-                            *lineno,
-                            format!(
-                                "in '## Agent Config' (line {hline}): expected 'key: value', found {:?}",
-                                crate::core::handoff::one_line(t, 60)
-                            ),
-                        ));
-                    };
-                    let key = k.trim().trim_matches('*').trim().to_ascii_lowercase();
-                    let value = v.trim().trim_start_matches('*').trim().to_string();
-                    if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
-                        return Err(err(
-                            *lineno,
-                            format!(
-                                "in '## Agent Config': {key:?} is not a setting name (letters, digits, '_' and '-')"
-                            ),
-                        ));
-                    }
-                    if value.is_empty() {
-                        return Err(err(*lineno, format!("in '## Agent Config': '{key}' has no value")));
-                    }
-                    if let Some(prev) = spec.settings.get(&key) {
-                        return Err(err(
-                            *lineno,
-                            format!(
-                                "in '## Agent Config': '{key}' is set twice (first on line {}); keep one and comment out the other with '#'",
-                                prev.line
-                            ),
-                        ));
-                    }
-                    if key == "budget" || key.starts_with("budget-") || key.starts_with("budget_") {
-                        crate::core::cost::budget::parse_limit(&value).map_err(|m| err(*lineno, m))?;
-                    }
-                    if ["allow", "deny"].contains(&key.as_str())
-                        || key.starts_with("allow-")
-                        || key.starts_with("deny-")
-                    {
-                        crate::core::rules::parse_list(&value).map_err(|m| err(*lineno, format!("{key}: {m}")))?;
-                    }
-                    if key == "sandbox" || key.starts_with("sandbox-") {
-                        crate::core::sandbox::Mode::parse(&value).map_err(|m| err(*lineno, m))?;
-                    }
-                    if key == "cwd" {
-                        spec.cwd = Some(parse_cwd(&value).map_err(|m| err(*lineno, m))?);
-                    }
-                    spec.settings.insert(key, Setting { value, line: *lineno });
-                }
-            }
-            _ => spec.other_sections.push((heading, body())),
+/// A task.md error before the file is named: (line, message).
+type LineError = (usize, String);
+
+/// The `## Agent Config` section (heading on line `hline`) into `spec.settings` (and `cwd`):
+/// one `key: value` per line, lists and comments allowed, fenced lines passed over.
+fn agent_config(spec: &mut TaskSpec, hline: usize, lines: &[(usize, &str)]) -> std::result::Result<(), LineError> {
+    let mut in_fence = false;
+    for &(lineno, line) in lines {
+        let t = line.trim();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            in_fence = !in_fence;
+            continue;
         }
+        if in_fence {
+            continue;
+        }
+        let t = strip_comment(t);
+        let t = t.strip_prefix("- ").unwrap_or(t).trim();
+        if t.is_empty() {
+            continue;
+        }
+        let (key, value) = setting(t, hline).map_err(|m| (lineno, m))?;
+        if let Some(prev) = spec.settings.get(&key) {
+            return Err((
+                lineno,
+                format!(
+                    "in '## Agent Config': '{key}' is set twice (first on line {}); keep one and comment out the other with '#'",
+                    prev.line
+                ),
+            ));
+        }
+        check_value(&key, &value).map_err(|m| (lineno, m))?;
+        if key == "cwd" {
+            spec.cwd = Some(parse_cwd(&value).map_err(|m| (lineno, m))?);
+        }
+        spec.settings.insert(key, Setting { value, line: lineno });
     }
-    Ok(spec)
+    Ok(())
+}
+
+/// One `key: value` line of the section headed on line `hline`: the key lowercased, bold
+/// marks taken off both.
+fn setting(t: &str, hline: usize) -> std::result::Result<(String, String), String> {
+    let Some((k, v)) = t.split_once(':') else {
+        return Err(format!(
+            "in '## Agent Config' (line {hline}): expected 'key: value', found {:?}",
+            crate::core::handoff::one_line(t, 60)
+        ));
+    };
+    let key = k.trim().trim_matches('*').trim().to_ascii_lowercase();
+    let value = v.trim().trim_start_matches('*').trim().to_string();
+    if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+        return Err(format!(
+            "in '## Agent Config': {key:?} is not a setting name (letters, digits, '_' and '-')"
+        ));
+    }
+    if value.is_empty() {
+        return Err(format!("in '## Agent Config': '{key}' has no value"));
+    }
+    Ok((key, value))
+}
+
+/// The settings whose values have a form (budgets, allow/deny lists, sandbox modes) are
+/// checked when task.md is read, so a bad one is an error naming its line, not a surprise later.
+fn check_value(key: &str, value: &str) -> std::result::Result<(), String> {
+    if key == "budget" || key.starts_with("budget-") || key.starts_with("budget_") {
+        crate::core::cost::budget::parse_limit(value)?;
+    }
+    if ["allow", "deny"].contains(&key) || key.starts_with("allow-") || key.starts_with("deny-") {
+        crate::core::rules::parse_list(value).map_err(|m| format!("{key}: {m}"))?;
+    }
+    if key == "sandbox" || key.starts_with("sandbox-") {
+        crate::core::sandbox::Mode::parse(value)?;
+    }
+    Ok(())
 }
 
 /// Parse the bytes of the task.md at `path` (named in errors): not UTF-8 is an error
