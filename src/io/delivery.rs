@@ -261,6 +261,23 @@ pub async fn submit_unsent(tmux: &Tmux, pane: &str, needle: &str, p: &Patterns, 
     submit(tmux, pane, p, o, &screen, true, 0).await
 }
 
+/// How long an input seen clear after Enter must stay clear before it counts as submitted,
+/// for an agent that queues messages and was mid-turn when the text went in. There the
+/// message is most likely queued, and the agent draws the cleared input before the queue
+/// under it: a frame later on an idle machine, hundreds of milliseconds later on a loaded
+/// one (a PM's machine running its tests). Called submitted in that gap, a queued message
+/// was no longer watched, and one handed back into the input sat there unsent.
+const QUEUE_DRAW_GRACE: Duration = Duration::from_millis(500);
+
+/// Whether `looks` clear looks in a row, the first `clear_for` ago, show the message
+/// submitted. Pure. An agent without a queue: the first clear look. One with a queue: the
+/// second look in a row (the queue may follow the cleared input by a frame) and, when it
+/// was mid-turn and the message was not seen queued yet, [`QUEUE_DRAW_GRACE`] after the
+/// first.
+fn clear_enough(looks: u32, clear_for: Duration, queues: bool, mid_turn: bool) -> bool {
+    !queues || (looks >= 2 && (!mid_turn || clear_for >= QUEUE_DRAW_GRACE))
+}
+
 /// Steps 4 on of a delivery: Enter into a pane whose input holds the text, then confirm.
 /// `before`: the screen the text went into; `saw_pending`: the text was seen in the input.
 async fn submit(
@@ -294,16 +311,27 @@ async fn submit(
     // was_queued: a look saw the message in the agent's queue; queued_now: the last look
     // did; handed_back: how often it came back into the input from there.
     let (mut was_queued, mut queued_now, mut handed_back) = (false, false, 0u32);
-    // An agent that queues messages may draw the cleared input a frame before the queue
-    // under it, so there a clear input counts on the second look in a row.
+    // A clear input counts once it has held long enough (see `clear_enough`).
+    let mid_turn = p.is_busy(before);
+    let mut clear_since: Option<Instant> = None;
     let mut clear_looks = 0u32;
-    let clear_looks_needed = if p.queues() { 2 } else { 1 };
     loop {
         tokio::time::sleep(o.poll).await;
         let screen = tmux.capture(pane).await?;
         let look = after_enter(assess(&screen, p), changed(&screen), was_queued);
+        let clear_for = if matches!(look, AfterEnter::Submitted { .. }) {
+            clear_looks += 1;
+            clear_since.get_or_insert_with(Instant::now).elapsed()
+        } else {
+            (clear_looks, clear_since) = (0, None);
+            Duration::ZERO
+        };
         match &look {
-            AfterEnter::Submitted { .. } if clear_looks + 1 < clear_looks_needed => clear_looks += 1,
+            AfterEnter::Submitted { .. }
+                if !clear_enough(clear_looks, clear_for, p.queues(), mid_turn && !was_queued) =>
+            {
+                // Not yet: the queue may still be drawn under the cleared input.
+            }
             AfterEnter::Submitted { was_queued } => {
                 let reason = if *was_queued {
                     "submitted: taken from the agent's queue, the input area is clear"
@@ -348,9 +376,6 @@ async fn submit(
             _ => {}
         }
         queued_now = look == AfterEnter::Queued;
-        if !matches!(look, AfterEnter::Submitted { .. }) {
-            clear_looks = 0;
-        }
         if Instant::now() >= deadline {
             if let Some(why) = dead_check(tmux, pane).await? {
                 return Ok(report(Outcome::Unconfirmed, why, enters, bytes));
@@ -403,5 +428,21 @@ mod tests {
         let mut w = ReadyWait::new(Duration::from_millis(300));
         assert_eq!(w.next_sleep(), Duration::from_millis(300));
         assert_eq!(w.next_sleep(), Duration::from_millis(300));
+    }
+
+    #[test]
+    fn a_clear_input_counts_at_once_without_a_queue_and_after_the_grace_when_the_agent_was_mid_turn() {
+        let ms = Duration::from_millis;
+        // No queue of its own: the first clear look.
+        assert!(clear_enough(1, ms(0), false, true));
+        // A queue: the second look in a row, at once when the agent was idle.
+        assert!(!clear_enough(1, ms(0), true, false));
+        assert!(clear_enough(2, ms(20), true, false));
+        // Mid-turn: still not on the second look, nor on the tenth, before the grace.
+        assert!(!clear_enough(2, ms(20), true, true));
+        assert!(!clear_enough(10, QUEUE_DRAW_GRACE - ms(1), true, true));
+        assert!(clear_enough(10, QUEUE_DRAW_GRACE, true, true));
+        // The grace never stands in for the second look.
+        assert!(!clear_enough(1, ms(5000), true, true));
     }
 }
