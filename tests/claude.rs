@@ -175,17 +175,21 @@ fn a_message_queued_behind_a_running_turn_is_reported_delivered_only_once_taken(
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    wait_until(
-        "the message queued behind the running turn",
-        Duration::from_secs(30),
-        Duration::from_millis(20),
-        || {
-            cc.w.capture(&pane)
-                .contains("Press up to edit queued messages")
-                .then_some(())
-        },
-        || cc.dump(),
-    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !cc.w.capture(&pane).contains("Press up to edit queued messages") {
+        if std::time::Instant::now() > deadline {
+            // What delivery made of it says why (its wait ends within its queued timeout).
+            release.store(true, Ordering::SeqCst);
+            let o = send.wait_with_output().unwrap();
+            panic!(
+                "the message was not queued behind the running turn within 30 s; task send said: {}{}\n{}",
+                stdout(&o),
+                stderr(&o),
+                cc.dump()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // Up hands queued messages back into the input box for editing (what the hint offers a
     // human at the pane); the turn goes on and the text would sit there unsent.
     cc.w.tmux(&["send-keys", "-t", &pane, "Up"]);
