@@ -82,28 +82,31 @@ struct Both {
     webhook: Option<Webhook>,
 }
 
-/// The two tables of `text` (config.toml); other keys belong to others.
-fn parse(text: &str) -> Result<(Option<Web>, Option<Webhook>)> {
-    let v: toml::Value = toml::from_str(text).map_err(|e| Error::BadInput(format!("config.toml: {e}")))?;
+/// The two tables of `text` (config.toml, read from `file`); other keys belong to others.
+/// Errors name the file, the table and what to fix.
+fn parse(file: &std::path::Path, text: &str) -> Result<(Option<Web>, Option<Webhook>)> {
+    let file = file.display();
+    let v: toml::Value = toml::from_str(text)
+        .map_err(|e| Error::BadInput(format!("{file} is not valid TOML: {e}; fix it and try again")))?;
     let mut both = Both::default();
     if let Some(w) = v.get("web") {
         both.web = Some(
             w.clone()
                 .try_into()
-                .map_err(|e| Error::BadInput(format!("config.toml [web]: {e}")))?,
+                .map_err(|e| Error::BadInput(format!("{file} [web]: {e}")))?,
         );
     }
     if let Some(w) = v.get("webhook") {
         both.webhook = Some(
             w.clone()
                 .try_into()
-                .map_err(|e| Error::BadInput(format!("config.toml [webhook]: {e}")))?,
+                .map_err(|e| Error::BadInput(format!("{file} [webhook]: {e}")))?,
         );
     }
     if let Some(h) = &both.webhook {
         if !(h.url.starts_with("http://") || h.url.starts_with("https://")) {
             return Err(Error::BadInput(format!(
-                "config.toml [webhook] url {:?} is not an http:// or https:// address",
+                "{file} [webhook] url {:?} is not an http:// or https:// address",
                 h.url
             )));
         }
@@ -113,7 +116,7 @@ fn parse(text: &str) -> Result<(Option<Web>, Option<Webhook>)> {
 
 fn read() -> Result<(Option<Web>, Option<Webhook>)> {
     match crate::io::config::text()? {
-        Some((_, text)) => parse(&text),
+        Some((file, text)) => parse(&file, &text),
         None => Ok((None, None)),
     }
 }
@@ -178,11 +181,14 @@ pub fn base_url(w: &Web) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     #[test]
     fn both_tables_read_and_others_are_left_alone() {
         let (w, h) = parse(
+            Path::new("c.toml"),
             "notify = [\"x\"]\n[runtimes.a]\nargv=[\"a\"]\n[web]\nlisten = \"127.0.0.1:1\"\nread_only = true\n[webhook]\nurl = \"http://127.0.0.1:2/h\"\n",
         )
         .unwrap();
@@ -192,17 +198,26 @@ mod tests {
         assert_eq!(base_url(&w).as_deref(), Some("http://127.0.0.1:1"));
         let h = h.unwrap();
         assert_eq!((h.timeout_secs, h.retries), (10, 3));
-        assert_eq!(parse("").unwrap(), (None, None));
+        assert_eq!(parse(Path::new("c.toml"), "").unwrap(), (None, None));
     }
 
     #[test]
     fn mistakes_are_named() {
-        let e = parse("[web]\nlisen = \"x\"\n").unwrap_err().to_string();
-        assert!(e.contains("[web]") && e.contains("lisen"), "{e}");
-        let e = parse("[webhook]\nurl = \"file:///etc/passwd\"\n")
+        let file = Path::new("/home/me/.config/agent-orchestrator/config.toml");
+        let e = parse(file, "[web]\nlisen = \"x\"\n").unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("{} [web]", file.display())) && e.contains("lisen"),
+            "{e}"
+        );
+        let e = parse(file, "[webhook]\nurl = \"file:///etc/passwd\"\n")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("http"), "{e}");
+        assert!(e.starts_with(&file.display().to_string()) && e.contains("http"), "{e}");
+        let e = parse(file, "[web\n").unwrap_err().to_string();
+        assert!(
+            e.starts_with(&file.display().to_string()) && e.contains("not valid TOML"),
+            "{e}"
+        );
     }
 
     #[test]
