@@ -263,3 +263,48 @@ fn a_send_the_daemon_works_on_past_the_clients_silence_limit_is_still_answered()
     assert!(text.contains("delivered"), "{text}");
     assert_eq!(w.inbox("t1", "pm"), ["outlasting"]);
 }
+
+/// An agent at work (its screen moving) that takes a paste in only a while after it ended,
+/// while an Enter acts at once on whatever the input holds: what Claude Code did mid-turn,
+/// where a message was reported delivered while it sat unsent in the input. Delivery
+/// presses Enter only once the text shows in the input, and the message arrives once.
+#[test]
+fn a_paste_a_working_agent_takes_in_late_is_submitted_once_it_shows() {
+    // Within delivery's look for the paste, and later than it (Enter already pressed).
+    for lag in ["700", "2600"] {
+        a_late_paste_is_submitted_once(lag);
+    }
+}
+
+fn a_late_paste_is_submitted_once(lag: &str) {
+    let w = World::new();
+    let pane = w
+        .start_idle_pm("t1")
+        .env("AO_DEMO_LATE_PASTE_MS", lag)
+        .arg("--no-cron")
+        .run()
+        .0;
+    wait_for("the PM at work", 30, || {
+        w.capture(&pane).contains("demo: working…").then_some(())
+    });
+    let o = run(w
+        .task()
+        .args(["send", "t1", "pm", "--message", "late-paste-probe", "--json"]));
+    let report: serde_json::Value =
+        serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&o), stderr(&o)));
+    assert_eq!(
+        report["outcome"],
+        "delivered",
+        "lag {lag}: {report}\n{}",
+        w.capture(&pane)
+    );
+    // Reported delivered: it is in the agent's inbox, once, and not left in its input.
+    wait_for("the message in the inbox", 10, || {
+        (w.inbox("t1", "pm") == ["late-paste-probe"]).then_some(())
+    });
+    assert!(
+        !w.capture(&pane).contains("[pasted"),
+        "nothing left unsent: {}",
+        w.capture(&pane)
+    );
+}

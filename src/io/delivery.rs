@@ -212,16 +212,21 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
     let buffer = format!("ao-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple());
     tmux.paste(pane, &buffer, clean).await?;
 
-    // 3. See the paste land (or give up looking after a short while).
+    // 3. See the paste land (or give up looking after a short while). On a working agent's
+    //    screen something always moves (a spinner, a timer): a change there says nothing
+    //    of the paste, so only the text in the input counts. Claude Code takes a paste in
+    //    asynchronously and an Enter at once: pressed before the text shows, the Enter
+    //    lands on an empty input and the text stays unsent (seen mid-turn, > 0.5 s late).
     let seen_deadline = Instant::now() + Duration::from_secs(2);
     let mut saw_pending = false;
+    let working = p.is_busy(&before);
     while Instant::now() < seen_deadline {
         let screen = tmux.capture(pane).await?;
         if matches!(assess(&screen, p), Screen::Pending { .. }) {
             saw_pending = true;
             break;
         }
-        if screen != before {
+        if screen != before && !working {
             // Changed but not recognisably pending: give the renderer one more poll.
             tokio::time::sleep(o.poll).await;
             let again = tmux.capture(pane).await?;
@@ -307,18 +312,24 @@ async fn submit(
     }
     let mut last_enter = Instant::now();
     let mut deadline = Instant::now() + o.confirm_timeout;
-    let changed = |screen: &str| saw_pending || screen != before;
+    // A clear input means something only once the text was seen in it (before Enter or
+    // after), or the screen changed on an agent that was not working (whose screen moves
+    // by itself).
+    let mid_turn = p.is_busy(before);
+    let mut text_seen = saw_pending;
     // was_queued: a look saw the message in the agent's queue; queued_now: the last look
     // did; handed_back: how often it came back into the input from there.
     let (mut was_queued, mut queued_now, mut handed_back) = (false, false, 0u32);
     // A clear input counts once it has held long enough (see `clear_enough`).
-    let mid_turn = p.is_busy(before);
     let mut clear_since: Option<Instant> = None;
     let mut clear_looks = 0u32;
     loop {
         tokio::time::sleep(o.poll).await;
         let screen = tmux.capture(pane).await?;
-        let look = after_enter(assess(&screen, p), changed(&screen), was_queued);
+        let now = assess(&screen, p);
+        text_seen |= matches!(now, Screen::Pending { .. });
+        let changed = text_seen || (!mid_turn && screen != before);
+        let look = after_enter(now, changed, was_queued);
         let clear_for = if matches!(look, AfterEnter::Submitted { .. }) {
             clear_looks += 1;
             clear_since.get_or_insert_with(Instant::now).elapsed()

@@ -34,6 +34,7 @@ fn agent_env(ctx: &Ctx, task: &Task, agent: &str, role: &str) -> Vec<(String, St
         "AO_DEMO_PAUSE_MS",
         "AO_DEMO_IDLE",
         "AO_DEMO_SHOW_PASTE",
+        "AO_DEMO_LATE_PASTE_MS",
         "XDG_CONFIG_HOME",
         "HOME",
         "TMPDIR",

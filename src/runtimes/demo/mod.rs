@@ -460,6 +460,18 @@ fn instructions_of(preamble: &str) -> &str {
     yours.split("## Instructions").nth(1).unwrap_or(yours)
 }
 
+/// Whether stdin has something to read within `wait`.
+fn readable_within(wait: Duration) -> bool {
+    use std::os::unix::io::AsRawFd;
+    let mut fds = libc::pollfd {
+        fd: std::io::stdin().as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe { libc::poll(&mut fds, 1, wait.as_millis() as libc::c_int) > 0 }
+}
+
 /// `task demo-agent --prompt-file F`: run the scripted agent in this terminal.
 pub fn main(prompt_file: &Path) -> Result<()> {
     let env = env()?;
@@ -491,12 +503,27 @@ pub fn main(prompt_file: &Path) -> Result<()> {
     } else {
         let _ = spoke_work(&env, instructions_of(&preamble));
     }
-    let mut input = Input::default();
+    let mut input = Input::with_late(
+        std::env::var("AO_DEMO_LATE_PASTE_MS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .map(Duration::from_millis),
+    );
     let mut received = 0usize;
     prompt(&input);
     let mut buf = [0u8; 4096];
     let mut stdin = std::io::stdin().lock();
+    let mut ticks = 0u64;
     loop {
+        // Late-paste mode: a turn that never ends, its spinner moving, as Claude Code's
+        // screen moves while it works.
+        if input.late.is_some() && !readable_within(Duration::from_millis(150)) {
+            ticks += 1;
+            input.release(std::time::Instant::now());
+            say(&format!("demo: working… ({ticks})"));
+            prompt(&input);
+            continue;
+        }
         let n = match stdin.read(&mut buf) {
             Ok(0) => return Ok(()),
             Ok(n) => n,
@@ -525,6 +552,7 @@ pub fn main(prompt_file: &Path) -> Result<()> {
                 done = pm_step(&env).unwrap_or(false);
             }
         }
+        input.release(std::time::Instant::now());
         prompt(&input);
     }
 }
@@ -545,6 +573,19 @@ mod tests {
         assert_eq!(out, vec!["line one\nline; two $(x)".to_string()]);
         i.feed(b"\r", &mut out);
         assert_eq!(out.len(), 1, "an empty Enter submits nothing");
+    }
+
+    #[test]
+    fn a_late_paste_lets_an_enter_meet_an_empty_input_and_then_shows() {
+        let mut i = Input::with_late(Some(Duration::from_millis(50)));
+        let mut out = Vec::new();
+        i.feed(b"typed \x1b[200~pasted text\x1b[201~\r", &mut out);
+        assert_eq!(out, vec!["typed ".to_string()], "Enter took only what was in the input");
+        assert!(!i.release(std::time::Instant::now()), "not yet");
+        assert!(i.release(std::time::Instant::now() + Duration::from_millis(60)));
+        assert_eq!(i.display(true), "pasted text");
+        i.feed(b"\r", &mut out);
+        assert_eq!(out[1], "pasted text");
     }
 
     #[test]

@@ -54,6 +54,15 @@ pub(super) struct Input {
     esc: Vec<u8>,
     /// Bytes not yet decoded: a UTF-8 character split across reads waits here.
     raw: Vec<u8>,
+    /// Take a finished paste into the input only this long after it ended, while keys
+    /// (Enter) act at once: what Claude Code was seen doing mid-turn, where an Enter sent
+    /// right after a paste met an empty input and the text stayed unsent
+    /// (`AO_DEMO_LATE_PASTE_MS`, for tests).
+    pub(super) late: Option<std::time::Duration>,
+    /// Where the paste under way began in `text` (bytes).
+    paste_from: usize,
+    /// A finished paste waiting to be taken in, and when.
+    held: Option<(String, std::time::Instant)>,
 }
 
 /// How many characters of the input an expanded display shows (the end, where a check-in's
@@ -61,6 +70,14 @@ pub(super) struct Input {
 const EXPANDED_CHARS: usize = 60;
 
 impl Input {
+    /// An empty input taking pastes in `late` after they end (see [`Input::late`]).
+    pub(super) fn with_late(late: Option<std::time::Duration>) -> Input {
+        Input {
+            late,
+            ..Input::default()
+        }
+    }
+
     /// The input line as drawn: a paste collapsed to a marker (as Claude Code draws a long
     /// one), or with `expanded` the text itself, newlines as `⏎`, its end on one row (as
     /// Codex, Gemini and Kiro draw a multi-line paste; `AO_DEMO_SHOW_PASTE=1`).
@@ -94,11 +111,17 @@ impl Input {
                 if seq == b"\x1b[200~" {
                     self.flush_raw(&mut raw);
                     self.in_paste = true;
+                    self.paste_from = self.text.len();
                     self.esc.clear();
                 } else if seq == b"\x1b[201~" {
                     self.flush_raw(&mut raw);
                     self.in_paste = false;
                     self.esc.clear();
+                    if let Some(lag) = self.late {
+                        let pasted = self.text.split_off(self.paste_from.min(self.text.len()));
+                        self.pasted_chars -= pasted.chars().count().min(self.pasted_chars);
+                        self.held = Some((pasted, std::time::Instant::now() + lag));
+                    }
                 } else if !(b"\x1b[200~".starts_with(seq) || b"\x1b[201~".starts_with(seq)) {
                     // Some other escape sequence: inside a paste keep it verbatim, else drop it.
                     if self.in_paste {
@@ -136,6 +159,21 @@ impl Input {
         }
         self.flush_complete(&mut raw);
         self.raw = raw;
+    }
+
+    /// Take in a held paste whose time has come; whether one was.
+    pub(super) fn release(&mut self, now: std::time::Instant) -> bool {
+        match self.held.take() {
+            Some((pasted, at)) if at <= now => {
+                self.pasted_chars += pasted.chars().count();
+                self.text.push_str(&pasted);
+                true
+            }
+            other => {
+                self.held = other;
+                false
+            }
+        }
     }
 
     /// Decode everything (an incomplete tail becomes U+FFFD): used at paste and control boundaries.
