@@ -62,8 +62,16 @@ pub async fn check(ctx: &Ctx, name: &str, cwd: &Path) -> RuntimeCheck {
         rt.profile.argv[0].replace("{task_bin}", &ctx.task_bin.to_string_lossy()),
     ));
 
-    // A scratch task folder (TASK_DIR, the saved preamble), gone when the check ends.
-    let scratch = match tempfile::tempdir() {
+    // A scratch task folder (TASK_DIR, the saved preamble), gone when the check ends. It is
+    // made inside the project, where the project's trust covers it: Claude Code 2.1.332
+    // asks at start whether to trust an --add-dir folder outside it ("Adding a new
+    // directory"), which no task meets (tasks/ is in the project). The system's temp
+    // folder serves a project that cannot be written.
+    let scratch = match tempfile::Builder::new()
+        .prefix(".ao-runtime-check-")
+        .tempdir_in(cwd)
+        .or_else(|_| tempfile::tempdir())
+    {
         Ok(d) => d,
         Err(e) => {
             out.steps.push(Check::problem(

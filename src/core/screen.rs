@@ -365,6 +365,22 @@ mod tests {
             assess(" Quick safety check:\n ❯ 1. Yes, I trust this folder\n", &p),
             Screen::Dialog(_)
         ));
+        // Claude Code 2.1.332 on an --add-dir folder outside the trusted project, as drawn.
+        let add_dir = " Adding a new directory:\n /tmp/x/tasks/t1\n This session hasn't worked here before. \
+                       Is this a directory you created or one you trust?\n Claude Code'll be able to read, edit, \
+                       and execute files here.\n Security guide\n ❯ No, exit\n   Yes, add it\n Enter to confirm · Esc to cancel\n";
+        match assess(add_dir, &p) {
+            Screen::Dialog(line) => assert_eq!(crate::core::attention::classify(&line), "trust prompt", "{line}"),
+            s => panic!("{s:?}"),
+        }
+        // Wrapped narrow, the menu line alone still tells it.
+        assert!(matches!(
+            assess(
+                " Is this a directory you created or one\n you trust?\n ❯ No, exit\n   Yes, add it\n",
+                &p
+            ),
+            Screen::Dialog(_)
+        ));
     }
 
     #[test]
