@@ -134,6 +134,20 @@ mod tests {
         assert_eq!(p.window_of("claude-opus-4-8"), Some(1_000_000));
         assert_eq!(p.window_of("claude-sonnet-5"), Some(1_000_000));
         assert_eq!(p.window_of("claude-opus-4-1-20250805"), Some(200_000));
+        // The newest Claude Code's default (2.1.332: claude-opus-5-5), at its own rates,
+        // not claude-opus-5's; Sonnet 5.5 at Sonnet 5's, which are the same.
+        assert_eq!(
+            p.of("claude-opus-5-5")
+                .map(|x| (x.input, x.output, x.cache_write, x.cache_read)),
+            Some((4.0, 20.0, 5.0, 0.20))
+        );
+        assert_eq!(p.of("claude-opus-5").map(|x| x.input), Some(5.0));
+        assert_eq!(
+            p.of("claude-sonnet-5-5").map(|x| (x.input, x.output)),
+            Some((2.0, 10.0))
+        );
+        assert_eq!(p.window_of("claude-opus-5-5"), Some(1_000_000));
+        assert_eq!(p.window_of("claude-sonnet-5-5"), Some(1_000_000));
     }
 
     #[test]
