@@ -72,7 +72,11 @@ fn a_usage_limit_in_real_claude_code_is_paused_and_resumed_after_its_reset_with_
     let paused = wait_for("the pause", 120, || events(&cc.task_dir(), "paused").into_iter().next());
     assert_eq!(paused["agent"], "explore");
     let line = paused["data"]["line"].as_str().unwrap();
-    assert!(line.contains("You've hit your session limit · resets"), "{line}");
+    // 2.1.197's wording, then 2.1.332's.
+    assert!(
+        line.contains("You've hit your session limit · resets") || line.contains("Usage limit reached · limit resets"),
+        "{line}"
+    );
     assert_eq!(paused["data"]["reset_parsed"], true, "{paused}");
     let resets_at: chrono::DateTime<chrono::Utc> = serde_json::from_value(paused["data"]["resets_at"].clone()).unwrap();
     assert_eq!(resets_at.timestamp() as u64, reset_secs, "{line}");

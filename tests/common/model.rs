@@ -587,11 +587,22 @@ fn prompts(msgs: &[Value]) -> Vec<String> {
             let (text, tool) = text_of(m);
             match m["role"].as_str() {
                 Some("user") if !tool => Some(text),
+                // Claude Code 2.1.332 hands a queued message over beside a tool's result,
+                // in the same user message.
+                Some("user") => injected(&text),
                 Some("system") if text.trim_start().starts_with(INJECTED) => Some(text),
                 _ => None,
             }
         })
         .collect()
+}
+
+/// The message queued while a turn ran that `text` hands over ([`INJECTED`] to the end of
+/// its reminder block), if any.
+fn injected(text: &str) -> Option<String> {
+    let from = &text[text.find(INJECTED)?..];
+    let end = from.find("</system-reminder>").unwrap_or(from.len());
+    Some(from[..end].to_string())
 }
 
 fn agent_of(msgs: &[Value]) -> Option<String> {
@@ -1322,6 +1333,15 @@ mod tests {
         let queued = format!("<system-reminder>{INJECTED} hello</system-reminder>");
         let t = turn_of(&[user(pre), assistant(), result("ok"), user(&queued)]);
         assert!(t.said.contains("hello"), "{t:?}");
+        // Beside a tool's result (Claude Code 2.1.332): a prompt of its own, the result not in it.
+        let beside = json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "SPAWN_OK"},
+            {"type": "text", "text": queued},
+        ]});
+        let p = prompts(&[user(pre), assistant(), beside, assistant()]);
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(p[1].contains("hello") && !p[1].contains("SPAWN_OK"), "{p:?}");
+        assert!(prompts(&[user(pre), assistant(), result("ok")]).len() == 1);
         // An unclosed reminder hides the rest rather than leaking it.
         assert_eq!(without_reminders("a<system-reminder>b"), "a");
     }
