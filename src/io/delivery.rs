@@ -283,6 +283,77 @@ fn clear_enough(looks: u32, clear_for: Duration, queues: bool, mid_turn: bool) -
     !queues || (looks >= 2 && (!mid_turn || clear_for >= QUEUE_DRAW_GRACE))
 }
 
+/// What the confirm wait after Enter knows between its looks.
+struct Watch {
+    /// The agent was working when the text went in (its screen moves by itself).
+    mid_turn: bool,
+    /// The text was seen in the input, before Enter or after: only then does a clear
+    /// input mean something on a working agent's screen.
+    text_seen: bool,
+    /// A look saw the message in the agent's queue; `queued_now`: the last look did.
+    was_queued: bool,
+    queued_now: bool,
+    /// How often the message came back from the queue into the input.
+    handed_back: u32,
+    /// Clear looks in a row and when the first of them was taken (see `clear_enough`).
+    clear_looks: u32,
+    clear_since: Option<Instant>,
+    enters: u32,
+    last_enter: Instant,
+    deadline: Instant,
+}
+
+impl Watch {
+    fn new(mid_turn: bool, text_seen: bool, o: &Options) -> Watch {
+        Watch {
+            mid_turn,
+            text_seen,
+            was_queued: false,
+            queued_now: false,
+            handed_back: 0,
+            clear_looks: 0,
+            clear_since: None,
+            enters: 0,
+            last_enter: Instant::now(),
+            deadline: Instant::now() + o.confirm_timeout,
+        }
+    }
+
+    /// Press Enter, counted.
+    async fn enter(&mut self, tmux: &Tmux, pane: &str) -> Result<()> {
+        tmux.send_key(pane, "Enter").await?;
+        self.enters += 1;
+        self.last_enter = Instant::now();
+        Ok(())
+    }
+
+    /// Judge one look after Enter, counting clear looks in a row.
+    fn judge(&mut self, screen: &str, before: &str, p: &Patterns) -> AfterEnter {
+        let now = assess(screen, p);
+        self.text_seen |= matches!(now, Screen::Pending { .. });
+        let changed = self.text_seen || (!self.mid_turn && screen != before);
+        let look = after_enter(now, changed, self.was_queued);
+        if matches!(look, AfterEnter::Submitted { .. }) {
+            self.clear_looks += 1;
+            self.clear_since.get_or_insert_with(Instant::now);
+        } else {
+            (self.clear_looks, self.clear_since) = (0, None);
+        }
+        look
+    }
+
+    /// Whether the clear looks so far show the message submitted.
+    fn clear_long_enough(&self, p: &Patterns) -> bool {
+        let clear_for = self.clear_since.map_or(Duration::ZERO, |t| t.elapsed());
+        clear_enough(
+            self.clear_looks,
+            clear_for,
+            p.queues(),
+            self.mid_turn && !self.was_queued,
+        )
+    }
+}
+
 /// Steps 4 on of a delivery: Enter into a pane whose input holds the text, then confirm.
 /// `before`: the screen the text went into; `saw_pending`: the text was seen in the input.
 async fn submit(
@@ -305,119 +376,95 @@ async fn submit(
         ));
     }
     crate::io::hooks::pause(crate::io::hooks::Point::DeliveryEnter).await;
-    let mut enters = 0u32;
+    let mut w = Watch::new(p.is_busy(before), saw_pending, o);
     for _ in 0..o.submit_enters.max(1) {
-        tmux.send_key(pane, "Enter").await?;
-        enters += 1;
+        w.enter(tmux, pane).await?;
     }
-    let mut last_enter = Instant::now();
-    let mut deadline = Instant::now() + o.confirm_timeout;
-    // A clear input means something only once the text was seen in it (before Enter or
-    // after), or the screen changed on an agent that was not working (whose screen moves
-    // by itself).
-    let mid_turn = p.is_busy(before);
-    let mut text_seen = saw_pending;
-    // was_queued: a look saw the message in the agent's queue; queued_now: the last look
-    // did; handed_back: how often it came back into the input from there.
-    let (mut was_queued, mut queued_now, mut handed_back) = (false, false, 0u32);
-    // A clear input counts once it has held long enough (see `clear_enough`).
-    let mut clear_since: Option<Instant> = None;
-    let mut clear_looks = 0u32;
     loop {
         tokio::time::sleep(o.poll).await;
         let screen = tmux.capture(pane).await?;
-        let now = assess(&screen, p);
-        text_seen |= matches!(now, Screen::Pending { .. });
-        let changed = text_seen || (!mid_turn && screen != before);
-        let look = after_enter(now, changed, was_queued);
-        let clear_for = if matches!(look, AfterEnter::Submitted { .. }) {
-            clear_looks += 1;
-            clear_since.get_or_insert_with(Instant::now).elapsed()
-        } else {
-            (clear_looks, clear_since) = (0, None);
-            Duration::ZERO
-        };
+        let look = w.judge(&screen, before, p);
         match &look {
-            AfterEnter::Submitted { .. }
-                if !clear_enough(clear_looks, clear_for, p.queues(), mid_turn && !was_queued) =>
-            {
-                // Not yet: the queue may still be drawn under the cleared input.
-            }
+            // Not yet: the queue may still be drawn under the cleared input.
+            AfterEnter::Submitted { .. } if !w.clear_long_enough(p) => {}
             AfterEnter::Submitted { was_queued } => {
                 let reason = if *was_queued {
                     "submitted: taken from the agent's queue, the input area is clear"
                 } else {
                     "submitted: the input area is clear"
                 };
-                return Ok(report(Outcome::Delivered, reason, enters, bytes));
+                return Ok(report(Outcome::Delivered, reason, w.enters, bytes));
             }
             AfterEnter::Dialog(line) => {
                 return Ok(report(
                     Outcome::Unconfirmed,
                     format!("a dialog appeared after Enter ({line}); a human must answer it"),
-                    enters,
+                    w.enters,
                     bytes,
                 ));
             }
             AfterEnter::Queued => {
-                if !queued_now {
+                if !w.queued_now {
                     tracing::info!(pane, "the message waits in the agent's queue behind its running turn");
-                    deadline = deadline.max(Instant::now() + o.queued_timeout);
+                    w.deadline = w.deadline.max(Instant::now() + o.queued_timeout);
                 }
-                was_queued = true;
+                w.was_queued = true;
             }
-            AfterEnter::Unsent { handed_back: true } if queued_now && handed_back < RESUBMITS => {
+            AfterEnter::Unsent { handed_back: true } if w.queued_now && w.handed_back < RESUBMITS => {
                 tracing::info!(
                     pane,
                     "the agent handed the queued message back into its input; submitting it again"
                 );
-                tmux.send_key(pane, "Enter").await?;
-                enters += 1;
-                handed_back += 1;
-                last_enter = Instant::now();
+                w.enter(tmux, pane).await?;
+                w.handed_back += 1;
             }
             AfterEnter::Unsent { .. }
-                if last_enter.elapsed() >= o.retry_after
-                    && enters < o.submit_enters.max(1) + o.enter_retries + handed_back =>
+                if w.last_enter.elapsed() >= o.retry_after
+                    && w.enters < o.submit_enters.max(1) + o.enter_retries + w.handed_back =>
             {
-                tmux.send_key(pane, "Enter").await?;
-                enters += 1;
-                last_enter = Instant::now();
+                w.enter(tmux, pane).await?;
             }
             _ => {}
         }
-        queued_now = look == AfterEnter::Queued;
-        if Instant::now() >= deadline {
+        w.queued_now = look == AfterEnter::Queued;
+        if Instant::now() >= w.deadline {
             if let Some(why) = dead_check(tmux, pane).await? {
-                return Ok(report(Outcome::Unconfirmed, why, enters, bytes));
+                return Ok(report(Outcome::Unconfirmed, why, w.enters, bytes));
             }
-            // Still queued when the wait ends: the agent accepted it (see `at_deadline`).
-            if at_deadline(&look) == Outcome::Delivered {
-                let reason = if look == AfterEnter::Queued {
-                    format!(
-                        "queued: the agent accepted the message into its queue behind its running turn \
-                         and still holds it there after {:.0?}; it takes it at the turn's next tool call \
-                         or when the turn ends ({enters} Enter presses)",
-                        o.queued_timeout
-                    )
-                } else {
-                    "submitted: the input area is clear".to_string()
-                };
-                return Ok(report(Outcome::Delivered, reason, enters, bytes));
-            }
-            let why = match look {
-                AfterEnter::Unsent { handed_back: true } => format!(
-                    "the agent handed the queued message back into its input {handed_back} times; \
-                     it sits there unsent ({enters} Enter presses)"
-                ),
-                _ => format!(
-                    "the text was pasted but not seen submitted within {:.0?} ({enters} Enter presses)",
-                    o.confirm_timeout
-                ),
-            };
-            return Ok(report(Outcome::Unconfirmed, why, enters, bytes));
+            return Ok(when_the_wait_ends(&look, &w, o, bytes));
         }
     }
+}
+
+/// What a delivery not seen submitted reports when its wait ends, from its last look. Pure.
+fn when_the_wait_ends(look: &AfterEnter, w: &Watch, o: &Options, bytes: usize) -> Report {
+    let enters = w.enters;
+    // Still queued when the wait ends: the agent accepted it (see `at_deadline`).
+    if at_deadline(look) == Outcome::Delivered {
+        let reason = if *look == AfterEnter::Queued {
+            format!(
+                "queued: the agent accepted the message into its queue behind its running turn \
+                 and still holds it there after {:.0?}; it takes it at the turn's next tool call \
+                 or when the turn ends ({enters} Enter presses)",
+                o.queued_timeout
+            )
+        } else {
+            "submitted: the input area is clear".to_string()
+        };
+        return report(Outcome::Delivered, reason, enters, bytes);
+    }
+    let why = match look {
+        AfterEnter::Unsent { handed_back: true } => format!(
+            "the agent handed the queued message back into its input {} times; \
+             it sits there unsent ({enters} Enter presses)",
+            w.handed_back
+        ),
+        _ => format!(
+            "the text was pasted but not seen submitted within {:.0?} ({enters} Enter presses)",
+            o.confirm_timeout
+        ),
+    };
+    report(Outcome::Unconfirmed, why, enters, bytes)
 }
 
 #[cfg(test)]
