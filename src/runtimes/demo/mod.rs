@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use terminal::{Input, Terminal};
+use terminal::{Input, Terminal, readable_within};
 
 use crate::core::error::{Error, Result};
 use crate::core::handoff::{self, Status};
@@ -458,18 +458,6 @@ fn pm_instruct(env: &Env, agent: &str, instructions: &str) -> Result<()> {
 fn instructions_of(preamble: &str) -> &str {
     let yours = preamble.split("## Your Instructions").nth(1).unwrap_or(preamble);
     yours.split("## Instructions").nth(1).unwrap_or(yours)
-}
-
-/// Whether stdin has something to read within `wait`.
-fn readable_within(wait: Duration) -> bool {
-    use std::os::unix::io::AsRawFd;
-    let mut fds = libc::pollfd {
-        fd: std::io::stdin().as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd for the duration of the call.
-    unsafe { libc::poll(&mut fds, 1, wait.as_millis() as libc::c_int) > 0 }
 }
 
 /// `task demo-agent --prompt-file F`: run the scripted agent in this terminal.

@@ -45,6 +45,17 @@ impl Drop for Terminal {
     }
 }
 
+/// Whether stdin has something to read within `wait`.
+pub(super) fn readable_within(wait: std::time::Duration) -> bool {
+    let mut fds = libc::pollfd {
+        fd: std::io::stdin().as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe { libc::poll(&mut fds, 1, wait.as_millis() as libc::c_int) > 0 }
+}
+
 /// Input line state: typed text and pastes.
 #[derive(Default)]
 pub(super) struct Input {
