@@ -47,6 +47,9 @@ pub struct CheckinReport {
     pub phase: Phase,
     /// Delivery to the PM (`None` when another check-in was running).
     pub delivery: Option<Report>,
+    /// The id its message carried (`[checkin c-1a2b3c]`), when one was typed into the PM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkin_id: Option<String>,
     /// Whether the state (ledger, last_checkin) was saved.
     pub recorded: bool,
     /// When the next scheduled check-in is due (`null`: no schedule, e.g. cron mode without a crontab line).

@@ -358,5 +358,10 @@ impl Drop for World {
             }
         }
         kill_leftovers(self.dir.path());
+        // A failure's world (daemon log, events, screens' files) kept for reading after.
+        if std::thread::panicking() && std::env::var_os("AO_TEST_KEEP").is_some() {
+            self.dir.disable_cleanup(true);
+            eprintln!("AO_TEST_KEEP: kept {}", self.dir.path().display());
+        }
     }
 }

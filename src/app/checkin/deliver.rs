@@ -14,11 +14,17 @@ use crate::io::tmux::Tmux;
 use crate::store::task::Task;
 
 /// Deliver the plan's message (under `reuse_id` when an unfinished intent never reached
-/// the PM) and report how it went; a PM that cannot take it gets nothing typed.
-pub(super) async fn deliver(task: &Task, tmux: &Tmux, plan: &Plan, reuse_id: Option<String>) -> Result<Report> {
+/// the PM) and report how it went, with the id the message carried; a PM that cannot take
+/// it gets nothing typed (and no id).
+pub(super) async fn deliver(
+    task: &Task,
+    tmux: &Tmux,
+    plan: &Plan,
+    reuse_id: Option<String>,
+) -> Result<(Report, Option<String>)> {
     let (pane, runtime) = match pm_pane(&plan.pm, task.name.as_str(), plan.message.len()) {
         Ok(p) => p,
-        Err(report) => return Ok(report),
+        Err(report) => return Ok((report, None)),
     };
     let rt = crate::io::runtime::resolve(runtime.unwrap_or("claude"))?;
     let id = reuse_id.unwrap_or_else(intent::new_id);
@@ -33,5 +39,5 @@ pub(super) async fn deliver(task: &Task, tmux: &Tmux, plan: &Plan, reuse_id: Opt
     let tagged = intent::tagged(&plan.message, &id);
     let d = delivery::deliver(tmux, pane, &tagged, &rt.patterns, &rt.delivery_options()).await?;
     pause(Point::AfterDeliver).await;
-    Ok(d)
+    Ok((d, Some(id)))
 }

@@ -79,6 +79,7 @@ pub(super) async fn record_only(
         signals: ev.signals,
         phase: ev.phase,
         delivery: None,
+        checkin_id: None,
         recorded: true,
         next_checkin,
     })
@@ -92,7 +93,7 @@ pub(super) async fn record_delivery(
     task: &Task,
     trigger: Trigger,
     plan: Plan,
-    delivery: Report,
+    (delivery, id): (Report, Option<String>),
     spend: Option<&CostView>,
     next_checkin: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
@@ -118,6 +119,7 @@ pub(super) async fn record_delivery(
         EventKind::Checkin,
         serde_json::json!({
             "trigger": trigger,
+            "id": id,
             "new_handoffs": cands.len(),
             "files": cands.iter().map(|c| c.loaded.file.as_str()).collect::<Vec<_>>(),
             "signals": ev.signals.iter().map(|s| s.kind).collect::<Vec<_>>(),
@@ -141,6 +143,7 @@ pub(super) async fn record_delivery(
         signals: ev.signals,
         phase: ev.phase,
         delivery: Some(delivery),
+        checkin_id: id,
         recorded,
         next_checkin,
     })

@@ -209,6 +209,7 @@ fn nothing_recorded(
         signals: Vec::new(),
         phase,
         delivery: None,
+        checkin_id: None,
         recorded: false,
         next_checkin,
     }

@@ -117,6 +117,7 @@ pub(super) async fn settle_intent(
                     signals: ev.signals,
                     phase: ev.phase,
                     delivery: None,
+                    checkin_id: None,
                     recorded: true,
                     next_checkin: task.state()?.next_checkin,
                 }));
