@@ -316,12 +316,13 @@ impl Cc {
             .unwrap_or_else(|| panic!("no request of {agent} holds {text:?}\n{}", self.dump()))
     }
 
-    /// In how many check-ins (turns of the PM's conversations) the handoff `file` was told.
+    /// In how many check-ins the handoff `file` was told: check-ins the PM's model was given,
+    /// over all its conversations, as a turn of their own or put into a running turn.
     pub fn checkins_telling(&self, file: &str) -> usize {
         self.model
-            .turns_saying("pm", file)
+            .given("pm")
             .into_iter()
-            .filter(|t| t.said.contains("Check-in for task"))
+            .filter(|p| p.contains(file) && p.contains("Check-in for task"))
             .count()
     }
 

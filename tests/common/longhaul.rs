@@ -72,6 +72,9 @@ pub struct Figures {
     pub twice: Vec<String>,
     /// PM rotations.
     pub rotations: usize,
+    /// Check-ins Claude Code put into a running PM turn at a tool call (typed while the PM
+    /// worked), rather than taking them as a turn of their own.
+    pub into_running_turn: usize,
     /// The PM's context (tokens) at each check-in, in order.
     pub contexts: Vec<u64>,
     /// What one PM conversation would have reached without rotation (tokens).
@@ -151,6 +154,10 @@ impl Figures {
         println!("  lost                 {}", self.lost.len());
         println!("  told twice           {}", self.twice.len());
         println!("  PM rotations         {}", self.rotations);
+        println!(
+            "  into a running turn  {} (check-ins taken at a tool call)",
+            self.into_running_turn
+        );
         println!(
             "  PM input per check-in, mean of the first {d} check-ins {:.0}, of the last {d} {:.0}: ratio {:.2} (≤ 1.5)",
             first,
@@ -561,6 +568,12 @@ impl Run<'_> {
             lost,
             twice,
             rotations: events(&dir, "pm_rotated").len(),
+            into_running_turn: cc
+                .model
+                .given("pm")
+                .iter()
+                .filter(|p| p.contains(super::model::INJECTED) && p.contains("Check-in for task"))
+                .count(),
             contexts,
             unrotated,
             daemon_cpu: self.cpu,

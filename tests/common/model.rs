@@ -196,6 +196,18 @@ impl ModelServer {
             .any(|s| s.main && s.agent.as_deref() == Some(agent) && s.said.contains(text))
     }
 
+    /// The messages `agent`'s model was given as the user's, over all its conversations
+    /// (a rotated or restarted PM has several): each conversation as its latest main
+    /// request carried it, so a retried request or a resumed conversation counts nothing
+    /// twice. Prompts of their own and messages queued while a turn ran that Claude Code
+    /// put into it at a tool call ([`INJECTED`]) alike: both reached the model.
+    pub fn given(&self, agent: &str) -> Vec<String> {
+        latest_per_conversation(&self.seen(), agent)
+            .into_iter()
+            .flat_map(|s| s.prompts)
+            .collect()
+    }
+
     /// How many messages of `agent`'s conversation, as its latest main request carried it,
     /// gave it `text` as the user's (a prompt of its own, or one put into a running turn).
     pub fn received(&self, agent: &str, text: &str) -> usize {
@@ -579,6 +591,20 @@ fn text_of(m: &Value) -> (String, bool) {
 
 fn users(msgs: &[Value]) -> impl Iterator<Item = (String, bool)> + '_ {
     msgs.iter().filter(|m| m["role"] == "user").map(text_of)
+}
+
+/// `agent`'s latest main request in each of its conversations (told apart by their first
+/// message), in the order the conversations began.
+fn latest_per_conversation(seen: &[Seen], agent: &str) -> Vec<Seen> {
+    let mut out: Vec<(String, Seen)> = Vec::new();
+    for s in seen.iter().filter(|s| s.main && s.agent.as_deref() == Some(agent)) {
+        let first = s.messages.first().map(|m| text_of(m).0).unwrap_or_default();
+        match out.iter_mut().find(|(f, _)| *f == first) {
+            Some((_, latest)) => *latest = s.clone(),
+            None => out.push((first, s.clone())),
+        }
+    }
+    out.into_iter().map(|(_, s)| s).collect()
 }
 
 fn prompts(msgs: &[Value]) -> Vec<String> {
@@ -1344,6 +1370,56 @@ mod tests {
         assert!(prompts(&[user(pre), assistant(), result("ok")]).len() == 1);
         // An unclosed reminder hides the rest rather than leaking it.
         assert_eq!(without_reminders("a<system-reminder>b"), "a");
+    }
+
+    /// What a long run counts a check-in by: it reached the model once whether it came as
+    /// a turn of its own or was put into a running turn at a tool call (no new turn then),
+    /// a retried request adds nothing, and a rotated PM's new conversation is counted too.
+    #[test]
+    fn what_the_model_was_given_counts_queued_messages_once_over_every_conversation() {
+        let seen = |msgs: Vec<Value>| Seen {
+            at: SystemTime::now(),
+            main: true,
+            agent: Some("pm".into()),
+            last_user: String::new(),
+            said: String::new(),
+            turn_at: 0,
+            new_turn: false,
+            answer: String::new(),
+            held: None,
+            prompts: prompts(&msgs),
+            messages: msgs,
+        };
+        let pre = "# Agent: pm\nfirst conversation";
+        let queued = format!("<system-reminder>{INJECTED} Check-in for task t: dev-1.md</system-reminder>");
+        let first = vec![user(pre), assistant(), result("SPAWN_OK")];
+        let injected = vec![user(pre), assistant(), result("SPAWN_OK"), user(&queued)];
+        let later = vec![
+            user(pre),
+            assistant(),
+            result("SPAWN_OK"),
+            user(&queued),
+            assistant(),
+            user("Check-in for task t: dev-2.md"),
+        ];
+        let rotated = vec![
+            user("# Agent: pm\nresumed"),
+            assistant(),
+            user("Check-in for task t: dev-3.md"),
+        ];
+        let all = [first, injected.clone(), injected, later, rotated].map(seen);
+        let given: Vec<String> = latest_per_conversation(&all, "pm")
+            .into_iter()
+            .flat_map(|s| s.prompts)
+            .collect();
+        for (file, n) in [("dev-1.md", 1), ("dev-2.md", 1), ("dev-3.md", 1), ("dev-4.md", 0)] {
+            assert_eq!(
+                given.iter().filter(|p| p.contains(file)).count(),
+                n,
+                "{file}: {given:?}"
+            );
+        }
+        assert!(latest_per_conversation(&all, "dev").is_empty());
     }
 
     #[test]
