@@ -272,20 +272,31 @@ fn a_send_the_daemon_works_on_past_the_clients_silence_limit_is_still_answered()
 fn a_paste_a_working_agent_takes_in_late_is_submitted_once_it_shows() {
     // Within delivery's look for the paste, and later than it (Enter already pressed).
     for lag in ["700", "2600"] {
-        a_late_paste_is_submitted_once(lag);
+        a_late_paste_is_submitted_once(lag, false);
     }
 }
 
-fn a_late_paste_is_submitted_once(lag: &str) {
+/// The same into an agent that looks idle but whose screen moves: a Claude Code PM just
+/// started, its first turn beginning to draw as a check-in goes in. A change on its screen
+/// is not the paste landing (taken so, the Enter met an empty input and the check-in sat
+/// unsent in a long run's PM while it was recorded delivered).
+#[test]
+fn a_paste_an_idle_agent_with_a_moving_screen_takes_in_late_is_submitted_once_it_shows() {
+    for lag in ["700", "2600"] {
+        a_late_paste_is_submitted_once(lag, true);
+    }
+}
+
+fn a_late_paste_is_submitted_once(lag: &str, idle: bool) {
     let w = World::new();
-    let pane = w
-        .start_idle_pm("t1")
-        .env("AO_DEMO_LATE_PASTE_MS", lag)
-        .arg("--no-cron")
-        .run()
-        .0;
-    wait_for("the PM at work", 30, || {
-        w.capture(&pane).contains("demo: working…").then_some(())
+    let mut start = w.start_idle_pm("t1").env("AO_DEMO_LATE_PASTE_MS", lag).arg("--no-cron");
+    if idle {
+        start = start.env("AO_DEMO_LATE_PASTE_IDLE", "1");
+    }
+    let pane = start.run().0;
+    let moving = if idle { "demo: tick" } else { "demo: working…" };
+    wait_for("the PM's screen moving", 30, || {
+        w.capture(&pane).contains(moving).then_some(())
     });
     let o = run(w
         .task()

@@ -212,31 +212,27 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
     let buffer = format!("ao-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple());
     tmux.paste(pane, &buffer, clean).await?;
 
-    // 3. See the paste land (or give up looking after a short while). On a working agent's
-    //    screen something always moves (a spinner, a timer): a change there says nothing
-    //    of the paste, so only the text in the input counts. Claude Code takes a paste in
-    //    asynchronously and an Enter at once: pressed before the text shows, the Enter
-    //    lands on an empty input and the text stays unsent (seen mid-turn, > 0.5 s late).
+    // 3. See the paste land: the text in the input (or give up looking after a short
+    //    while). Only the text counts, never a screen that changed: Claude Code takes a
+    //    paste in asynchronously and an Enter at once, and pressed before the text shows,
+    //    the Enter lands on an empty input and the text stays unsent — seen mid-turn
+    //    (> 0.5 s late, the spinner moving meanwhile) and into a PM just started, whose
+    //    first turn began to draw as the check-in went in. A screen that moved without
+    //    the text showing moves by itself: the agent is judged as a working one.
     let seen_deadline = Instant::now() + Duration::from_secs(2);
-    let mut saw_pending = false;
-    let working = p.is_busy(&before);
+    let (mut saw_pending, mut moved) = (false, false);
     while Instant::now() < seen_deadline {
         let screen = tmux.capture(pane).await?;
         if matches!(assess(&screen, p), Screen::Pending { .. }) {
             saw_pending = true;
             break;
         }
-        if screen != before && !working {
-            // Changed but not recognisably pending: give the renderer one more poll.
-            tokio::time::sleep(o.poll).await;
-            let again = tmux.capture(pane).await?;
-            saw_pending = matches!(assess(&again, p), Screen::Pending { .. });
-            break;
-        }
+        moved |= screen != before;
         tokio::time::sleep(o.poll).await;
     }
 
-    submit(tmux, pane, p, o, &before, saw_pending, bytes).await
+    let mid_turn = p.is_busy(&before) || moved;
+    submit(tmux, pane, p, o, &before, (saw_pending, mid_turn), bytes).await
 }
 
 /// Submit a message an interrupted delivery left in the input area: pasted, Enter never
@@ -263,7 +259,7 @@ pub async fn submit_unsent(tmux: &Tmux, pane: &str, needle: &str, p: &Patterns, 
             0,
         ));
     }
-    submit(tmux, pane, p, o, &screen, true, 0).await
+    submit(tmux, pane, p, o, &screen, (true, p.is_busy(&screen)), 0).await
 }
 
 /// How long an input seen clear after Enter must stay clear before it counts as submitted,
@@ -285,7 +281,8 @@ fn clear_enough(looks: u32, clear_for: Duration, queues: bool, mid_turn: bool) -
 
 /// What the confirm wait after Enter knows between its looks.
 struct Watch {
-    /// The agent was working when the text went in (its screen moves by itself).
+    /// The agent was working when the text went in, or its screen moved by itself before
+    /// the text showed: a changed screen says nothing of the message.
     mid_turn: bool,
     /// The text was seen in the input, before Enter or after: only then does a clear
     /// input mean something on a working agent's screen.
@@ -355,14 +352,15 @@ impl Watch {
 }
 
 /// Steps 4 on of a delivery: Enter into a pane whose input holds the text, then confirm.
-/// `before`: the screen the text went into; `saw_pending`: the text was seen in the input.
+/// `before`: the screen the text went into; `saw_pending`: the text was seen in the input;
+/// `mid_turn`: the agent was working, or its screen moved by itself (see `Watch`).
 async fn submit(
     tmux: &Tmux,
     pane: &str,
     p: &Patterns,
     o: &Options,
     before: &str,
-    saw_pending: bool,
+    (saw_pending, mid_turn): (bool, bool),
     bytes: usize,
 ) -> Result<Report> {
     // 4. Never press Enter into a dialog (it would answer it); then Enter, then confirm,
@@ -376,7 +374,7 @@ async fn submit(
         ));
     }
     crate::io::hooks::pause(crate::io::hooks::Point::DeliveryEnter).await;
-    let mut w = Watch::new(p.is_busy(before), saw_pending, o);
+    let mut w = Watch::new(mid_turn, saw_pending, o);
     for _ in 0..o.submit_enters.max(1) {
         w.enter(tmux, pane).await?;
     }

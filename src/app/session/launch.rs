@@ -35,6 +35,7 @@ fn agent_env(ctx: &Ctx, task: &Task, agent: &str, role: &str) -> Vec<(String, St
         "AO_DEMO_IDLE",
         "AO_DEMO_SHOW_PASTE",
         "AO_DEMO_LATE_PASTE_MS",
+        "AO_DEMO_LATE_PASTE_IDLE",
         "XDG_CONFIG_HOME",
         "HOME",
         "TMPDIR",

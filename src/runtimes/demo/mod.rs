@@ -497,18 +497,25 @@ pub fn main(prompt_file: &Path) -> Result<()> {
             .and_then(|s| s.parse().ok())
             .map(Duration::from_millis),
     );
+    // The line late-paste mode draws every 150 ms: a working agent's spinner, or with
+    // AO_DEMO_LATE_PASTE_IDLE an idle agent's screen that moves all the same (Claude Code
+    // just started, its first turn beginning to draw).
+    let ticker = if std::env::var_os("AO_DEMO_LATE_PASTE_IDLE").is_some() {
+        "demo: tick"
+    } else {
+        "demo: working…"
+    };
     let mut received = 0usize;
     prompt(&input);
     let mut buf = [0u8; 4096];
     let mut stdin = std::io::stdin().lock();
     let mut ticks = 0u64;
     loop {
-        // Late-paste mode: a turn that never ends, its spinner moving, as Claude Code's
-        // screen moves while it works.
+        // Late-paste mode: a screen that keeps moving, as Claude Code's does while it works.
         if input.late.is_some() && !readable_within(Duration::from_millis(150)) {
             ticks += 1;
             input.release(std::time::Instant::now());
-            say(&format!("demo: working… ({ticks})"));
+            say(&format!("{ticker} ({ticks})"));
             prompt(&input);
             continue;
         }
