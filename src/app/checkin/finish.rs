@@ -124,6 +124,7 @@ pub(super) async fn record_delivery(
             "files": cands.iter().map(|c| c.loaded.file.as_str()).collect::<Vec<_>>(),
             "signals": ev.signals.iter().map(|s| s.kind).collect::<Vec<_>>(),
             "outcome": delivery.outcome,
+            "reason": delivery.reason,
             "enters": delivery.enters,
             "bytes": delivery.bytes,
             "recorded": recorded,
