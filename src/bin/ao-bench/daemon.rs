@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{arg, header, ms, row, runtime_has, stats, task_bin};
+use crate::{Stats, arg, header, ms, row, runtime_has, stats, task_bin};
 
 pub(crate) struct Env {
     _dir: tempfile::TempDir,
@@ -210,76 +210,82 @@ fn bursts(inbox: &Path, handoffs: &Path, runs: usize) {
 
 pub(crate) fn bench_daemon(args: &[String]) {
     let n = arg(args, "--handoffs", 100);
-    let tasks = arg(args, "--tasks", 50);
-    let idle_secs = arg(args, "--idle-secs", 60);
+    let floor = floor(n);
+    lone_handoffs(n, floor.as_ref(), arg(args, "--bursts", 10));
+    idle(arg(args, "--tasks", 50), arg(args, "--idle-secs", 60));
+}
 
-    // Floor: inotifywait + tmux send-keys in a shell loop, into a pane that appends what it reads.
-    let floor = if runtime_has("inotifywait") {
-        let e = Env::new();
-        let dir = e.root.join("floor");
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = e.root.join("floor.out");
-        let tmux = |a: &[&str]| {
-            Command::new("tmux")
-                .arg("-S")
-                .arg(&e.sock)
-                .args(a)
-                .env_remove("TMUX")
-                .output()
-                .unwrap()
-        };
-        tmux(&[
-            "new-session",
-            "-d",
-            "-s",
-            "floor",
-            "--",
-            "sh",
-            "-c",
-            &format!("cat >> {}", out.display()),
-        ]);
-        let script = format!(
-            "inotifywait -q -m -e close_write -e moved_to --format %f {} | while read f; do tmux -S {} send-keys -t =floor: -l \"$f\"; tmux -S {} send-keys -t =floor: Enter; done",
-            dir.display(),
-            e.sock.display(),
-            e.sock.display()
-        );
-        let mut watcher = Command::new("sh")
-            .arg("-c")
-            .arg(&script)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(500));
-        let mut v = Vec::new();
-        for i in 0..n {
-            let t = Instant::now();
-            write_handoff(&dir, i);
-            while lines_in(&out) < i + 1 {
-                std::thread::sleep(Duration::from_millis(1));
-                assert!(t.elapsed() < Duration::from_secs(20), "floor timed out");
-            }
-            v.push(t.elapsed());
-        }
-        let _ = watcher.kill();
-        let _ = watcher.wait();
-        let _ = Command::new("pkill")
-            .args([
-                "-f",
-                &format!(
-                    "inotifywait -q -m -e close_write -e moved_to --format %f {}",
-                    dir.display()
-                ),
-            ])
-            .status();
-        Some(stats(v))
-    } else {
+/// The floor: inotifywait + tmux send-keys in a shell loop, into a pane that appends what
+/// it reads; `None` (and said why) without inotifywait.
+fn floor(n: usize) -> Option<Stats> {
+    if !runtime_has("inotifywait") {
         eprintln!("inotifywait not installed (apt-get install inotify-tools): no floor for the latency figure");
-        None
+        return None;
+    }
+    let e = Env::new();
+    let dir = e.root.join("floor");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = e.root.join("floor.out");
+    let tmux = |a: &[&str]| {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&e.sock)
+            .args(a)
+            .env_remove("TMUX")
+            .output()
+            .unwrap()
     };
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        "floor",
+        "--",
+        "sh",
+        "-c",
+        &format!("cat >> {}", out.display()),
+    ]);
+    let script = format!(
+        "inotifywait -q -m -e close_write -e moved_to --format %f {} | while read f; do tmux -S {} send-keys -t =floor: -l \"$f\"; tmux -S {} send-keys -t =floor: Enter; done",
+        dir.display(),
+        e.sock.display(),
+        e.sock.display()
+    );
+    let mut watcher = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut v = Vec::new();
+    for i in 0..n {
+        let t = Instant::now();
+        write_handoff(&dir, i);
+        while lines_in(&out) < i + 1 {
+            std::thread::sleep(Duration::from_millis(1));
+            assert!(t.elapsed() < Duration::from_secs(20), "floor timed out");
+        }
+        v.push(t.elapsed());
+    }
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+    let _ = Command::new("pkill")
+        .args([
+            "-f",
+            &format!(
+                "inotifywait -q -m -e close_write -e moved_to --format %f {}",
+                dir.display()
+            ),
+        ])
+        .status();
+    Some(stats(v))
+}
 
-    // The daemon: a real check-in per handoff, confirmed in the PM pane.
+/// The daemon: a real check-in per handoff, confirmed in the PM pane, `n` of them one at a
+/// time against the floor; then `bursts` bursts.
+fn lone_handoffs(n: usize, floor: Option<&Stats>, bursts_of: usize) {
     let e = Env::new();
     assert!(e.task(&["start", "b", "--runtime", "demo"]).status().unwrap().success());
     let inbox = e.project.join("tasks/b/scratchpad/pm/inbox.jsonl");
@@ -304,17 +310,18 @@ pub(crate) fn bench_daemon(args: &[String]) {
     let latency = stats(v);
     println!("\n{n} handoffs, one at a time (200 ms apart)\n");
     header();
-    if let Some(f) = &floor {
+    if let Some(f) = floor {
         row("floor: inotifywait + tmux send-keys", f, f, "-");
         row("handoff → check-in in the PM pane", &latency, f, "p50 < 60 ms");
     } else {
         row("handoff → check-in in the PM pane", &latency, &latency, "p50 < 60 ms");
     }
     println!("p99: {}  (target < 150 ms)", ms(p99));
-    bursts(&inbox, &handoffs, arg(args, "--bursts", 10));
-    drop(e);
+    bursts(&inbox, &handoffs, bursts_of);
+}
 
-    // Idle: N tasks, each with an idle demo PM, for idle_secs.
+/// Idle: `tasks` tasks, each with an idle demo PM, for `idle_secs`.
+fn idle(tasks: usize, idle_secs: usize) {
     let e = Env::new();
     for i in 0..tasks {
         let name = format!("t{i}");
