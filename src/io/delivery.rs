@@ -231,8 +231,8 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
         tokio::time::sleep(o.poll).await;
     }
 
-    let mid_turn = p.is_busy(&before) || moved;
-    submit(tmux, pane, p, o, &before, (saw_pending, mid_turn), bytes).await
+    let w = Watch::new(p.is_busy(&before) || moved, saw_pending, o);
+    submit(tmux, pane, p, o, &before, w, bytes).await
 }
 
 /// Submit a message an interrupted delivery left in the input area: pasted, Enter never
@@ -259,7 +259,8 @@ pub async fn submit_unsent(tmux: &Tmux, pane: &str, needle: &str, p: &Patterns, 
             0,
         ));
     }
-    submit(tmux, pane, p, o, &screen, (true, p.is_busy(&screen)), 0).await
+    let w = Watch::new(p.is_busy(&screen), true, o);
+    submit(tmux, pane, p, o, &screen, w, 0).await
 }
 
 /// How long an input seen clear after Enter must stay clear before it counts as submitted,
@@ -352,15 +353,14 @@ impl Watch {
 }
 
 /// Steps 4 on of a delivery: Enter into a pane whose input holds the text, then confirm.
-/// `before`: the screen the text went into; `saw_pending`: the text was seen in the input;
-/// `mid_turn`: the agent was working, or its screen moved by itself (see `Watch`).
+/// `before`: the screen the text went into; `w`: what is known of it so far (see `Watch`).
 async fn submit(
     tmux: &Tmux,
     pane: &str,
     p: &Patterns,
     o: &Options,
     before: &str,
-    (saw_pending, mid_turn): (bool, bool),
+    mut w: Watch,
     bytes: usize,
 ) -> Result<Report> {
     // 4. Never press Enter into a dialog (it would answer it); then Enter, then confirm,
@@ -374,7 +374,8 @@ async fn submit(
         ));
     }
     crate::io::hooks::pause(crate::io::hooks::Point::DeliveryEnter).await;
-    let mut w = Watch::new(mid_turn, saw_pending, o);
+    // The confirm wait is counted from the first Enter.
+    w.deadline = Instant::now() + o.confirm_timeout;
     for _ in 0..o.submit_enters.max(1) {
         w.enter(tmux, pane).await?;
     }
