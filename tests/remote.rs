@@ -322,6 +322,131 @@ fn a_remote_agent_is_spawned_its_handoff_pulled_and_checked_in_then_stopped() {
     wait_for("ssh masters to end", 10, || (r.masters() == 0).then_some(()));
 }
 
+/// The pids of `parent`'s children named `comm`.
+fn children_named(parent: u32, comm: &str) -> Vec<u32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            // `pid (comm) state ppid …`: the comm may hold spaces, so read after its `)`.
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            let Some((head, rest)) = stat.rsplit_once(')') else {
+                return false;
+            };
+            let ppid = rest.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok());
+            head.ends_with(&format!("({comm}")) && ppid == Some(parent)
+        })
+        .collect()
+}
+
+#[test]
+fn a_stop_waiting_on_a_silent_host_holds_up_nothing_else_and_ends_an_agent_started_meanwhile() {
+    let r = Remote::new(None);
+    let w = &r.w;
+    ok(&run(r.task().env("AO_DEMO_IDLE", "1").args([
+        "start",
+        "t1",
+        "--runtime",
+        "demo",
+        "--no-daemon",
+        "--no-cron",
+    ])));
+    w.wait_demo_prompt(&w.pane("t1", "pm"));
+    r.spawn_idle_dev();
+    // From now on the task's spokes start here.
+    std::fs::write(
+        w.project.join("tasks/t1/task.md"),
+        "# Task: remote\n\n## Goal\nTry it.\n",
+    )
+    .unwrap();
+    let mut daemon = r
+        .task()
+        .args(["daemon", "-vv"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = wait_for("the daemon", 10, || w.daemon_pid()) as u32;
+
+    // The host falls silent: the stop (served by the daemon) waits on its handshake.
+    r.sshd.freeze();
+    let mut stop = r
+        .task()
+        .args(["stop", "t1", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the daemon to dial the silent host", 20, || {
+        (!children_named(pid, "ssh").is_empty()).then_some(())
+    });
+    // Meanwhile a request of the same task that records under the state's lock is answered
+    // (the daemon runs on one thread: a stop holding the lock while it waited froze it).
+    let h = ok(&run_with_stdin(
+        r.task().args([
+            "handoff",
+            "t1",
+            "--from",
+            "pm",
+            "--status",
+            "IN_PROGRESS",
+            "--body-file",
+            "-",
+        ]),
+        b"## Instructions\nWait.\n",
+    ));
+    let mut spawn = r
+        .task()
+        .env("AO_DEMO_IDLE", "1")
+        .args([
+            "spawn",
+            "t1",
+            "qa",
+            "--handoff",
+            h.trim(),
+            "--runtime",
+            "demo",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let spawned = wait_for("the spawn to be answered", 30, || spawn.try_wait().unwrap());
+    assert!(
+        stop.try_wait().unwrap().is_none(),
+        "the spawn was answered only once the stop had finished"
+    );
+    let mut err = String::new();
+    std::io::Read::read_to_string(spawn.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(spawned.success(), "spawn during a stop: {err}");
+    assert!(w.state("t1")["agents"]["qa"]["session"].is_string());
+
+    // The stop gives up on the silent host, and ends the agent started meanwhile too.
+    let stopped = wait_for("the stop to finish", 60, || stop.try_wait().unwrap());
+    let mut out = String::new();
+    std::io::Read::read_to_string(stop.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert!(stopped.success(), "{out}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let has = |key: &str, s: &str| v["stopped"][key].as_array().unwrap().iter().any(|x| x == s);
+    assert!(has("unreachable", "aot-t1-dev@aoremote"), "{v}");
+    assert!(has("ended", "aot-t1-pm") && has("ended", "aot-t1-qa"), "{v}");
+    assert!(!w.tmux(&["has-session", "-t", "=aot-t1-qa"]).status.success());
+    let st = w.state("t1");
+    assert_eq!(st["agents"]["qa"]["status"], "stopped", "{st}");
+    assert_ne!(
+        st["agents"]["dev"]["status"], "stopped",
+        "the silent host's agent may still run: {st}"
+    );
+    r.sshd.thaw();
+    let _ = ok(&run(r.task().arg("shutdown")));
+    let _ = daemon.wait();
+}
+
 #[test]
 fn an_unreachable_host_is_a_clear_error_and_nothing_is_recorded() {
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
