@@ -56,7 +56,21 @@ impl Remote {
     }
 
     /// A PM handoff, then dev spawned on the remote host as a quiet demo agent.
-    fn spawn_idle_dev(&self) {
+    /// Start t1's PM (an idle demo agent, no daemon, no cron) and wait for its prompt.
+    fn start_idle_pm(&self) {
+        ok(&run(self.task().env("AO_DEMO_IDLE", "1").args([
+            "start",
+            "t1",
+            "--runtime",
+            "demo",
+            "--no-daemon",
+            "--no-cron",
+        ])));
+        self.w.wait_demo_prompt(&self.w.pane("t1", "pm"));
+    }
+
+    /// A handoff from the PM telling a spoke to wait; its path.
+    fn wait_handoff(&self) -> String {
         let h = ok(&run_with_stdin(
             self.task().args([
                 "handoff",
@@ -70,12 +84,17 @@ impl Remote {
             ]),
             b"## Instructions\nWait.\n",
         ));
+        h.trim().to_string()
+    }
+
+    fn spawn_idle_dev(&self) {
+        let h = self.wait_handoff();
         ok(&run(self.task().env("AO_DEMO_IDLE", "1").args([
             "spawn",
             "t1",
             "dev",
             "--handoff",
-            h.trim(),
+            &h,
             "--runtime",
             "demo",
         ])));
@@ -102,16 +121,7 @@ impl Drop for Remote {
 fn a_remote_agent_is_spawned_its_handoff_pulled_and_checked_in_then_stopped() {
     let r = Remote::new(None);
     let w = &r.w;
-    ok(&run(r.task().env("AO_DEMO_IDLE", "1").args([
-        "start",
-        "t1",
-        "--runtime",
-        "demo",
-        "--no-daemon",
-        "--no-cron",
-    ])));
-    let pm_pane = w.pane("t1", "pm");
-    w.wait_demo_prompt(&pm_pane);
+    r.start_idle_pm();
     let h = ok(&run_with_stdin(
         r.task().args([
             "handoff",
@@ -347,15 +357,7 @@ fn children_named(parent: u32, comm: &str) -> Vec<u32> {
 fn a_stop_waiting_on_a_silent_host_holds_up_nothing_else_and_ends_an_agent_started_meanwhile() {
     let r = Remote::new(None);
     let w = &r.w;
-    ok(&run(r.task().env("AO_DEMO_IDLE", "1").args([
-        "start",
-        "t1",
-        "--runtime",
-        "demo",
-        "--no-daemon",
-        "--no-cron",
-    ])));
-    w.wait_demo_prompt(&w.pane("t1", "pm"));
+    r.start_idle_pm();
     r.spawn_idle_dev();
     // From now on the task's spokes start here.
     std::fs::write(
@@ -386,19 +388,7 @@ fn a_stop_waiting_on_a_silent_host_holds_up_nothing_else_and_ends_an_agent_start
     });
     // Meanwhile a request of the same task that records under the state's lock is answered
     // (the daemon runs on one thread: a stop holding the lock while it waited froze it).
-    let h = ok(&run_with_stdin(
-        r.task().args([
-            "handoff",
-            "t1",
-            "--from",
-            "pm",
-            "--status",
-            "IN_PROGRESS",
-            "--body-file",
-            "-",
-        ]),
-        b"## Instructions\nWait.\n",
-    ));
+    let h = r.wait_handoff();
     let mut spawn = r
         .task()
         .env("AO_DEMO_IDLE", "1")
