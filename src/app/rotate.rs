@@ -383,17 +383,7 @@ pub async fn tend_spokes(
 ) -> Vec<crate::core::checkin::signals::Signal> {
     let Ok(p) = policy(task) else { return Vec::new() };
     let Ok(st) = task.state() else { return Vec::new() };
-    let spokes: Vec<String> = st
-        .agents
-        .iter()
-        .filter(|(n, a)| {
-            n.as_str() != "pm"
-                && a.host.remote().is_none()
-                && a.status == crate::core::model::AgentStatus::Running
-                && (a.checkpoint_asked.is_some() || st.lanes.get(n.as_str()).is_some_and(|l| l.holder.is_some()))
-        })
-        .map(|(n, _)| n.clone())
-        .collect();
+    let spokes = spokes_to_tend(&st);
     if spokes.is_empty() || (p.at_percent.is_none() && spokes.iter().all(|n| st.agents[n].checkpoint_asked.is_none())) {
         return Vec::new();
     }
@@ -404,23 +394,17 @@ pub async fn tend_spokes(
         .into_iter()
         .filter_map(|(agent, c)| Some((agent, c.percent?)))
         .collect();
-    let grace = task
-        .spec()
-        .ok()
-        .and_then(|s| {
-            s.setting("checkpoint_grace")
-                .and_then(crate::core::clock::parse_duration)
-        })
-        .unwrap_or(rotation::CHECKPOINT_GRACE);
+    let grace = checkpoint_grace(task);
     let mut out = Vec::new();
     for agent in spokes {
         let Ok(st) = task.state() else { break };
         let Some(a) = st.agents.get(&agent) else { continue };
         let holds_lane = st.lanes.get(&agent).is_some_and(|l| l.holder.is_some());
         let checkpoint = a.checkpoint_asked.and_then(|t| checkpoint_since(task, &agent, t));
+        let percent = fills.get(&agent).copied();
         let step = rotation::spoke_step(
             p.at_percent,
-            fills.get(&agent).copied(),
+            percent,
             a.checkpoint_asked,
             holds_lane,
             checkpoint.as_ref().map(|(f, _)| f.as_str()),
@@ -430,80 +414,121 @@ pub async fn tend_spokes(
         match step {
             rotation::SpokeStep::Nothing => {}
             rotation::SpokeStep::Forget => set_asked(task, &agent, None, now),
-            rotation::SpokeStep::Ask { percent } => {
-                let text = rotation::checkpoint_message(task.name.as_str(), &agent, "task", percent);
-                let sent = crate::app::session::send_with(
-                    ctx,
-                    task,
-                    &agent,
-                    &text,
-                    Some(std::time::Duration::from_secs(15)),
-                    true,
-                )
-                .await;
-                let delivered = matches!(&sent, Ok(r) if r.outcome == crate::core::report::Outcome::Delivered);
-                // Typed but not confirmed (a busy client keeps it queued) counts as asked
-                // too: asking again would queue a second request behind the first.
-                let typed = delivered || matches!(&sent, Ok(r) if r.enters > 0);
-                if typed {
-                    set_asked(task, &agent, Some(now), now);
-                }
-                let _ = crate::store::events::append(
-                    task,
-                    EventKind::CheckpointAsked,
-                    Some(&agent),
-                    serde_json::json!({"percent": percent, "delivered": delivered}),
-                    now,
-                );
-                tracing::info!(task = %task.name, %agent, percent, delivered, "asked a spoke with a full context for a checkpoint");
-            }
+            rotation::SpokeStep::Ask { percent } => ask_checkpoint(ctx, task, &agent, percent, now).await,
             rotation::SpokeStep::FromCheckpoint { .. } | rotation::SpokeStep::FromTranscript => {
-                let said = match &checkpoint {
-                    Some(_) => None,
-                    None => last_said(task, a),
-                };
-                let block = rotation::continue_block(
-                    checkpoint.as_ref().map(|(f, b)| (f.as_str(), b.as_str())),
-                    said.as_deref(),
-                );
-                let percent = fills.get(&agent).copied();
-                match crate::app::session::respawn_in_lane(ctx, task, &agent, &block, now).await {
-                    Ok(started) => {
-                        set_asked(task, &agent, None, now);
-                        let file = checkpoint.as_ref().map(|(f, _)| f.clone());
-                        let _ = crate::store::events::append(
-                            task,
-                            EventKind::SpokeRotated,
-                            Some(&agent),
-                            serde_json::json!({"percent": percent, "checkpoint": file, "session": started.session}),
-                            now,
-                        );
-                        tracing::info!(task = %task.name, %agent, checkpoint = ?file, "spoke continued in a fresh session");
-                        out.push(crate::core::checkin::signals::Signal {
-                            kind: crate::core::checkin::signals::SignalKind::Rotated,
-                            agent: agent.clone(),
-                            file: file.clone(),
-                            text: match &file {
-                                Some(f) => format!(
-                                    "rotated: {agent}{} goes on in a fresh session from its checkpoint {f}; nothing to do, wait for its handoff",
-                                    percent.map(|p| format!(" at {p}%")).unwrap_or_default()
-                                ),
-                                None => format!(
-                                    "rotated: {agent}{} wrote no checkpoint in time and goes on in a fresh session from what it last said; wait for its handoff",
-                                    percent.map(|p| format!(" at {p}%")).unwrap_or_default()
-                                ),
-                            },
-                        });
-                    }
-                    Err(e) => {
-                        tracing::warn!(task = %task.name, %agent, error = %e, "could not continue the spoke in a fresh session");
-                        set_asked(task, &agent, None, now);
-                    }
-                }
+                out.extend(continue_fresh(ctx, task, &agent, a, checkpoint, percent, now).await);
             }
         }
     }
     out
+}
+
+/// The local spokes running a PM handoff (holding a lane) or already asked for a
+/// checkpoint: the ones whose context is watched (pure).
+fn spokes_to_tend(st: &crate::core::model::PmState) -> Vec<String> {
+    st.agents
+        .iter()
+        .filter(|(n, a)| {
+            n.as_str() != "pm"
+                && a.host.remote().is_none()
+                && a.status == crate::core::model::AgentStatus::Running
+                && (a.checkpoint_asked.is_some() || st.lanes.get(n.as_str()).is_some_and(|l| l.holder.is_some()))
+        })
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+/// How long a spoke asked for a checkpoint has to write one (task.md's `checkpoint_grace:`).
+fn checkpoint_grace(task: &Task) -> std::time::Duration {
+    task.spec()
+        .ok()
+        .and_then(|s| {
+            s.setting("checkpoint_grace")
+                .and_then(crate::core::clock::parse_duration)
+        })
+        .unwrap_or(rotation::CHECKPOINT_GRACE)
+}
+
+/// Ask `agent`, whose context is `percent` full, for a checkpoint handoff, and remember it
+/// was asked once the request was typed.
+async fn ask_checkpoint(ctx: &crate::app::session::Ctx, task: &Task, agent: &str, percent: u64, now: DateTime<Utc>) {
+    let text = rotation::checkpoint_message(task.name.as_str(), agent, "task", percent);
+    let sent =
+        crate::app::session::send_with(ctx, task, agent, &text, Some(std::time::Duration::from_secs(15)), true).await;
+    let delivered = matches!(&sent, Ok(r) if r.outcome == crate::core::report::Outcome::Delivered);
+    // Typed but not confirmed (a busy client keeps it queued) counts as asked
+    // too: asking again would queue a second request behind the first.
+    let typed = delivered || matches!(&sent, Ok(r) if r.enters > 0);
+    if typed {
+        set_asked(task, agent, Some(now), now);
+    }
+    let _ = crate::store::events::append(
+        task,
+        EventKind::CheckpointAsked,
+        Some(agent),
+        serde_json::json!({"percent": percent, "delivered": delivered}),
+        now,
+    );
+    tracing::info!(task = %task.name, %agent, percent, delivered, "asked a spoke with a full context for a checkpoint");
+}
+
+/// Continue `agent` in a fresh session in its lane, from its `checkpoint` (file, body) or,
+/// without one, from what it last said; the signal for the PM when it started.
+async fn continue_fresh(
+    ctx: &crate::app::session::Ctx,
+    task: &Task,
+    agent: &str,
+    a: &crate::core::model::AgentState,
+    checkpoint: Option<(String, String)>,
+    percent: Option<u64>,
+    now: DateTime<Utc>,
+) -> Option<crate::core::checkin::signals::Signal> {
+    let said = match &checkpoint {
+        Some(_) => None,
+        None => last_said(task, a),
+    };
+    let block = rotation::continue_block(
+        checkpoint.as_ref().map(|(f, b)| (f.as_str(), b.as_str())),
+        said.as_deref(),
+    );
+    let started = match crate::app::session::respawn_in_lane(ctx, task, agent, &block, now).await {
+        Ok(started) => started,
+        Err(e) => {
+            tracing::warn!(task = %task.name, %agent, error = %e, "could not continue the spoke in a fresh session");
+            set_asked(task, agent, None, now);
+            return None;
+        }
+    };
+    set_asked(task, agent, None, now);
+    let file = checkpoint.map(|(f, _)| f);
+    let _ = crate::store::events::append(
+        task,
+        EventKind::SpokeRotated,
+        Some(agent),
+        serde_json::json!({"percent": percent, "checkpoint": file, "session": started.session}),
+        now,
+    );
+    tracing::info!(task = %task.name, %agent, checkpoint = ?file, "spoke continued in a fresh session");
+    Some(rotated_signal(agent, file, percent))
+}
+
+/// What the PM is told of a spoke continued in a fresh session (pure).
+fn rotated_signal(agent: &str, file: Option<String>, percent: Option<u64>) -> crate::core::checkin::signals::Signal {
+    let at = percent.map(|p| format!(" at {p}%")).unwrap_or_default();
+    let text = match &file {
+        Some(f) => format!(
+            "rotated: {agent}{at} goes on in a fresh session from its checkpoint {f}; nothing to do, wait for its handoff"
+        ),
+        None => format!(
+            "rotated: {agent}{at} wrote no checkpoint in time and goes on in a fresh session from what it last said; wait for its handoff"
+        ),
+    };
+    crate::core::checkin::signals::Signal {
+        kind: crate::core::checkin::signals::SignalKind::Rotated,
+        agent: agent.to_string(),
+        file,
+        text,
+    }
 }
 
 fn set_asked(task: &Task, agent: &str, asked: Option<DateTime<Utc>>, now: DateTime<Utc>) {
