@@ -210,6 +210,13 @@ pub fn mtime_ns(meta: &fs::Metadata) -> i64 {
         .saturating_add(meta.mtime_nsec())
 }
 
+/// Now, in nanoseconds since the epoch, to compare with [`mtime_ns`].
+pub fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
 /// Read an agent-written file if and only if it is a plain regular file.
 ///
 /// Opened with O_NOFOLLOW|O_NONBLOCK (a symlink swapped in after the lstat

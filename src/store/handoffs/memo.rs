@@ -6,7 +6,10 @@
 //! scans per handoff — the part of the daemon's work that grew with the task's age
 //! (issue 13). A file found unchanged since the ledger recorded it is remembered here,
 //! and skipped by later scans until the watcher reports any event for it (a write, a
-//! touch, a rename, a removal) or [`FRESH_FOR`] passes. The memo is only consulted for a
+//! touch, a rename, a removal) or its trust runs out ([`trust_for`]: [`FRESH_FOR`], or a
+//! quarter of the file's age when that is longer — a handoff delivered long ago is not
+//! looked at again every half minute, which made the full scans of a long run's folders
+//! cost in proportion to its history). The memo is only consulted for a
 //! folder the watcher has said it covers ([`watching`]); events lost to an overflow or a
 //! watcher error forget everything ([`forget_all`]). A scan that overlapped an event in
 //! its folder remembers nothing, so an event can never be overtaken by a stale entry.
@@ -30,10 +33,10 @@
 //! changed, not a regular file). The next scan of the kept listing looks only at those,
 //! at the names events carried since, and at the files whose records the ledger gained
 //! since, so a task's thousandth handoff costs what its first did: every other name was
-//! skippable and nothing has said otherwise since. A full scan, which refreshes the skips
-//! older than half [`FRESH_FOR`], is made when the listing was read in full, when the
+//! skippable and nothing has said otherwise since. A full scan, which looks again at the
+//! skips past half their trust, is made when the listing was read in full, when the
 //! ledger cannot tell what it gained (it folded its records), and at least every half
-//! [`FRESH_FOR`], so no skip older than [`FRESH_FOR`] is relied on.
+//! [`FRESH_FOR`], so no skip is relied on past its trust.
 
 use std::collections::HashMap;
 
@@ -46,9 +49,20 @@ use std::time::{Duration, Instant};
 
 use super::{Listing, Scanned};
 
-/// How long a file is skipped without an event: the bound on how late a change the
-/// watcher cannot see (a network filesystem written from another host) is noticed.
+/// How long a file is skipped without an event, at least: the bound on how late a change
+/// the watcher cannot see (a network filesystem written from another host) is noticed in
+/// a file written in the last two minutes.
 pub const FRESH_FOR: Duration = Duration::from_secs(30);
+
+/// How long a file found unchanged may be skipped without an event: [`FRESH_FOR`], or a
+/// quarter of its age (since its modification time, `mtime_ns`, at `now_ns`; both since
+/// the epoch) when that is longer. A handoff is rewritten, if ever, soon after it was
+/// written; one untouched for an hour is looked at again after 15 minutes, not every half
+/// minute. Pure.
+pub fn trust_for(mtime_ns: i64, now_ns: i64) -> Duration {
+    let age = Duration::from_nanos(now_ns.saturating_sub(mtime_ns).max(0) as u64);
+    (age / 4).max(FRESH_FOR)
+}
 
 #[derive(Debug, Default)]
 struct Folder {
@@ -83,7 +97,7 @@ impl Folder {
 struct Open {
     ledger: Arc<Ledger>,
     names: std::collections::HashSet<String>,
-    /// Until when the skips relied on are younger than [`FRESH_FOR`].
+    /// Until when the skips relied on are within their trust.
     until: Instant,
 }
 
@@ -128,6 +142,16 @@ struct Unchanged {
     at: Instant,
     size: u64,
     mtime_ns: i64,
+    /// How long after `at` it may be skipped ([`trust_for`]).
+    trust: Duration,
+}
+
+impl Unchanged {
+    /// Whether a full scan at `now` may still skip it: until half its trust, so what the
+    /// scan leaves open (relied on for half [`FRESH_FOR`] more) never outlives the trust.
+    fn fresh_at(&self, now: Instant) -> bool {
+        now.duration_since(self.at) < self.trust / 2
+    }
 }
 
 /// Every handoffs/ folder this process listed (a process memo: [`crate::store::memo`]).
@@ -325,8 +349,8 @@ pub(super) struct Scan {
 }
 
 impl Scan {
-    /// A scan of every name: the skips older than half [`FRESH_FOR`] are looked at again,
-    /// so what it leaves open may be relied on for another half.
+    /// A scan of every name: the skips past half their trust are looked at again, so what
+    /// it leaves open may be relied on for another half of [`FRESH_FOR`].
     pub(super) fn begin(dir: &Path) -> Scan {
         Scan::begin_as(dir, None)
     }
@@ -356,8 +380,8 @@ impl Scan {
         let half = FRESH_FOR / 2;
         let (events, epoch, skip) = match folders().get_mut(dir) {
             Some(f) => {
-                if partial.is_none() && f.unchanged.values().any(|u| now.duration_since(u.at) >= half) {
-                    Arc::make_mut(&mut f.unchanged).retain(|_, u| now.duration_since(u.at) < half);
+                if partial.is_none() && f.unchanged.values().any(|u| !u.fresh_at(now)) {
+                    Arc::make_mut(&mut f.unchanged).retain(|_, u| u.fresh_at(now));
                 }
                 (Some(partial.unwrap_or(f.events)), f.open_epoch, f.unchanged.clone())
             }
@@ -389,7 +413,16 @@ impl Scan {
     pub(super) fn unchanged(&mut self, file: String, size: u64, mtime_ns: i64) {
         if self.events.is_some() {
             let at = Instant::now();
-            self.found.push((file, Unchanged { at, size, mtime_ns }));
+            let trust = trust_for(mtime_ns, crate::store::fsutil::now_ns());
+            self.found.push((
+                file,
+                Unchanged {
+                    at,
+                    size,
+                    mtime_ns,
+                    trust,
+                },
+            ));
         }
     }
 
@@ -509,6 +542,34 @@ mod tests {
         unwatched(&dir);
         assert_eq!(scan(&dir, &["x.md", "y.md"]).len(), 2);
         assert_eq!(scan(&dir, &["x.md", "y.md"]).len(), 2);
+    }
+
+    #[test]
+    fn a_file_is_trusted_for_a_quarter_of_its_age_and_never_less_than_fresh_for() {
+        let s = 1_000_000_000i64;
+        let now = 1_800_000_000 * s;
+        assert_eq!(trust_for(now, now), FRESH_FOR, "just written");
+        assert_eq!(trust_for(now - 60 * s, now), FRESH_FOR, "a minute old");
+        assert_eq!(trust_for(now + 3600 * s, now), FRESH_FOR, "written in the future");
+        assert_eq!(trust_for(now - 3600 * s, now), Duration::from_secs(900), "an hour old");
+        let at = Instant::now();
+        let young = Unchanged {
+            at,
+            size: 1,
+            mtime_ns: now,
+            trust: trust_for(now, now),
+        };
+        let old = Unchanged {
+            trust: trust_for(now - 3600 * s, now),
+            ..young
+        };
+        let later = at + FRESH_FOR / 2;
+        assert!(
+            !young.fresh_at(later),
+            "a young file is looked at again after half a minute"
+        );
+        assert!(old.fresh_at(later), "an hour-old one is not");
+        assert!(!old.fresh_at(at + Duration::from_secs(450)), "until half its trust");
     }
 
     #[test]
