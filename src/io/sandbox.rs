@@ -2,7 +2,10 @@
 //! socat on PATH, and a bubblewrap sandbox that actually starts (user namespaces may be
 //! off in a container, and then `bwrap` is installed but useless).
 
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The packages that provide the sandbox on Debian and Ubuntu.
@@ -32,7 +35,48 @@ pub fn check(tools: &[&str]) -> Result<(), String> {
             missing.join(" and ")
         ));
     }
-    trial()
+    tried_and_started()
+}
+
+/// The bubblewrap binaries whose trial sandbox started in this process, with the identity
+/// each had then (a process memo: [`crate::store::memo`]). A launch in the daemon (a PM
+/// restart, a rotation) ran the trial every time, in plain code, holding every other
+/// task for its milliseconds; a binary that started one sandbox starts the next. A failure
+/// is not kept, so a fix (a package installed, a sysctl set) is seen at the next launch.
+#[derive(Default)]
+struct Trials(Mutex<HashMap<PathBuf, Identity>>);
+
+/// What tells a binary replaced on disk from the one tried: device, inode, size, mtime.
+type Identity = (u64, u64, u64, i64);
+
+impl crate::store::memo::Memo for Trials {
+    const NAME: &'static str = "sandbox trials";
+    fn entries(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+fn identity(path: &std::path::Path) -> Option<Identity> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.dev(), m.ino(), m.size(), m.mtime()))
+}
+
+/// [`trial`], unless the same bubblewrap binary already passed it in this process.
+fn tried_and_started() -> Result<(), String> {
+    let Some(path) = crate::io::program::which("bwrap") else {
+        return trial();
+    };
+    let id = identity(&path);
+    let trials = &crate::store::memo::get::<Trials>().0;
+    if id.is_some() && trials.lock().unwrap_or_else(|e| e.into_inner()).get(&path) == id.as_ref() {
+        return Ok(());
+    }
+    trial()?;
+    if let Some(id) = id {
+        trials.lock().unwrap_or_else(|e| e.into_inner()).insert(path, id);
+    }
+    Ok(())
 }
 
 /// Start `true` in a bubblewrap sandbox shaped like Claude Code's (the root read-only, no

@@ -18,6 +18,7 @@
 //! | ssh masters, rsync per host, backoff, pull turns | `io::remote` | host | the master answers |
 //! | whether each host answers its heartbeat | `io::health` | host | the next beat (every 2 s) |
 //! | tmux control clients, whether to use them | `io::tmux::control` | tmux server | the client answers |
+//! | bubblewrap binaries whose trial sandbox started | `io::sandbox` | binary | the binary's identity (a failure is not kept) |
 //!
 //! Memos are keyed by a path or a host and checked against the thing itself on every use,
 //! so a stale one costs a re-read, never a wrong answer; connections are reconnected when
