@@ -80,16 +80,24 @@ const PAGE: usize = 4096;
 /// `app::checkin::intent`). The folder is synced once, when the file is first created.
 pub fn overwrite_in_place(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::os::unix::fs::FileExt;
-    let (f, created) = match File::options().write(true).create_new(true).open(path) {
-        Ok(f) => (f, true),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => (
-            File::options()
-                .write(true)
-                .open(path)
-                .map_err(|e| Error::io("open", path, e))?,
-            false,
-        ),
-        Err(e) => return Err(Error::io("create", path, e)),
+    // The file exists at every save but a task's first: open it as it is, and create it
+    // only when it is missing (one failed open per check-in otherwise).
+    let (f, created) = match File::options().write(true).open(path) {
+        Ok(f) => (f, false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            match File::options().write(true).create_new(true).open(path) {
+                Ok(f) => (f, true),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => (
+                    File::options()
+                        .write(true)
+                        .open(path)
+                        .map_err(|e| Error::io("open", path, e))?,
+                    false,
+                ),
+                Err(e) => return Err(Error::io("create", path, e)),
+            }
+        }
+        Err(e) => return Err(Error::io("open", path, e)),
     };
     let padded = padded(bytes);
     let len = f.metadata().map_err(|e| Error::io("stat", path, e))?.len();
