@@ -218,6 +218,47 @@ pub fn mtime_ns(meta: &fs::Metadata) -> i64 {
         .saturating_add(meta.mtime_nsec())
 }
 
+/// Whether every change to files under `dir` goes through this machine's kernel, so a
+/// file watcher (inotify) sees it: `None` when the folder cannot be asked (`statfs`).
+pub fn is_local_fs(dir: &Path) -> Option<bool> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut buf = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `c` is a NUL-terminated path and `buf` is a statfs the call fills in.
+    let rc = unsafe { libc::statfs(c.as_ptr(), buf.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: statfs returned 0, so it filled `buf`.
+    let f_type = unsafe { buf.assume_init() }.f_type;
+    // Its width and sign differ between C libraries (i64 with glibc on x86-64, u64 or u32
+    // elsewhere): the cast is the one way that compiles on each.
+    #[allow(clippy::unnecessary_cast)]
+    Some(is_local_kind(f_type as i64))
+}
+
+/// Whether a file system of this `statfs` type is written only through the local kernel
+/// (pure). Network and FUSE file systems (NFS, SMB/CIFS, 9p, Ceph, AFS, Coda, GlusterFS
+/// and sshfs over FUSE, Lustre, GPFS) can be written from another machine, which no
+/// watcher here sees; every other type is taken as local.
+pub fn is_local_kind(f_type: i64) -> bool {
+    const REMOTE: &[i64] = &[
+        0x6969,      // NFS
+        0x517B,      // SMB
+        0xFF53_4D42, // CIFS
+        0xFE53_4D42, // SMB2
+        0x0102_1997, // 9P (v9fs)
+        0x00C3_6400, // Ceph
+        0x5346_414F, // AFS
+        0x6B41_4653, // kAFS
+        0x7375_7245, // Coda
+        0x6573_5546, // FUSE
+        0x0BD0_0BD0, // Lustre
+        0x4750_4653, // GPFS
+    ];
+    !REMOTE.contains(&(f_type & 0xFFFF_FFFF))
+}
+
 /// Now, in nanoseconds since the epoch, to compare with [`mtime_ns`].
 pub fn now_ns() -> i64 {
     std::time::SystemTime::now()
@@ -285,6 +326,20 @@ pub fn absolute(path: &Path) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn network_and_fuse_file_systems_are_not_local() {
+        assert!(is_local_kind(0xEF53), "ext4");
+        assert!(is_local_kind(0x0102_1994), "tmpfs");
+        assert!(is_local_kind(0x794C_7630), "overlayfs");
+        assert!(!is_local_kind(0x6969), "NFS");
+        assert!(!is_local_kind(0x6573_5546), "FUSE (sshfs)");
+        assert!(!is_local_kind(0xFF53_4D42), "CIFS");
+        assert!(!is_local_kind(0xFFFF_FFFF_FF53_4D42u64 as i64), "CIFS, sign-extended");
+        let d = tempfile::tempdir().unwrap();
+        assert!(is_local_fs(d.path()).is_some(), "a real folder can be asked");
+        assert_eq!(is_local_fs(&d.path().join("gone")), None);
+    }
 
     #[test]
     fn atomic_write_replaces_and_leaves_no_temp() {

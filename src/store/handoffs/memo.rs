@@ -6,10 +6,11 @@
 //! scans per handoff — the part of the daemon's work that grew with the task's age
 //! (issue 13). A file found unchanged since the ledger recorded it is remembered here,
 //! and skipped by later scans until the watcher reports any event for it (a write, a
-//! touch, a rename, a removal) or its trust runs out ([`trust_for`]: [`FRESH_FOR`], or a
-//! quarter of the file's age when that is longer — a handoff delivered long ago is not
-//! looked at again every half minute, which made the full scans of a long run's folders
-//! cost in proportion to its history). The memo is only consulted for a
+//! touch, a rename, a removal) or its trust runs out ([`trust_for`]: [`FRESH_FOR`] on a
+//! file system another machine may write, [`LOCAL_FRESH_FOR`] on a local one, or a
+//! quarter of the file's age when that is longer — looking again at every file every half
+//! minute made the full scans of a long run's folders cost in proportion to its history:
+//! at 60 tasks, 450 `stat`s a second at minute 11). The memo is only consulted for a
 //! folder the watcher has said it covers ([`watching`]); events lost to an overflow or a
 //! watcher error forget everything ([`forget_all`]). A scan that overlapped an event in
 //! its folder remembers nothing, so an event can never be overtaken by a stale entry.
@@ -42,6 +43,7 @@ use std::collections::HashMap;
 
 use crate::core::error::Result;
 use crate::core::handoff::{HandoffName, Ledger};
+use crate::store::fsutil;
 use crate::store::parsed::Version;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -54,18 +56,27 @@ use super::{Listing, Scanned};
 /// a file written in the last two minutes.
 pub const FRESH_FOR: Duration = Duration::from_secs(30);
 
-/// How long a file found unchanged may be skipped without an event: [`FRESH_FOR`], or a
-/// quarter of its age (since its modification time, `mtime_ns`, at `now_ns`; both since
-/// the epoch) when that is longer. A handoff is rewritten, if ever, soon after it was
-/// written; one untouched for an hour is looked at again after 15 minutes, not every half
-/// minute. Pure.
-pub fn trust_for(mtime_ns: i64, now_ns: i64) -> Duration {
+/// [`FRESH_FOR`] in a folder on a local file system ([`fsutil::is_local_fs`]): every change
+/// there goes through this kernel, so the watcher sees it, and events lost to an overflow
+/// forget everything ([`forget_all`]); looking again is insurance only, and ten minutes of
+/// it is enough.
+pub const LOCAL_FRESH_FOR: Duration = Duration::from_secs(600);
+
+/// How long a file found unchanged may be skipped without an event: its folder's `floor`
+/// ([`FRESH_FOR`] or [`LOCAL_FRESH_FOR`]), or a quarter of its age (since its modification
+/// time, `mtime_ns`, at `now_ns`; both since the epoch) when that is longer. A handoff is
+/// rewritten, if ever, soon after it was written; one untouched for four hours is looked
+/// at again after an hour. Pure.
+pub fn trust_for(mtime_ns: i64, now_ns: i64, floor: Duration) -> Duration {
     let age = Duration::from_nanos(now_ns.saturating_sub(mtime_ns).max(0) as u64);
-    (age / 4).max(FRESH_FOR)
+    (age / 4).max(floor)
 }
 
 #[derive(Debug, Default)]
 struct Folder {
+    /// The least trust of a skip and the longest a kept listing goes unread in full:
+    /// [`FRESH_FOR`] or [`LOCAL_FRESH_FOR`] (set by [`watching`]).
+    fresh_for: Duration,
     /// Bumped by every event in the folder.
     events: u64,
     /// Files found as the ledger recorded them: when, and the recorded size and mtime.
@@ -174,7 +185,14 @@ fn folders() -> MutexGuard<'static, HashMap<PathBuf, Folder>> {
 
 /// The watcher covers `dir` from now on: its events reach [`touched`].
 pub fn watching(dir: &Path) {
-    folders().entry(dir.to_path_buf()).or_default();
+    let fresh_for = match fsutil::is_local_fs(dir) {
+        Some(true) => LOCAL_FRESH_FOR,
+        _ => FRESH_FOR,
+    };
+    folders().entry(dir.to_path_buf()).or_insert_with(|| Folder {
+        fresh_for,
+        ..Folder::default()
+    });
 }
 
 /// Whether the watcher covers `dir` (see [`watching`]).
@@ -242,7 +260,7 @@ pub(super) fn listing(dir: &Path, read: impl FnOnce() -> Result<Listing>) -> Res
             return read().map(Arc::new);
         };
         if let Some(k) = &mut f.listing
-            && k.full_at.elapsed() < FRESH_FOR
+            && k.full_at.elapsed() < f.fresh_for
         {
             if k.events == f.events && k.version == version {
                 return Ok(k.listing.clone());
@@ -341,6 +359,8 @@ pub(super) struct Scan {
     epoch: u64,
     /// Until when what a full scan leaves open may be relied on.
     until: Instant,
+    /// The folder's least trust ([`Folder::fresh_for`]).
+    fresh_for: Duration,
     /// What the folder knew unchanged when the scan began. A file an event names after
     /// that is still skipped by this scan, but the event's own hint brings a scan that
     /// looks at it (its entry is gone from the folder's map).
@@ -364,6 +384,7 @@ impl Scan {
             partial: false,
             epoch: 0,
             until: Instant::now(),
+            fresh_for: FRESH_FOR,
             skip: Arc::default(),
             found: Vec::new(),
         }
@@ -378,14 +399,19 @@ impl Scan {
     fn begin_as(dir: &Path, partial: Option<u64>) -> Scan {
         let now = Instant::now();
         let half = FRESH_FOR / 2;
-        let (events, epoch, skip) = match folders().get_mut(dir) {
+        let (events, epoch, fresh_for, skip) = match folders().get_mut(dir) {
             Some(f) => {
                 if partial.is_none() && f.unchanged.values().any(|u| !u.fresh_at(now)) {
                     Arc::make_mut(&mut f.unchanged).retain(|_, u| u.fresh_at(now));
                 }
-                (Some(partial.unwrap_or(f.events)), f.open_epoch, f.unchanged.clone())
+                (
+                    Some(partial.unwrap_or(f.events)),
+                    f.open_epoch,
+                    f.fresh_for,
+                    f.unchanged.clone(),
+                )
             }
-            None => (None, 0, Arc::default()),
+            None => (None, 0, FRESH_FOR, Arc::default()),
         };
         Scan {
             dir: dir.to_path_buf(),
@@ -393,6 +419,7 @@ impl Scan {
             partial: partial.is_some(),
             epoch,
             until: now + half,
+            fresh_for,
             skip,
             found: Vec::new(),
         }
@@ -413,7 +440,7 @@ impl Scan {
     pub(super) fn unchanged(&mut self, file: String, size: u64, mtime_ns: i64) {
         if self.events.is_some() {
             let at = Instant::now();
-            let trust = trust_for(mtime_ns, crate::store::fsutil::now_ns());
+            let trust = trust_for(mtime_ns, fsutil::now_ns(), self.fresh_for);
             self.found.push((
                 file,
                 Unchanged {
@@ -548,19 +575,37 @@ mod tests {
     fn a_file_is_trusted_for_a_quarter_of_its_age_and_never_less_than_fresh_for() {
         let s = 1_000_000_000i64;
         let now = 1_800_000_000 * s;
-        assert_eq!(trust_for(now, now), FRESH_FOR, "just written");
-        assert_eq!(trust_for(now - 60 * s, now), FRESH_FOR, "a minute old");
-        assert_eq!(trust_for(now + 3600 * s, now), FRESH_FOR, "written in the future");
-        assert_eq!(trust_for(now - 3600 * s, now), Duration::from_secs(900), "an hour old");
+        assert_eq!(trust_for(now, now, FRESH_FOR), FRESH_FOR, "just written");
+        assert_eq!(trust_for(now - 60 * s, now, FRESH_FOR), FRESH_FOR, "a minute old");
+        assert_eq!(
+            trust_for(now + 3600 * s, now, FRESH_FOR),
+            FRESH_FOR,
+            "written in the future"
+        );
+        assert_eq!(
+            trust_for(now - 3600 * s, now, FRESH_FOR),
+            Duration::from_secs(900),
+            "an hour old"
+        );
+        assert_eq!(
+            trust_for(now - 1800 * s, now, LOCAL_FRESH_FOR),
+            LOCAL_FRESH_FOR,
+            "half an hour old, on a local disk"
+        );
+        assert_eq!(
+            trust_for(now - 4 * 3600 * s, now, LOCAL_FRESH_FOR),
+            Duration::from_secs(3600),
+            "four hours old, on a local disk"
+        );
         let at = Instant::now();
         let young = Unchanged {
             at,
             size: 1,
             mtime_ns: now,
-            trust: trust_for(now, now),
+            trust: trust_for(now, now, FRESH_FOR),
         };
         let old = Unchanged {
-            trust: trust_for(now - 3600 * s, now),
+            trust: trust_for(now - 3600 * s, now, FRESH_FOR),
             ..young
         };
         let later = at + FRESH_FOR / 2;
@@ -570,6 +615,30 @@ mod tests {
         );
         assert!(old.fresh_at(later), "an hour-old one is not");
         assert!(!old.fresh_at(at + Duration::from_secs(450)), "until half its trust");
+    }
+
+    #[test]
+    fn a_watched_folder_on_a_local_disk_is_trusted_longer_than_one_that_cannot_be_asked() {
+        let d = tempfile::tempdir().unwrap();
+        let local = d.path().join("handoffs");
+        std::fs::create_dir(&local).unwrap();
+        let unknown = PathBuf::from("/memo-test/nowhere/handoffs");
+        watching(&local);
+        watching(&unknown);
+        let fresh_for = |dir: &Path| folders().get(dir).map(|f| f.fresh_for);
+        assert_eq!(
+            fresh_for(&local),
+            Some(LOCAL_FRESH_FOR),
+            "a temp folder is on a local disk"
+        );
+        assert_eq!(fresh_for(&unknown), Some(FRESH_FOR), "not known local: the short bound");
+        let mut s = Scan::begin(&local);
+        s.unchanged("x.md".into(), 1, fsutil::now_ns());
+        s.end();
+        let trust = folders().get(&local).unwrap().unchanged["x.md"].trust;
+        assert_eq!(trust, LOCAL_FRESH_FOR, "a file just written, in the local folder");
+        unwatched(&local);
+        unwatched(&unknown);
     }
 
     #[test]
