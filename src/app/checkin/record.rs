@@ -53,9 +53,13 @@ pub fn apply_handoffs(state: &mut PmState, new: &[Loaded], now: DateTime<Utc>) {
 pub(super) fn record(state: &mut PmState, cands: &[Candidate], ev: &Evaluation, now: DateTime<Utc>) {
     let at = now.to_rfc3339();
     for c in cands {
-        std::sync::Arc::make_mut(&mut state.ledger).record_candidate(c, &at);
         let l = &c.loaded;
-        if !state.lineage.iter().any(|e| e.file == l.file) {
+        // The ledger and the lineage are committed together, so a file the ledger never
+        // recorded has no lineage record either: only a changed one is looked for, not
+        // every handoff of the task's history at every check-in.
+        let known = state.ledger.get(&l.file).is_some();
+        std::sync::Arc::make_mut(&mut state.ledger).record_candidate(c, &at);
+        if !known || !state.lineage.iter().any(|e| e.file == l.file) {
             std::sync::Arc::make_mut(&mut state.lineage).push(LineageEntry {
                 file: l.file.clone(),
                 from: l.agent().to_string(),
