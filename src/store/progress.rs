@@ -15,15 +15,25 @@ use std::sync::Arc;
 /// The latest readable handoff of each agent, in timeline order. Reads one file per agent
 /// (falling back to an older one when the newest breaks the file rules).
 pub fn latest_by_agent(dir: &std::path::Path, names: &[HandoffName]) -> Result<Vec<Loaded>> {
-    latest_by_agent_reusing(dir, names, &[])
+    latest_by_agent_reusing(dir, names, &[], None)
 }
 
 /// [`latest_by_agent`], taking a handoff from `parsed` (already read, e.g. a check-in's new
-/// ones) rather than reading its file again.
-pub fn latest_by_agent_reusing(dir: &std::path::Path, names: &[HandoffName], parsed: &[Loaded]) -> Result<Vec<Loaded>> {
+/// ones) rather than reading its file again; `agents`, when known, is how many agents
+/// `names` holds (a [`Listing`]'s count), and the search ends once each has its handoff
+/// rather than walking the task's whole history back at every check-in.
+pub fn latest_by_agent_reusing(
+    dir: &std::path::Path,
+    names: &[HandoffName],
+    parsed: &[Loaded],
+    agents: Option<usize>,
+) -> Result<Vec<Loaded>> {
     let mut done: Vec<&str> = Vec::new();
     let mut out = Vec::new();
     for n in names.iter().rev() {
+        if agents.is_some_and(|a| done.len() >= a) {
+            break;
+        }
         if done.contains(&n.agent.as_str()) {
             continue;
         }
@@ -138,11 +148,44 @@ mod tests {
         let parsed = Loaded::from_text("review-20261123-085900.md", "# Handoff: review\n**Status:** COMPLETE\n");
         let mut all = names.clone();
         all.push(parsed.name.clone());
-        let latest = latest_by_agent_reusing(d.path(), &all, std::slice::from_ref(&parsed)).unwrap();
+        let latest = latest_by_agent_reusing(d.path(), &all, std::slice::from_ref(&parsed), None).unwrap();
         let files: Vec<&str> = latest.iter().map(|l| l.file.as_str()).collect();
         assert_eq!(files, ["dev-20261123-085800.md", "review-20261123-085900.md"]);
         assert_eq!(latest[1].handoff.status, handoff::Status::Complete);
         // Without it, the missing file is simply not there.
         assert_eq!(latest_by_agent(d.path(), &all).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn the_search_ends_once_every_agent_of_the_listing_has_its_handoff() {
+        let d = tempfile::tempdir().unwrap();
+        for (file, agent) in [
+            ("dev-20261123-085800.md", "dev"),
+            ("qa-20261123-085830.md", "qa"),
+            ("dev-20261123-085900.md", "dev"),
+        ] {
+            std::fs::write(
+                d.path().join(file),
+                format!("# Handoff: {agent}\n**Status:** IN_PROGRESS\n"),
+            )
+            .unwrap();
+        }
+        let listing = handoffs::listing(d.path()).unwrap();
+        assert_eq!(listing.agents.len(), 2, "dev and qa");
+        let files = |v: Vec<Loaded>| v.into_iter().map(|l| l.file).collect::<Vec<_>>();
+        let all = ["qa-20261123-085830.md", "dev-20261123-085900.md"];
+        assert_eq!(
+            files(latest_by_agent_reusing(d.path(), &listing.names, &[], None).unwrap()),
+            all
+        );
+        assert_eq!(
+            files(latest_by_agent_reusing(d.path(), &listing.names, &[], Some(listing.agents.len())).unwrap()),
+            all
+        );
+        assert_eq!(
+            files(latest_by_agent_reusing(d.path(), &listing.names, &[], Some(1)).unwrap()),
+            ["dev-20261123-085900.md"],
+            "the search stops at the count it is given"
+        );
     }
 }

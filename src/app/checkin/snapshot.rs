@@ -226,7 +226,12 @@ pub(super) fn evaluate_locked(
     let mut preview = snap.state.clone();
     preview.phase = ev.phase;
     apply_handoffs(&mut preview, &new, now);
-    let latest = crate::store::progress::latest_by_agent_reusing(&task.handoffs(), &snap.listing.names, &snap.unseen)?;
+    let latest = crate::store::progress::latest_by_agent_reusing(
+        &task.handoffs(),
+        &snap.listing.names,
+        &snap.unseen,
+        Some(snap.listing.agents.len()),
+    )?;
     crate::store::progress::write_gathered(
         task,
         &preview,

@@ -328,22 +328,10 @@ pub(super) fn open_names(dir: &Path, listing: &Arc<Listing>, ledger: &Arc<Ledger
         ledger.added_since(&o.ledger)?
     };
     let files = o.names.iter().chain(gained.into_iter().map(|(file, _)| file));
-    let mut at: Vec<usize> = files.filter_map(|file| position(listing, file)).collect();
+    let mut at: Vec<usize> = files.filter_map(|file| super::position(listing, file)).collect();
     at.sort_unstable();
     at.dedup();
     Some((at.into_iter().map(|i| listing.names[i].clone()).collect(), f.events))
-}
-
-/// Where `file` is in `listing`, if it is there: the listing is in time order, and
-/// names of one second are ordered among themselves by their files' times.
-fn position(listing: &Listing, file: &str) -> Option<usize> {
-    let second = HandoffName::parse(file)?.sort_key().0;
-    let from = listing.names.partition_point(|n| n.sort_key().0 < second);
-    listing.names[from..]
-        .iter()
-        .take_while(|n| n.sort_key().0 == second)
-        .position(|n| n.file() == file)
-        .map(|i| from + i)
 }
 
 /// A scan of one folder: what it may skip, and what it found unchanged.

@@ -44,6 +44,24 @@ pub struct Listing {
     pub names: Vec<HandoffName>,
     /// Names that do not match the pattern, or are not UTF-8.
     pub skipped: Vec<Skipped>,
+    /// How many of `names` each agent wrote: kept with them, so a search for each agent's
+    /// latest handoff knows when it has found them all.
+    pub agents: std::collections::BTreeMap<String, usize>,
+}
+
+impl Listing {
+    fn counted(&mut self, agent: &str, by: isize) {
+        match self.agents.get_mut(agent) {
+            Some(n) if by < 0 && *n <= 1 => {
+                self.agents.remove(agent);
+            }
+            Some(n) => *n = n.saturating_add_signed(by),
+            None if by > 0 => {
+                self.agents.insert(agent.to_string(), 1);
+            }
+            None => {}
+        }
+    }
 }
 
 /// What a scan found: the new handoffs, and the files that break the regular-file rules.
@@ -100,7 +118,16 @@ fn read_listing(dir: &Path) -> Result<Listing> {
     }
     names.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     order_same_second(dir, &mut names);
-    Ok(Listing { names, skipped })
+    let mut listing = Listing {
+        names,
+        skipped,
+        ..Listing::default()
+    };
+    for i in 0..listing.names.len() {
+        let agent = listing.names[i].agent.clone();
+        listing.counted(&agent, 1);
+    }
+    Ok(listing)
 }
 
 /// Bring `listing` up to date for the entries `files` (names an event carried): each is
@@ -108,7 +135,11 @@ fn read_listing(dir: &Path) -> Result<Listing> {
 fn amend(listing: &mut Listing, dir: &Path, files: &[String]) {
     let mut seen = std::collections::HashSet::new();
     for file in files.iter().filter(|f| !f.starts_with('.') && seen.insert(f.as_str())) {
-        listing.names.retain(|n| n.file() != file);
+        // Found by its second, not by comparing every name of the task's history.
+        if let Some(at) = position(listing, file) {
+            let gone = listing.names.remove(at);
+            listing.counted(&gone.agent, -1);
+        }
         listing.skipped.retain(|s| s.file != *file);
         if std::fs::symlink_metadata(dir.join(file)).is_err() {
             continue;
@@ -116,6 +147,7 @@ fn amend(listing: &mut Listing, dir: &Path, files: &[String]) {
         match HandoffName::parse(file) {
             Some(n) => {
                 let at = listing.names.partition_point(|m| m.sort_key() <= n.sort_key());
+                listing.counted(&n.agent, 1);
                 listing.names.insert(at, n);
             }
             None => listing.skipped.push(Skipped {
@@ -132,6 +164,18 @@ fn amend(listing: &mut Listing, dir: &Path, files: &[String]) {
         .filter_map(|f| HandoffName::parse(f).map(|n| n.stamp))
         .collect();
     order_same_second_in(dir, &mut listing.names, |stamp| stamps.contains(stamp));
+}
+
+/// Where `file` is in `listing`'s names, if it is there: they are in time order, and
+/// names of one second are ordered among themselves by their files' times.
+pub(super) fn position(listing: &Listing, file: &str) -> Option<usize> {
+    let second = HandoffName::parse(file)?.sort_key().0;
+    let from = listing.names.partition_point(|n| n.sort_key().0 < second);
+    listing.names[from..]
+        .iter()
+        .take_while(|n| n.sort_key().0 == second)
+        .position(|n| n.file() == file)
+        .map(|i| from + i)
 }
 
 /// Names only carry whole seconds; within one second, order by modification

@@ -670,7 +670,8 @@ mod kept_listing_and_scan {
     /// The kept listing as a full read of the folder would give it.
     fn as_read(dir: &Path) -> (Vec<String>, Vec<String>) {
         let kept = listing(dir).unwrap();
-        let Listing { names, skipped } = read_listing(dir).unwrap();
+        let Listing { names, skipped, agents } = read_listing(dir).unwrap();
+        assert_eq!(kept.agents, agents, "each agent's count");
         let files = |n: &[HandoffName]| n.iter().map(|n| n.file().to_string()).collect::<Vec<_>>();
         let mut ks: Vec<String> = kept.skipped.iter().map(|s| s.file.clone()).collect();
         let mut rs: Vec<String> = skipped.iter().map(|s| s.file.clone()).collect();
