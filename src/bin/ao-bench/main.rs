@@ -1,42 +1,5 @@
-//! Benchmarks of the `task` binary, each beside a floor measured in the same run.
-//!
-//!   ao-bench status [--handoffs N] [--artifacts N] [--runs N]
-//!       `task status` and `task progress` on a generated task, beside `cat` of the same files.
-//!   ao-bench tmux [--runs N]
-//!       spawn latency (command → agent prompt on screen) and send latency (command →
-//!       message confirmed submitted), beside raw `tmux new-session` / `tmux send-keys`.
-//!   ao-bench daemon [--handoffs N] [--bursts N] [--tasks N] [--idle-secs N]
-//!       handoff written → check-in confirmed in the PM pane (p50/p99), beside
-//!       `inotifywait` + `tmux send-keys` in a shell loop; bursts of 10 handoffs in
-//!       100 ms (check-ins per burst, the last file's latency); then an idle daemon with
-//!       N tasks: CPU seconds and RSS.
-//!   ao-bench soak [--tasks N] [--minutes N] [--every-ms N] [--deaths N] [--daemon-kills N]
-//!       N tasks × 5 demo agents under one daemon with a handoff every few seconds per
-//!       task, random agent deaths and daemon kill -9s: handoffs lost and told twice,
-//!       check-in p50/p99 under load, daemon CPU and RSS, tmux server CPU.
-//!   ao-bench ui [--tasks N] [--idle-secs N]
-//!       `task ui` left alone with N tasks (an idle demo PM each): its CPU, with the
-//!       tmux calls it makes, and the agents' tmux server's.
-//!   ao-bench usage [--agents N] [--mb N] [--runs N]
-//!       token usage from N Claude Code transcripts of M MB: the first read and the
-//!       incremental update after one new answer, beside a raw read and a full re-read.
-//!   ao-bench worktree [--files N] [--runs N]
-//!       agents in git worktrees in a repository of N files: the spawn beside a shared one
-//!       and a raw `git worktree add`; the check-in that merges (fast-forward, merge commit)
-//!       beside one with nothing to merge and the same git commands run raw.
-//!   ao-bench permit [--runs N]
-//!       the permission broker: a request decided by rule (the whole hook) beside
-//!       `task --version`; a request to the PM's check-in beside a handoff's check-in.
-//!   ao-bench web [--handoffs N] [--idle-secs N]
-//!       the web page: a handoff → visible on an open page (its event stream, then the page
-//!       fetched again) beside the daemon's own check-in of it; the idle daemon's CPU with
-//!       no page and with five pages open.
-//!   ao-bench longhaul [--rejections N] [--progress N] [--full-secs N] [--no-faults]
-//!       issue 26's long-haul run (real Claude Code against the tests' scripted model,
-//!       faults on the way): runs `cargo bench --bench longhaul` in the source tree, since
-//!       the scripted model server lives with the tests.
-//!   ao-bench generate DIR [--handoffs N] [--artifacts N]
-//!       only write the generated task (DIR/tasks/bench).
+//! Benchmarks of the `task` binary, each beside a floor measured in the same run: the
+//! verbs and their flags are in usage.txt (`ao-bench --help`).
 //!
 //! Build with `cargo build --release` first; the figures go in docs/benchmarks.md (headlines in README.md's Performance section).
 
@@ -53,6 +16,9 @@ mod web;
 mod worktree;
 
 use std::path::PathBuf;
+
+/// What `ao-bench --help` prints: each benchmark, its flags, and its floor.
+const USAGE: &str = include_str!("usage.txt");
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -156,29 +122,32 @@ fn main() {
         );
         std::process::exit(2);
     }
-    match args.first().map(String::as_str) {
-        Some("status") => status::bench_status(&args),
-        Some("tmux") => tmux::bench_tmux(&args),
-        Some("daemon") => daemon::bench_daemon(&args),
-        Some("remote") => remote::bench_remote(&args),
-        Some("fleet") => fleet::bench_fleet(&args),
-        Some("soak") => soak::bench_soak(&args),
-        Some("permit") => permit::bench_permit(&args),
-        Some("ui") => ui::bench_ui(&args),
-        Some("usage") => usage::bench_usage(&args),
-        Some("worktree") => worktree::bench_worktree(&args),
-        Some("web") => web::bench_web(&args),
-        Some("longhaul") => longhaul(&args[1..]),
-        Some("generate") => {
+    // Every verb runs with its defaults when given no flags: a `--help` must not start one.
+    if args.is_empty() || args.iter().any(|a| a == "--help" || a == "-h" || a == "help") {
+        print!("{USAGE}");
+        std::process::exit(if args.is_empty() { 2 } else { 0 });
+    }
+    match args[0].as_str() {
+        "status" => status::bench_status(&args),
+        "tmux" => tmux::bench_tmux(&args),
+        "daemon" => daemon::bench_daemon(&args),
+        "remote" => remote::bench_remote(&args),
+        "fleet" => fleet::bench_fleet(&args),
+        "soak" => soak::bench_soak(&args),
+        "permit" => permit::bench_permit(&args),
+        "ui" => ui::bench_ui(&args),
+        "usage" => usage::bench_usage(&args),
+        "worktree" => worktree::bench_worktree(&args),
+        "web" => web::bench_web(&args),
+        "longhaul" => longhaul(&args[1..]),
+        "generate" => {
             let dir = PathBuf::from(args.get(1).expect("ao-bench generate DIR"));
             std::fs::create_dir_all(&dir).unwrap();
             let d = status::generate(&dir, arg(&args, "--handoffs", 10_000), arg(&args, "--artifacts", 2_000));
             println!("{}", d.display());
         }
-        _ => {
-            eprintln!(
-                "usage: ao-bench status [--handoffs N] [--artifacts N] [--runs N] | tmux [--runs N] | daemon | remote [--handoffs N] [--runs N] | fleet [--tasks N] [--rounds N] | soak [--tasks N] [--minutes N] | permit [--runs N] | ui [--tasks N] [--idle-secs N] | usage [--agents N] [--mb N] | worktree [--files N] [--runs N] | longhaul [--rejections N] | generate DIR"
-            );
+        other => {
+            eprint!("ao-bench: no benchmark named {other:?}\n\n{USAGE}");
             std::process::exit(2);
         }
     }
