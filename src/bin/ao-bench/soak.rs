@@ -49,16 +49,6 @@ fn pm_handoff(dir: &Path, to: &str) {
     .unwrap();
 }
 
-fn tmux_server_pid(e: &Env) -> Option<u32> {
-    let o = Command::new("tmux")
-        .arg("-S")
-        .arg(&e.sock)
-        .args(["display", "-p", "#{pid}"])
-        .output()
-        .ok()?;
-    String::from_utf8_lossy(&o.stdout).trim().parse().ok()
-}
-
 /// Kill one random spoke's process (its pane stays, dead), as a crash would.
 fn kill_random_spoke(e: &Env, dice: &mut Dice) -> Option<String> {
     let o = Command::new("tmux")
@@ -263,7 +253,7 @@ pub(crate) fn bench_soak(args: &[String]) {
     let names: Vec<String> = (0..tasks).map(|i| format!("s{i}")).collect();
     start_teams(&e, &names);
     let mut meter = Meter::new(e.daemon_pid().expect("task start left a daemon running"));
-    let server = tmux_server_pid(&e).expect("the tmux server runs");
+    let server = e.tmux_server_pid().expect("the tmux server runs");
     let server_cpu0 = cpu_secs(server);
     println!(
         "soak: {tasks} tasks × ({} spokes and a PM) = {} agents, {minutes} min, a handoff every {} per task, {deaths} agent deaths, {kills} daemon kill -9s",
