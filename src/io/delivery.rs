@@ -232,6 +232,13 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
     }
 
     let w = Watch::new(p.is_busy(&before) || moved, saw_pending, o);
+    // The look that saw the text is the look before Enter: `assess` finds a dialog before
+    // anything in the input, so it showed none, and a second capture a tmux round trip
+    // later would cost the daemon and the tmux server a screen for nothing.
+    let w = Watch {
+        dialog_ruled_out: saw_pending,
+        ..w
+    };
     submit(tmux, pane, p, o, &before, w, bytes).await
 }
 
@@ -288,6 +295,8 @@ struct Watch {
     /// The text was seen in the input, before Enter or after: only then does a clear
     /// input mean something on a working agent's screen.
     text_seen: bool,
+    /// The look just before Enter was taken (it saw the text, so no dialog): no other.
+    dialog_ruled_out: bool,
     /// A look saw the message in the agent's queue; `queued_now`: the last look did.
     was_queued: bool,
     queued_now: bool,
@@ -306,6 +315,7 @@ impl Watch {
         Watch {
             mid_turn,
             text_seen,
+            dialog_ruled_out: false,
             was_queued: false,
             queued_now: false,
             handed_back: 0,
@@ -365,7 +375,9 @@ async fn submit(
 ) -> Result<Report> {
     // 4. Never press Enter into a dialog (it would answer it); then Enter, then confirm,
     //    pressing Enter again only while the text is still there.
-    if let Screen::Dialog(line) = assess(&tmux.capture(pane).await?, p) {
+    if !w.dialog_ruled_out
+        && let Screen::Dialog(line) = assess(&tmux.capture(pane).await?, p)
+    {
         return Ok(report(
             Outcome::Unconfirmed,
             format!("a dialog appeared before Enter ({line}); Enter was not pressed, a human must answer it"),

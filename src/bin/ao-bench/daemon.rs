@@ -325,8 +325,9 @@ fn lone_handoffs(n: usize, floor: Option<&Stats>, bursts_of: usize) {
         }
         v.push(t.elapsed());
     }
-    // Per check-in, the 200 ms between them included (an idle task costs ~0.02 ms of it):
-    // what the soak's daemon figure is made of, measurable in a minute.
+    // Per check-in, the 200 ms between them included (an idle task costs ~0.02 ms of it).
+    // Dearer than the soak's (its last line): one task checking in every ~230 ms finds its
+    // files' spares not yet rested (store::spare::REST) and writes each as a new file.
     let per = |secs: f64| secs * 1000.0 / n.max(1) as f64;
     let (daemon_ms, server_ms) = (per(cpu_secs(daemon) - d0), per(cpu_secs(server) - s0));
     let mut sorted = v.clone();

@@ -202,6 +202,8 @@ struct Told {
     told: BTreeMap<(String, String), usize>,
     latency: Vec<Duration>,
     inboxes: Vec<Inbox>,
+    /// Messages the PMs were sent: the check-ins delivered.
+    checkins: usize,
 }
 
 impl Told {
@@ -220,6 +222,7 @@ impl Told {
             let whole = text.rfind('\n').map_or("", |end| &text[..end]);
             let lines: Vec<&str> = whole.lines().collect();
             for line in &lines[self.inboxes[k].read.min(lines.len())..] {
+                self.checkins += 1;
                 let msg = serde_json::from_str::<serde_json::Value>(line).unwrap_or_default()["text"]
                     .as_str()
                     .unwrap_or("")
@@ -297,6 +300,7 @@ pub(crate) fn bench_soak(args: &[String]) {
     let wall = start.elapsed().as_secs_f64();
     let (daemon_cpu, children_cpu) = meter.totals();
     let server_cpu = cpu_secs(server) - server_cpu0;
+    let checkins = told.checkins;
     // Let the last handoffs arrive.
     let settle = Instant::now();
     while settle.elapsed() < Duration::from_secs(30) && told.told.len() < told.written.len() {
@@ -315,6 +319,13 @@ pub(crate) fn bench_soak(args: &[String]) {
         meter.max_rss / 1024,
         100.0 * children_cpu / wall,
         100.0 * server_cpu / wall
+    );
+    // What a check-in costs under this load, comparable with `ao-bench daemon`'s lone ones.
+    let per = |secs: f64| secs * 1000.0 / checkins.max(1) as f64;
+    println!(
+        "per check-in ({checkins} delivered): daemon {:.2} ms, tmux server {:.2} ms",
+        per(daemon_cpu),
+        per(server_cpu)
     );
     if let Some(memos) = e.ping().and_then(|p| p.get("memos").cloned()) {
         println!("daemon memos (entries): {memos}");
