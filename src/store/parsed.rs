@@ -12,7 +12,6 @@
 //! the state it just saved several times within those milliseconds).
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -99,7 +98,7 @@ impl<T: Clone> Cache<T> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(_) => {}
         }
-        let mut file = match std::fs::File::open(path) {
+        let file = match std::fs::File::open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(read_error(e)),
@@ -107,8 +106,7 @@ impl<T: Clone> Cache<T> {
         let meta = file.metadata().map_err(&read_error)?;
         let version = Version::of(&meta);
         let read_at = SystemTime::now();
-        let mut bytes = Vec::with_capacity(meta.len() as usize);
-        file.read_to_end(&mut bytes).map_err(read_error)?;
+        let bytes = crate::store::fsutil::read_rest(&file, meta.len()).map_err(read_error)?;
         let settled = version.settled_by(read_at);
         if let Some(e) = self.lock().get_mut(path)
             && e.bytes == bytes

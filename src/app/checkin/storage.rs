@@ -30,11 +30,26 @@ struct Trouble {
 
 /// The task's episode of failed saves, if one is under way.
 #[derive(Debug, Default)]
-pub struct Episode(Mutex<Option<Trouble>>);
+pub struct Episode {
+    trouble: Mutex<Option<Trouble>>,
+    /// When a successful check-in last found no marker of another process's episode: a
+    /// daemon checks in up to 20 times a second, and the marker is looked for again only
+    /// after [`MARKER_RECHECK`] (one is written by a process that runs check-ins of its own).
+    no_marker_at: Mutex<Option<Instant>>,
+}
+
+/// How long a marker found absent is not looked for again by the same owner.
+const MARKER_RECHECK: Duration = Duration::from_secs(60);
 
 impl Episode {
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Trouble>> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.trouble.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn no_marker_at(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.no_marker_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -83,6 +98,7 @@ pub fn failed(task: &Task, episode: &Episode, e: &Error, now: DateTime<Utc>) {
         tracing::error!(task = %task.name, error = %e, failures = t.failures, retry_in = ?backoff(t.failures), "check-ins stopped: the task's state cannot be saved");
         (t.failures == 1).then(|| t.reason.clone())
     };
+    *episode.no_marker_at() = None;
     if let Some(r) = first
         && !told_before(task, &r)
     {
@@ -120,10 +136,21 @@ fn told_before(task: &Task, reason: &str) -> bool {
 /// A check-in got through: end the episode, close its escalation.
 pub fn succeeded(task: &Task, episode: &Episode, now: DateTime<Utc>) {
     let mine = episode.lock().take();
+    let looked_lately = episode.no_marker_at().is_some_and(|t| t.elapsed() < MARKER_RECHECK);
+    if mine.is_none() && looked_lately {
+        return;
+    }
     // An episode an earlier run (cron mode) began and called a human about.
     let m = marker(task);
-    let marked = std::fs::read_to_string(&m).ok();
-    let _ = std::fs::remove_file(&m);
+    let marked = match std::fs::read(&m) {
+        Ok(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(_) => Some(String::new()),
+    };
+    if marked.is_some() {
+        let _ = std::fs::remove_file(&m);
+    }
+    *episode.no_marker_at() = Some(Instant::now());
     let (reason, failures) = match (mine, marked) {
         (Some(t), _) => (t.reason, t.failures),
         (None, Some(r)) => (r, 0),
