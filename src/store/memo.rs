@@ -14,6 +14,7 @@
 //! | state log tails (and a version-3 state's two) | `store::task::logs` | log file | the log grows from the offset read |
 //! | events.jsonl tallies (the supervisor's spend) | `store::usage` | log file | the log's identity; it grows from the offset counted |
 //! | handoffs/ listing | `store::handoffs::memo` | folder | the folder's version; the watcher's events amend it |
+//! | artifacts/ folders' entries | `store::task::artifacts` | folder | the folder's version (its files are looked at every time) |
 //! | parsed handoffs | `store::handoffs::loads` | handoff file | the file's identity, size and times (an `lstat`) |
 //! | ssh masters, rsync per host, backoff, pull turns | `io::remote` | host | the master answers |
 //! | whether each host answers its heartbeat | `io::health` | host | the next beat (every 2 s) |

@@ -1,5 +1,6 @@
 //! The task folder: where it is, what it holds, how it is created and repaired.
 
+mod artifacts;
 pub mod lock;
 pub mod logs;
 pub mod persist;
@@ -348,39 +349,10 @@ pub fn list_tasks(project: &Path) -> Result<Vec<Task>> {
     Ok(out)
 }
 
-/// Every regular, non-dot file under `artifacts/`, sorted by path. Symlinks are not followed.
+/// Every regular, non-dot file under `artifacts/`, sorted by path. Symlinks are not
+/// followed; folders unchanged since the last listing are not read again ([`artifacts`]).
 pub fn list_artifacts(task: &Task) -> Result<Vec<crate::core::scribe::Artifact>> {
-    let mut out = Vec::new();
-    let root = task.dir();
-    let mut stack = vec![task.artifacts()];
-    while let Some(dir) = stack.pop() {
-        let rd = match std::fs::read_dir(&dir) {
-            Ok(rd) => rd,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::io("list", &dir, e)),
-        };
-        for entry in rd {
-            let entry = entry.map_err(|e| Error::io("list", &dir, e))?;
-            let fname = entry.file_name();
-            if fname.as_encoded_bytes().starts_with(b".") {
-                continue;
-            }
-            let ft = entry.file_type().map_err(|e| Error::io("inspect", entry.path(), e))?;
-            let path = entry.path();
-            if ft.is_dir() {
-                stack.push(path);
-            } else if ft.is_file() {
-                let meta = entry.metadata().map_err(|e| Error::io("inspect", &path, e))?;
-                let rel = path.strip_prefix(&root).unwrap_or(&path);
-                out.push(crate::core::scribe::Artifact {
-                    path: rel.to_string_lossy().into_owned(),
-                    mtime_ns: fsutil::mtime_ns(&meta),
-                });
-            }
-        }
-    }
-    out.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(out)
+    artifacts::list(&task.dir(), &task.artifacts())
 }
 
 #[cfg(test)]
