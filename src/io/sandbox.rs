@@ -68,15 +68,29 @@ fn tried_and_started() -> Result<(), String> {
         return trial();
     };
     let id = identity(&path);
-    let trials = &crate::store::memo::get::<Trials>().0;
-    if id.is_some() && trials.lock().unwrap_or_else(|e| e.into_inner()).get(&path) == id.as_ref() {
-        return Ok(());
+    crate::store::memo::get::<Trials>().unless_passed(path, id, trial)
+}
+
+impl Trials {
+    /// `trial`, unless the binary at `path` passed it with the identity `id` it has now.
+    /// A success is kept for that identity; a failure, or a binary whose identity could
+    /// not be read, is not.
+    fn unless_passed(
+        &self,
+        path: PathBuf,
+        id: Option<Identity>,
+        trial: impl FnOnce() -> Result<(), String>,
+    ) -> Result<(), String> {
+        let trials = || self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if id.is_some() && trials().get(&path) == id.as_ref() {
+            return Ok(());
+        }
+        trial()?;
+        if let Some(id) = id {
+            trials().insert(path, id);
+        }
+        Ok(())
     }
-    trial()?;
-    if let Some(id) = id {
-        trials.lock().unwrap_or_else(|e| e.into_inner()).insert(path, id);
-    }
-    Ok(())
 }
 
 /// Start `true` in a bubblewrap sandbox shaped like Claude Code's (the root read-only, no
@@ -124,5 +138,56 @@ fn trial() -> Result<(), String> {
             Ok(None) => std::thread::sleep(Duration::from_millis(5)),
             Err(e) => return Err(format!("could not wait for bwrap: {e}")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+    use crate::store::memo::Memo;
+
+    #[test]
+    fn a_binary_whose_trial_started_is_not_tried_again_until_replaced_and_a_failure_is_not_kept() {
+        let trials = Trials::default();
+        let bwrap = PathBuf::from("/usr/bin/bwrap");
+        let (tried, replaced): (Identity, Identity) = ((1, 2, 100, 7), (1, 3, 120, 8));
+        let runs = Cell::new(0);
+        let pass = || {
+            runs.set(runs.get() + 1);
+            Ok(())
+        };
+        let fail = || {
+            runs.set(runs.get() + 1);
+            Err("user namespaces are off".to_string())
+        };
+
+        assert_eq!(trials.unless_passed(bwrap.clone(), Some(tried), pass), Ok(()));
+        assert_eq!(
+            (runs.get(), trials.entries()),
+            (1, 1),
+            "the first launch runs the trial"
+        );
+        assert_eq!(trials.unless_passed(bwrap.clone(), Some(tried), fail), Ok(()));
+        assert_eq!(runs.get(), 1, "the same binary is not tried again");
+
+        // Replaced on disk (a new inode, size, mtime): tried again, and its failure is told.
+        assert_eq!(
+            trials.unless_passed(bwrap.clone(), Some(replaced), fail),
+            Err("user namespaces are off".to_string())
+        );
+        assert_eq!(runs.get(), 2);
+        // The failure is not kept: the next launch tries again and sees the fix.
+        assert_eq!(trials.unless_passed(bwrap.clone(), Some(replaced), pass), Ok(()));
+        assert_eq!((runs.get(), trials.entries()), (3, 1));
+        assert_eq!(trials.unless_passed(bwrap.clone(), Some(replaced), fail), Ok(()));
+        assert_eq!(runs.get(), 3, "the replacement's success is kept in its place");
+
+        // A binary whose identity cannot be read is tried every time, and nothing is kept.
+        let unread = PathBuf::from("/opt/bwrap");
+        assert_eq!(trials.unless_passed(unread.clone(), None, pass), Ok(()));
+        assert_eq!(trials.unless_passed(unread, None, pass), Ok(()));
+        assert_eq!((runs.get(), trials.entries()), (5, 1));
     }
 }

@@ -343,6 +343,49 @@ fn the_agent_list_reflects_the_handoffs_it_reports() {
 }
 
 #[test]
+fn a_handoff_gets_one_lineage_record_however_often_its_amended_file_is_recorded() {
+    use crate::core::handoff::{Candidate, Seen};
+    let t0: DateTime<Utc> = "2025-11-27T11:30:00Z".parse().unwrap();
+    let t1 = t0 + chrono::Duration::minutes(10);
+    let ev = Evaluation {
+        signals: Vec::new(),
+        phase: Phase::Developing,
+        refused_moves: Vec::new(),
+        rejections: Default::default(),
+    };
+    let cand = |l: Loaded, seen| Candidate {
+        sha256: l.sha256.clone(),
+        loaded: l,
+        seen,
+    };
+    let files = |st: &PmState| st.lineage.iter().map(|e| e.file.clone()).collect::<Vec<_>>();
+    let mut st = PmState::default();
+    let first = l("dev-20251127-113000.md", "# Handoff: dev\n**Status:** IN_PROGRESS\n");
+    record(&mut st, &[cand(first, Seen::New)], &ev, t0);
+    assert_eq!(files(&st), ["dev-20251127-113000.md"], "a new handoff is added");
+    let added = st.lineage.last().unwrap().clone();
+    assert_eq!((added.status, added.time), (Status::InProgress, t0));
+
+    // The same file amended: the ledger records its new content, the lineage keeps its one
+    // record (as first recorded, not updated in place).
+    let amended = l(
+        "dev-20251127-113000.md",
+        "# Handoff: dev\n**Status:** NEEDS_REVIEW\n## Completed Work\nThe parser.\n",
+    );
+    let size = amended.size;
+    record(&mut st, &[cand(amended, Seen::Changed)], &ev, t1);
+    assert_eq!(st.ledger.get("dev-20251127-113000.md").unwrap().size, size);
+    assert_eq!(files(&st), ["dev-20251127-113000.md"], "no second record for it");
+    assert_eq!(st.lineage.last(), Some(&added));
+
+    // A file the ledger knew whose lineage record is missing still gets one.
+    let known = l("review-20251127-120000.md", "# Handoff: review\n**Status:** COMPLETE\n");
+    std::sync::Arc::make_mut(&mut st.ledger).record_candidate(&cand(known.clone(), Seen::New), "x");
+    record(&mut st, &[cand(known, Seen::Changed)], &ev, t1);
+    assert_eq!(files(&st), ["dev-20251127-113000.md", "review-20251127-120000.md"]);
+}
+
+#[test]
 fn nothing_is_sent_after_the_pms_complete_unless_an_agent_reports_something_it_was_not_told() {
     let pm_done = l("pm-20251127-130000.md", "# Handoff: pm\n**Status:** COMPLETE\n");
     let pm_blocked = l("pm-20251127-130000.md", "# Handoff: pm\n**Status:** BLOCKED\n");
