@@ -259,16 +259,6 @@ pub fn is_local_kind(f_type: i64) -> bool {
     !REMOTE.contains(&(f_type & 0xFFFF_FFFF))
 }
 
-/// The rest of `file`, whose size the caller just read from its metadata (`size`). std's
-/// `read_to_end` on a `File` asks the kernel for the size and the position again (a statx
-/// and an lseek per read: a dozen calls per check-in); a `Take` has no size hint, so this
-/// reads straight into the room made for `size` and stops at the first empty read.
-pub fn read_rest(file: &File, size: u64) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::with_capacity(size as usize);
-    file.take(u64::MAX).read_to_end(&mut bytes)?;
-    Ok(bytes)
-}
-
 /// Now, in nanoseconds since the epoch, to compare with [`mtime_ns`].
 pub fn now_ns() -> i64 {
     std::time::SystemTime::now()
