@@ -12,6 +12,7 @@
 //! | parsed runtime config | `io::runtime` | config file | the same |
 //! | prices from the config | `io::prices` | config file | the same |
 //! | state log tails (and a version-3 state's two) | `store::task::logs` | log file | the log grows from the offset read |
+//! | parsed usage.json | `store::usage` | usage.json | the file's identity, size and times |
 //! | events.jsonl tallies (the supervisor's spend) | `store::usage` | log file | the log's identity; it grows from the offset counted |
 //! | handoffs/ listing | `store::handoffs::memo` | folder | the folder's version; the watcher's events amend it |
 //! | artifacts/ folders' entries | `store::task::artifacts` | folder | the folder's version (its files are looked at every time) |

@@ -39,22 +39,54 @@ pub fn path(task: &Task) -> PathBuf {
     task.dir().join("usage.json")
 }
 
+/// Every usage.json this process read or wrote, parsed: a check-in reads its task's at
+/// every turn, and it changes only when a transcript moved or events.jsonl grew by a step.
+#[derive(Default)]
+struct Usages(crate::store::parsed::Cache<std::sync::Arc<UsageFile>>);
+
+impl crate::store::memo::Memo for Usages {
+    const NAME: &'static str = "parsed usage.json";
+    fn entries(&self) -> usize {
+        self.0.len()
+    }
+}
+
+fn usages() -> &'static crate::store::parsed::Cache<std::sync::Arc<UsageFile>> {
+    &crate::store::memo::get::<Usages>().0
+}
+
 /// The saved usage; empty when there is none, or (with a warning) when it is unreadable.
+/// Parsed again only when the file changed ([`crate::store::parsed`]).
 pub fn load(task: &Task) -> UsageFile {
     let p = path(task);
-    match std::fs::read(&p) {
-        Ok(b) => serde_json::from_slice(&b).unwrap_or_else(|e| {
+    let parsed = usages().get(
+        &p,
+        |e| e.to_string(),
+        |b| {
+            serde_json::from_slice(b)
+                .map(std::sync::Arc::new)
+                .map_err(|e| e.to_string())
+        },
+    );
+    match parsed {
+        Ok(Some(u)) => UsageFile::clone(&u),
+        Ok(None) => UsageFile::default(),
+        Err(e) => {
             tracing::warn!(path = %p.display(), error = %e, "usage.json is unreadable; transcripts are read again from the start");
             UsageFile::default()
-        }),
-        Err(_) => UsageFile::default(),
+        }
     }
 }
 
 /// Save by a rename (no fsync: an unreadable or lost file is counted again from the
 /// transcripts and events.jsonl, see [`load`]).
 pub fn save(task: &Task, u: &UsageFile) -> Result<()> {
-    crate::store::spare::replace(&path(task), &serde_json::to_vec(u).expect("usage serialises"))
+    let p = path(task);
+    let bytes = serde_json::to_vec(u).expect("usage serialises");
+    crate::store::spare::replace(&p, &bytes)?;
+    // The next load finds these bytes and takes this value: no parse.
+    usages().prime(&p, bytes, std::sync::Arc::new(u.clone()));
+    Ok(())
 }
 
 /// Read what was appended to the transcript at `file` since `t.offset` and count it.
@@ -290,6 +322,28 @@ mod tests {
         let mut t = Transcript::default();
         read_new(&p, &mut t).unwrap();
         assert_eq!(sum(&t.by_model).output, 4);
+    }
+
+    #[test]
+    fn a_saved_usage_is_loaded_back_and_a_change_by_another_writer_is_seen() {
+        let d = tempfile::tempdir().unwrap();
+        let task = Task::new(d.path(), "t1".parse().unwrap()).unwrap();
+        crate::store::task::create_or_repair(&task, chrono::Utc::now()).unwrap();
+        assert_eq!(load(&task), UsageFile::default(), "none saved yet");
+        let mut u = UsageFile::default();
+        u.events.offset = 10;
+        u.events.checkins = 1;
+        save(&task, &u).unwrap();
+        assert_eq!(load(&task), u);
+        // Another process's save: a file of other bytes (a memo that trusted this
+        // process's own save would still say 1).
+        u.events.checkins = 2;
+        std::fs::write(path(&task), serde_json::to_vec(&u).unwrap()).unwrap();
+        assert_eq!(load(&task).events.checkins, 2);
+        std::fs::write(path(&task), b"{not json").unwrap();
+        assert_eq!(load(&task), UsageFile::default(), "unreadable: counted again from the start");
+        std::fs::remove_file(path(&task)).unwrap();
+        assert_eq!(load(&task), UsageFile::default());
     }
 
     #[test]
