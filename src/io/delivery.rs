@@ -231,14 +231,11 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
         tokio::time::sleep(o.poll).await;
     }
 
-    let w = Watch::new(p.is_busy(&before) || moved, saw_pending, o);
+    let mut w = Watch::new(p.is_busy(&before) || moved, saw_pending, o);
     // The look that saw the text is the look before Enter: `assess` finds a dialog before
     // anything in the input, so it showed none, and a second capture a tmux round trip
     // later would cost the daemon and the tmux server a screen for nothing.
-    let w = Watch {
-        dialog_ruled_out: saw_pending,
-        ..w
-    };
+    w.dialog_ruled_out = saw_pending;
     submit(tmux, pane, p, o, &before, w, bytes).await
 }
 

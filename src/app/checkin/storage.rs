@@ -30,26 +30,23 @@ struct Trouble {
 
 /// The task's episode of failed saves, if one is under way.
 #[derive(Debug, Default)]
-pub struct Episode {
-    trouble: Mutex<Option<Trouble>>,
+pub struct Episode(Mutex<Inner>);
+
+#[derive(Debug, Default)]
+struct Inner {
+    trouble: Option<Trouble>,
     /// When a successful check-in last found no marker of another process's episode: a
     /// daemon checks in up to 20 times a second, and the marker is looked for again only
     /// after [`MARKER_RECHECK`] (one is written by a process that runs check-ins of its own).
-    no_marker_at: Mutex<Option<Instant>>,
+    no_marker_at: Option<Instant>,
 }
 
 /// How long a marker found absent is not looked for again by the same owner.
 const MARKER_RECHECK: Duration = Duration::from_secs(60);
 
 impl Episode {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Trouble>> {
-        self.trouble.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn no_marker_at(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
-        self.no_marker_at
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -77,7 +74,7 @@ pub fn reason(task: &Task, cause: &str) -> String {
 /// `Some(why)` while the task is backing off: the check-in must not even try.
 pub fn waiting(episode: &Episode) -> Option<String> {
     let ep = episode.lock();
-    let t = ep.as_ref()?;
+    let t = ep.trouble.as_ref()?;
     (Instant::now() < t.retry_at).then(|| t.reason.clone())
 }
 
@@ -88,7 +85,8 @@ pub fn failed(task: &Task, episode: &Episode, e: &Error, now: DateTime<Utc>) {
     }
     let first = {
         let mut ep = episode.lock();
-        let t = ep.get_or_insert_with(|| Trouble {
+        ep.no_marker_at = None;
+        let t = ep.trouble.get_or_insert_with(|| Trouble {
             reason: reason(task, &e.to_string()),
             failures: 0,
             retry_at: Instant::now(),
@@ -98,7 +96,6 @@ pub fn failed(task: &Task, episode: &Episode, e: &Error, now: DateTime<Utc>) {
         tracing::error!(task = %task.name, error = %e, failures = t.failures, retry_in = ?backoff(t.failures), "check-ins stopped: the task's state cannot be saved");
         (t.failures == 1).then(|| t.reason.clone())
     };
-    *episode.no_marker_at() = None;
     if let Some(r) = first
         && !told_before(task, &r)
     {
@@ -135,8 +132,11 @@ fn told_before(task: &Task, reason: &str) -> bool {
 
 /// A check-in got through: end the episode, close its escalation.
 pub fn succeeded(task: &Task, episode: &Episode, now: DateTime<Utc>) {
-    let mine = episode.lock().take();
-    let looked_lately = episode.no_marker_at().is_some_and(|t| t.elapsed() < MARKER_RECHECK);
+    let (mine, looked_lately) = {
+        let mut ep = episode.lock();
+        let lately = ep.no_marker_at.is_some_and(|t| t.elapsed() < MARKER_RECHECK);
+        (ep.trouble.take(), lately)
+    };
     if mine.is_none() && looked_lately {
         return;
     }
@@ -150,7 +150,7 @@ pub fn succeeded(task: &Task, episode: &Episode, now: DateTime<Utc>) {
     if marked.is_some() {
         let _ = std::fs::remove_file(&m);
     }
-    *episode.no_marker_at() = Some(Instant::now());
+    episode.lock().no_marker_at = Some(Instant::now());
     let (reason, failures) = match (mine, marked) {
         (Some(t), _) => (t.reason, t.failures),
         (None, Some(r)) => (r, 0),
