@@ -341,7 +341,11 @@ mod tests {
         std::fs::write(path(&task), serde_json::to_vec(&u).unwrap()).unwrap();
         assert_eq!(load(&task).events.checkins, 2);
         std::fs::write(path(&task), b"{not json").unwrap();
-        assert_eq!(load(&task), UsageFile::default(), "unreadable: counted again from the start");
+        assert_eq!(
+            load(&task),
+            UsageFile::default(),
+            "unreadable: counted again from the start"
+        );
         std::fs::remove_file(path(&task)).unwrap();
         assert_eq!(load(&task), UsageFile::default());
     }
