@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::deaths::{deaths, handle_pm_death};
 use super::state_guard::Guard;
-use super::timing::{DEBOUNCE, LIVENESS_EVERY, handoff_due, hold_until};
+use super::timing::{DEBOUNCE, LIVENESS_EVERY, handoff_due, hold_until, pass_over_pull};
 use crate::app::checkin;
 use crate::core::checkin::Signal;
 use crate::core::clock;
@@ -188,6 +188,8 @@ struct Actor {
     /// Whether the task has (or may have) remote agents: without any, the pull tick sleeps
     /// rather than read the state every 2 s. The liveness tick sets it from the state.
     remote: bool,
+    /// The last periodic pull was passed over for a fresh one ([`Actor::on_pull_tick`]).
+    pull_passed_over: bool,
     rotation: crate::app::rotate::Watch,
     /// When this actor last pulled the remote hosts and looked at the screens: a
     /// handoff's check-in skips what was done moments ago.
@@ -221,6 +223,7 @@ impl Actor {
             pm_death: None,
             watches: super::watches::Watches::default(),
             remote: true,
+            pull_passed_over: false,
             rotation: crate::app::rotate::Watch::default(),
             lately: crate::app::recent::Lately::default(),
         }
@@ -376,18 +379,30 @@ impl Actor {
 
     /// A remote handoff was written: the hosts it was written on pulled (not every host of
     /// the task: the others' watches say when they change), then looked at at once (the
-    /// watch already folded a burst into one pull: no debounce on top).
+    /// watch already folded a burst into one pull: no debounce on top). In this turn, not
+    /// the loop's next: a liveness tick or the periodic pull that came round during the
+    /// pull would otherwise go first about as often as not, and a remote look at the
+    /// screens or a second pull is a remote session each (a fifth of a second here).
     async fn on_remote_change(&mut self, hosts: Vec<crate::core::model::RemoteSpec>) {
-        crate::app::session::pull_hosts(&self.task, &hosts, &self.lately).await;
-        self.due = Some(Instant::now());
+        let pulled = crate::app::session::pull_hosts(&self.task, &hosts, &self.lately).await;
+        handoffs::Ready::Final(&self.quiet, &self.dir).saw_renamed(&pulled.arrived);
+        self.on_due().await;
     }
 
-    /// The periodic pull: the fallback for a missed remote watch event.
+    /// The periodic pull: the fallback for a missed remote watch event. Passed over once
+    /// when a clean pull of the task began within the period (a watch's, a check-in's):
+    /// that pull brought what this one would, and a remote handoff's check-in, due the
+    /// moment its watch's pull ends, would otherwise wait behind a second pull whenever the
+    /// period came round meanwhile. Never twice in a row (a watch's pull brings only its
+    /// own host), so a missed event is still caught within two periods.
     async fn on_pull_tick(&mut self) {
         self.watches.refresh(&self.task);
         self.remote = !crate::app::session::remote_hosts(&self.task).is_empty();
-        if self.remote {
-            crate::app::session::pull_remotes(&self.task, &self.lately).await;
+        let pass_over = pass_over_pull(self.pull_passed_over, self.lately.pulled.within(pull_every()));
+        self.pull_passed_over = self.remote && pass_over;
+        if self.remote && !pass_over {
+            let pulled = crate::app::session::pull_remotes(&self.task, &self.lately).await;
+            handoffs::Ready::Final(&self.quiet, &self.dir).saw_renamed(&pulled.arrived);
             if self.due.is_none() {
                 self.due = Some(Instant::now() + DEBOUNCE);
             }

@@ -29,6 +29,13 @@ pub const LIVENESS_EVERY: Duration = Duration::from_secs(5);
 /// The window for [`MAX_PM_RESTARTS`].
 pub const RESTART_WINDOW: Duration = Duration::from_secs(600);
 
+/// Whether the periodic remote pull is passed over: a clean pull began within its period
+/// (`fresh`), and the last one was not passed over already, so a missed watch event is
+/// still pulled within two periods. Pure.
+pub(super) fn pass_over_pull(passed_over_last: bool, fresh: bool) -> bool {
+    fresh && !passed_over_last
+}
+
 /// What to do about a dead PM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Restart {
@@ -107,6 +114,25 @@ pub(super) fn hold_until(settling: &[Instant], now: Instant, held: bool) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_periodic_pull_is_passed_over_after_a_fresh_one_but_never_twice_in_a_row() {
+        assert!(pass_over_pull(false, true), "a pull began within the period");
+        assert!(!pass_over_pull(false, false), "none did: the fallback pulls");
+        assert!(!pass_over_pull(true, true), "passed over last time: pulls now");
+        let mut passed = false;
+        let pulls: Vec<bool> = (0..4)
+            .map(|_| {
+                passed = pass_over_pull(passed, true);
+                !passed
+            })
+            .collect();
+        assert_eq!(
+            pulls,
+            [false, true, false, true],
+            "every other tick while pulls stay fresh"
+        );
+    }
 
     #[test]
     fn restarts_back_off_from_the_death_then_give_up() {

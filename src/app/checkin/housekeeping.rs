@@ -75,10 +75,11 @@ pub(super) async fn housekeeping(
     let mut extra = Vec::new();
     // Remote agents' handoffs and artifacts first (an unreachable host is skipped, not
     // fatal); the daemon's remote watch has usually pulled just now, and once is enough.
-    for problem in crate::app::session::pull_remotes_unless_fresh(task, std::time::Duration::from_secs(1), lately).await
-    {
+    let pulled = crate::app::session::pull_remotes_unless_fresh(task, std::time::Duration::from_secs(1), lately).await;
+    for problem in &pulled.problems {
         tracing::warn!(task = %task.name, problem = %problem, "remote pull before the check-in failed");
     }
+    ready.saw_renamed(&pulled.arrived);
 
     // Lanes: free those whose agent is done or dead, start what waited for them.
     settle_lanes(task, tmux, ready, now).await;

@@ -38,25 +38,36 @@ fn hosts_of(
 /// [`pull_remotes`], unless `lately` says a clean pull of the task started less than
 /// `within` ago. The daemon pulls the moment a remote handoff is written and then checks
 /// in; pulling again before that check-in would only add a round trip to its latency.
-pub async fn pull_remotes_unless_fresh(task: &Task, within: Duration, lately: &Lately) -> Vec<String> {
+pub async fn pull_remotes_unless_fresh(task: &Task, within: Duration, lately: &Lately) -> Pulled {
     if lately.pulled.within(within) {
         tracing::debug!(task = %task.name, "remote hosts pulled moments ago; not again");
-        return Vec::new();
+        return Pulled::default();
     }
     pull_remotes(task, lately).await
+}
+
+/// What a pull of a task's remote hosts did.
+#[derive(Debug, Default)]
+pub struct Pulled {
+    /// What went wrong, one line per host that could not be pulled.
+    pub problems: Vec<String>,
+    /// The handoffs it brought (names in `handoffs/`), in place and whole: the caller
+    /// takes them as renamed in ([`crate::store::handoffs::How::Renamed`]) at once, rather
+    /// than when the watcher's event for rsync's rename reaches it.
+    pub arrived: Vec<String>,
 }
 
 /// Pull every remote host's handoffs and artifacts of this task into the local folder.
 /// An unreachable host is reported and skipped; the others are still pulled. A clean
 /// pull is noted in `lately`.
-pub async fn pull_remotes(task: &Task, lately: &Lately) -> Vec<String> {
+pub async fn pull_remotes(task: &Task, lately: &Lately) -> Pulled {
     pull_hosts(task, &remote_hosts(task), lately).await
 }
 
 /// [`pull_remotes`] for `hosts` only: those a remote watch said changed. The others have
 /// watches of their own (and the periodic pull behind them), so a clean pull of these
 /// counts as the task's fresh pull.
-pub async fn pull_hosts(task: &Task, hosts: &[crate::core::model::RemoteSpec], lately: &Lately) -> Vec<String> {
+pub async fn pull_hosts(task: &Task, hosts: &[crate::core::model::RemoteSpec], lately: &Lately) -> Pulled {
     // Hosts the actor found silent are passed over: its look tries them on every tick.
     let hosts: Vec<_> = hosts
         .iter()
@@ -68,27 +79,31 @@ pub async fn pull_hosts(task: &Task, hosts: &[crate::core::model::RemoteSpec], l
     tracing::debug!(task = %task.name, hosts = hosts.len(), "pulling remote hosts");
     // Every host at once: one that is slow or silent holds up no other's handoffs.
     let pulls = futures_util::future::join_all(hosts.iter().map(|spec| pull_from(task, spec))).await;
-    let mut problems = Vec::new();
+    let mut out = Pulled::default();
     for (spec, r) in hosts.iter().zip(pulls) {
-        if let Err(e) = &r {
-            tracing::warn!(host = %spec.destination(), error = %e, "pull failed");
-            problems.push(e.to_string());
-        }
         if let Err(e) = mark_reachable(task, spec, r.is_ok()) {
             tracing::warn!(error = %e, "cannot record the host's reachability");
         }
+        match r {
+            Ok(names) => out.arrived.extend(names),
+            Err(e) => {
+                tracing::warn!(host = %spec.destination(), error = %e, "pull failed");
+                out.problems.push(e.to_string());
+            }
+        }
     }
-    tracing::debug!(task = %task.name, problems = problems.len(), "pulled remote hosts");
-    if problems.is_empty() {
+    tracing::debug!(task = %task.name, problems = out.problems.len(), arrived = out.arrived.len(), "pulled remote hosts");
+    if out.problems.is_empty() {
         lately.pulled.done(started);
     } else {
         lately.pulled.failed();
     }
-    problems
+    out
 }
 
-/// Pull one host's copy of the task folder (handoffs and artifacts) into the local one.
-pub async fn pull_from(task: &Task, spec: &crate::core::model::RemoteSpec) -> Result<()> {
+/// Pull one host's copy of the task folder (handoffs and artifacts) into the local one;
+/// the handoffs it brought.
+pub async fn pull_from(task: &Task, spec: &crate::core::model::RemoteSpec) -> Result<Vec<String>> {
     let host = crate::io::remote::Host::connect_backoff(spec).await?;
     let cwd = host.cwd().await?;
     // A pull never holds a check-in hostage: rsync has its own --timeout, SFTP this one.

@@ -388,13 +388,15 @@ impl Host {
     /// Copy the remote `tasks/<task>/{handoffs,artifacts}` into the local task folder:
     /// rsync over the master, mtimes kept, partial files kept outside the watched
     /// folders and renamed into place at the end, deletions not propagated,
-    /// symlinks never followed (and never read later: local scans skip them).
-    pub async fn pull(&self, remote_task_dir: &str, local_task_dir: &Path) -> Result<()> {
+    /// symlinks never followed (and never read later: local scans skip them). Returns the
+    /// handoffs it brought (file names in `handoffs/`): each is in place, whole, when this
+    /// returns, so the daemon takes it as renamed in without waiting for the watcher to say so.
+    pub async fn pull(&self, remote_task_dir: &str, local_task_dir: &Path) -> Result<Vec<String>> {
         let what = format!("pull {}:{remote_task_dir}", self.spec.destination());
         crate::io::health::until_silent(&self.key(), &what, self.pull_unguarded(remote_task_dir, local_task_dir)).await
     }
 
-    async fn pull_unguarded(&self, remote_task_dir: &str, local_task_dir: &Path) -> Result<()> {
+    async fn pull_unguarded(&self, remote_task_dir: &str, local_task_dir: &Path) -> Result<Vec<String>> {
         // Tasks sharing a host take turns pulling from it (see PULLS_PER_HOST).
         let gate = {
             let mut g = hosts().pulls.lock().expect("not poisoned");
@@ -429,13 +431,14 @@ impl Host {
             .arg(format!("--partial-dir={}", partial.join("keep").display()))
             .arg(format!("--temp-dir={}", partial.join("tmp").display()))
             .arg("--exclude=.*")
+            .arg("--out-format=%n")
             .arg("-e")
             .arg(&ssh)
             .arg("--")
             .args(&srcs)
             .arg(format!("{}/", local_task_dir.display()))
             .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
             .output()
@@ -452,8 +455,19 @@ impl Host {
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         }
-        Ok(())
+        Ok(arrived_handoffs(&String::from_utf8_lossy(&out.stdout)))
     }
+}
+
+/// The handoffs an rsync pull brought, from its `--out-format=%n` lines (`handoffs/NAME`;
+/// the folder itself, artifacts and dot names are not handoffs). Pure.
+pub fn arrived_handoffs(listing: &str) -> Vec<String> {
+    listing
+        .lines()
+        .filter_map(|l| l.strip_prefix("handoffs/"))
+        .filter(|n| !n.is_empty() && !n.contains('/') && !n.starts_with('.'))
+        .map(str::to_string)
+        .collect()
 }
 
 impl Host {
@@ -461,7 +475,7 @@ impl Host {
     /// Same rules: a file is copied when its size or mtime (seconds) differs, written to a
     /// temp file outside the watched folders, given the remote mtime, fsynced and renamed
     /// into place; only regular files, dot names skipped, nothing deleted.
-    pub async fn pull_sftp(&self, remote_task_dir: &str, local_task_dir: &Path) -> Result<()> {
+    pub async fn pull_sftp(&self, remote_task_dir: &str, local_task_dir: &Path) -> Result<Vec<String>> {
         use futures_util::StreamExt;
         use openssh_sftp_client::{Sftp, SftpOptions};
         let fail = |what: &str, e: &dyn std::fmt::Display| {
@@ -473,6 +487,8 @@ impl Host {
         let tmp_dir = local_task_dir.join(".pull-partial").join("tmp");
         crate::store::fsutil::create_dir_all(&tmp_dir)?;
         let mut fs = sftp.fs();
+        let handoffs = local_task_dir.join("handoffs");
+        let mut arrived = Vec::new();
         let mut stack: Vec<(String, PathBuf)> = ["handoffs", "artifacts"]
             .iter()
             .map(|sub| (format!("{remote_task_dir}/{sub}"), local_task_dir.join(sub)))
@@ -529,12 +545,15 @@ impl Host {
                     f.sync_all().map_err(|e| Error::io("fsync", &tmp, e))?;
                 }
                 std::fs::rename(&tmp, &lpath).map_err(|e| Error::io("rename into", &lpath, e))?;
+                if ldir == handoffs {
+                    arrived.push(name);
+                }
             }
         }
         // Every handle must be gone first, or close waits for them forever.
         drop(fs);
         sftp.close().await.map_err(|e| fail("close", &e))?;
-        Ok(())
+        Ok(arrived)
     }
 }
 
@@ -586,6 +605,16 @@ pub async fn close_all() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pulls_listing_names_only_the_handoffs_it_brought() {
+        let listing = "handoffs/\nhandoffs/dev-20250101-000000.md\nartifacts/analysis/x.md\nhandoffs/.dev-1.md.tmp\nartifacts/handoffs/y.md\nhandoffs/sub/z.md\nhandoffs/pm-20250101-000001.md\n";
+        assert_eq!(
+            arrived_handoffs(listing),
+            ["dev-20250101-000000.md", "pm-20250101-000001.md"]
+        );
+        assert!(arrived_handoffs("").is_empty());
+    }
 
     #[test]
     fn reconnects_back_off_to_a_minute() {

@@ -160,6 +160,16 @@ impl Ready<'_> {
             Ready::Final(q, dir) => q.ready(dir, l),
         }
     }
+
+    /// `files` were put in place whole (a pull renamed them in): final from now, as the
+    /// watcher's event for each will say when it comes.
+    pub fn saw_renamed(&self, files: &[String]) {
+        if let Ready::Final(q, dir) = self {
+            for f in files {
+                q.saw(dir, f, How::Renamed);
+            }
+        }
+    }
 }
 
 /// The daemon's observations of one task's handoffs: file name → what it last looked like
@@ -417,6 +427,33 @@ mod tests {
         assert!(
             q.ready_at("dev-20251127-090007.md", look(10, "a"), true, later),
             "an old one is final"
+        );
+    }
+
+    #[test]
+    fn handoffs_a_pull_brought_are_final_at_once_and_the_others_settle() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tempfile::tempdir().unwrap();
+        let (pulled, other) = ("dev-20251127-090000.md", "dev-20251127-090001.md");
+        let look = |f: &str| {
+            std::fs::write(d.path().join(f), "0123456789").unwrap();
+            let m = std::fs::metadata(d.path().join(f)).unwrap();
+            Look {
+                ino: m.ino(),
+                size: 10,
+                mtime_ns: crate::store::fsutil::mtime_ns(&m),
+                sha256: Some("a".into()),
+            }
+        };
+        let (pulled_look, other_look) = (look(pulled), look(other));
+        let q = Quiet::default();
+        Ready::Final(&q, d.path()).saw_renamed(&[pulled.to_string()]);
+        Ready::All.saw_renamed(&[other.to_string()]);
+        let now = Instant::now();
+        assert!(q.ready_at(pulled, pulled_look, true, now), "brought whole by the pull");
+        assert!(
+            !q.ready_at(other, other_look, true, now),
+            "no event, no pull: first seen now, it settles"
         );
     }
 
