@@ -94,7 +94,8 @@ impl Rig<'_> {
         };
         let mut v = Vec::new();
         for i in 0..n {
-            let name = format!("dev-20250102-{:06}.md", i);
+            // A valid time of day in the name (seconds past 59 are not a handoff's name).
+            let name = format!("dev-20250102-{:02}{:02}{:02}.md", i / 3600, i / 60 % 60, i % 60);
             let tmp = rhandoffs.join(format!(".{name}.tmp"));
             let t = Instant::now();
             std::fs::write(
