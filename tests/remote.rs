@@ -861,6 +861,74 @@ fn a_remote_handoff_comes_home_by_the_watch_not_the_periodic_pull() {
     });
 }
 
+/// The daemon's pulls go over one SFTP channel kept open per host (no new session on the
+/// host per pull): a killed channel costs nothing but a pull with rsync, the next pull opens
+/// another, and a stopped task leaves no channel behind.
+#[test]
+fn remote_handoffs_come_home_over_a_kept_channel_and_its_death_loses_nothing() {
+    let r = Remote::new(None);
+    let w = &r.w;
+    ok(&run(r
+        .task()
+        .env("AO_DEMO_IDLE", "1")
+        .env("AO_TEST_PULL_EVERY_SECS", "3600")
+        .env("RUST_LOG", "agent_orchestrator=debug")
+        .args(["start", "t1", "--runtime", "demo", "--no-cron"])));
+    let daemon = w.daemon_pid().expect("the daemon supervises t1");
+    r.spawn_idle_dev();
+    let rhandoffs = r.rdir.join("tasks/t1/handoffs");
+    // The daemon's ssh clients for the SFTP subsystem.
+    let channels = || -> Vec<u32> {
+        children_named(daemon as u32, "ssh")
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"sftp"))
+            })
+            .collect()
+    };
+    let send = |name: &str| {
+        let tmp = rhandoffs.join(".dev.tmp");
+        std::fs::write(
+            &tmp,
+            "# Handoff: dev\n**Status:** COMPLETE\n\n## Completed Work\nA step.\n",
+        )
+        .unwrap();
+        std::fs::rename(&tmp, rhandoffs.join(name)).unwrap();
+        wait_for(&format!("{name} in the ledger"), 20, || {
+            w.state("t1")["ledger"].get(name).map(|_| ())
+        });
+    };
+    send("dev-20991231-235901.md");
+    let first = wait_for("the kept SFTP channel", 10, || {
+        let c = channels();
+        (c.len() == 1).then_some(c[0])
+    });
+    // Killed under the daemon: the next handoff still comes home (rsync pulls it).
+    unsafe {
+        libc::kill(first as i32, libc::SIGKILL);
+    }
+    wait_for("the channel's client to be gone", 10, || {
+        (!channels().contains(&first)).then_some(())
+    });
+    send("dev-20991231-235902.md");
+    assert!(
+        w.daemon_log().contains("the kept SFTP channel failed; rsync pulls"),
+        "the failed channel was noticed and rsync pulled"
+    );
+    // The one after opens a new channel and comes home over it.
+    send("dev-20991231-235903.md");
+    let second = wait_for("a new kept channel", 10, || {
+        let c = channels();
+        (c.len() == 1 && c[0] != first).then_some(c[0])
+    });
+    send("dev-20991231-235904.md");
+    assert_eq!(channels(), vec![second], "the channel is kept across pulls");
+    // A stopped task pulls no more: its channel is closed when idle (the master ends once
+    // the host's heartbeat, kept a minute after its last agent, lets it idle).
+    ok(&run(r.task().args(["stop", "t1"])));
+    wait_for("the idle channel to close", 20, || channels().is_empty().then_some(()));
+}
+
 /// Issue 31: a handoff written on the host while its watch connects or reconnects (after
 /// the connection's pull, before the watch is live) still comes home by the watch.
 #[test]

@@ -22,6 +22,7 @@ use crate::core::shell::shell_join;
 use crate::io::tmux::{Socket, Tmux};
 
 pub mod heartbeat;
+pub mod sftp;
 pub mod transcript;
 pub mod watch;
 
@@ -386,11 +387,15 @@ impl Host {
     }
 
     /// Copy the remote `tasks/<task>/{handoffs,artifacts}` into the local task folder:
-    /// rsync over the master, mtimes kept, partial files kept outside the watched
-    /// folders and renamed into place at the end, deletions not propagated,
-    /// symlinks never followed (and never read later: local scans skip them). Returns the
-    /// handoffs it brought (file names in `handoffs/`): each is in place, whole, when this
-    /// returns, so the daemon takes it as renamed in without waiting for the watcher to say so.
+    /// over the host's kept SFTP channel ([`sftp`]: no new session on the host), else —
+    /// no channel, a failed one, files too big for it — with rsync over the master. Either
+    /// way mtimes are kept, partial files kept outside the watched folders and renamed into
+    /// place at the end, deletions not propagated, symlinks never followed (and never read
+    /// later: local scans skip them). Returns the handoffs it brought (file names in
+    /// `handoffs/`): each is in place, whole, when this returns, so the daemon takes it as
+    /// renamed in without waiting for the watcher to say so.
+    ///
+    /// `AO_PULL_WITH=rsync` or `=sftp` pulls only that way (tests, benches).
     pub async fn pull(&self, remote_task_dir: &str, local_task_dir: &Path) -> Result<Vec<String>> {
         let what = format!("pull {}:{remote_task_dir}", self.spec.destination());
         crate::io::health::until_silent(&self.key(), &what, self.pull_unguarded(remote_task_dir, local_task_dir)).await
@@ -408,6 +413,21 @@ impl Host {
             .acquire()
             .await
             .map_err(|_| Error::Remote("pull turns closed".into()))?;
+        let mut arrived = Vec::new();
+        if std::env::var_os("AO_PULL_WITH").is_none() {
+            match self.pull_kept(remote_task_dir, local_task_dir).await {
+                Some(c) if c.left == 0 => return Ok(c.arrived),
+                Some(c) => arrived = c.arrived,
+                None => {}
+            }
+        }
+        let mut more = self.pull_whole(remote_task_dir, local_task_dir).await?;
+        arrived.append(&mut more);
+        Ok(arrived)
+    }
+
+    /// Pull with rsync, or a channel of SFTP's own when rsync is missing on either end.
+    async fn pull_whole(&self, remote_task_dir: &str, local_task_dir: &Path) -> Result<Vec<String>> {
         let forced = std::env::var("AO_PULL_WITH").is_ok_and(|v| v == "sftp");
         if forced || crate::io::program::which("rsync").is_none() || !self.has_rsync().await {
             return self.pull_sftp(remote_task_dir, local_task_dir).await;
@@ -470,93 +490,6 @@ pub fn arrived_handoffs(listing: &str) -> Vec<String> {
         .collect()
 }
 
-impl Host {
-    /// The fallback when rsync is missing on either end: SFTP over the same master.
-    /// Same rules: a file is copied when its size or mtime (seconds) differs, written to a
-    /// temp file outside the watched folders, given the remote mtime, fsynced and renamed
-    /// into place; only regular files, dot names skipped, nothing deleted.
-    pub async fn pull_sftp(&self, remote_task_dir: &str, local_task_dir: &Path) -> Result<Vec<String>> {
-        use futures_util::StreamExt;
-        use openssh_sftp_client::{Sftp, SftpOptions};
-        let fail = |what: &str, e: &dyn std::fmt::Display| {
-            Error::Remote(format!("SFTP {what} on {} failed: {e}", self.spec.destination()))
-        };
-        let sftp = Sftp::from_clonable_session(self.session.clone(), SftpOptions::default())
-            .await
-            .map_err(|e| fail("start", &e))?;
-        let tmp_dir = local_task_dir.join(".pull-partial").join("tmp");
-        crate::store::fsutil::create_dir_all(&tmp_dir)?;
-        let mut fs = sftp.fs();
-        let handoffs = local_task_dir.join("handoffs");
-        let mut arrived = Vec::new();
-        let mut stack: Vec<(String, PathBuf)> = ["handoffs", "artifacts"]
-            .iter()
-            .map(|sub| (format!("{remote_task_dir}/{sub}"), local_task_dir.join(sub)))
-            .collect();
-        while let Some((rdir, ldir)) = stack.pop() {
-            let dir = match fs.open_dir(&rdir).await {
-                Ok(d) => d,
-                Err(e) => {
-                    tracing::debug!(dir = %rdir, error = %e, "no such remote folder");
-                    continue;
-                }
-            };
-            let entries: Vec<_> = dir.read_dir().collect().await;
-            crate::store::fsutil::create_dir_all(&ldir)?;
-            for entry in entries {
-                let entry = entry.map_err(|e| fail("list", &e))?;
-                let name = entry.filename().to_string_lossy().into_owned();
-                if name.starts_with('.') || name.contains('/') {
-                    continue;
-                }
-                let (rpath, lpath) = (format!("{rdir}/{name}"), ldir.join(&name));
-                let ft = entry.file_type();
-                if ft.is_some_and(|t| t.is_dir()) {
-                    stack.push((rpath, lpath));
-                    continue;
-                }
-                if !ft.is_some_and(|t| t.is_file()) {
-                    continue; // symlinks, FIFOs…: never followed, never copied
-                }
-                let meta = entry.metadata();
-                let mtime = meta.modified().map(|t| t.as_system_time());
-                if let Ok(local) = std::fs::symlink_metadata(&lpath) {
-                    let same_time = mtime.is_some_and(|m| {
-                        local
-                            .modified()
-                            .ok()
-                            .and_then(|l| l.duration_since(std::time::UNIX_EPOCH).ok())
-                            .map(|d| d.as_secs())
-                            == m.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_secs())
-                    });
-                    if local.is_file() && Some(local.len()) == meta.len() && same_time {
-                        continue;
-                    }
-                }
-                let bytes = fs.read(&rpath).await.map_err(|e| fail(&format!("read {rpath}"), &e))?;
-                let tmp = tmp_dir.join(format!("{name}.{}", std::process::id()));
-                {
-                    use std::io::Write;
-                    let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
-                    f.write_all(&bytes).map_err(|e| Error::io("write", &tmp, e))?;
-                    if let Some(m) = mtime {
-                        f.set_modified(m).map_err(|e| Error::io("set the mtime of", &tmp, e))?;
-                    }
-                    f.sync_all().map_err(|e| Error::io("fsync", &tmp, e))?;
-                }
-                std::fs::rename(&tmp, &lpath).map_err(|e| Error::io("rename into", &lpath, e))?;
-                if ldir == handoffs {
-                    arrived.push(name);
-                }
-            }
-        }
-        // Every handle must be gone first, or close waits for them forever.
-        drop(fs);
-        sftp.close().await.map_err(|e| fail("close", &e))?;
-        Ok(arrived)
-    }
-}
-
 /// Replace this process with `ssh -t <host> tmux … attach-session -t =<session>`
 /// (a terminal needs its own ssh, not the multiplexed master's pipes).
 pub fn attach_exec(spec: &RemoteSpec, tmux: &Tmux, session: &str) -> Error {
@@ -584,6 +517,7 @@ pub fn attach_exec(spec: &RemoteSpec, tmux: &Tmux, session: &str) -> Error {
 
 /// End every master this process opened (daemon shutdown, end of a CLI command).
 pub async fn close_all() {
+    sftp::close_kept().await;
     let slots: Vec<Slot> = hosts()
         .masters
         .lock()
