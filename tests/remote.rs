@@ -100,6 +100,36 @@ impl Remote {
         ])));
     }
 
+    /// t1 started under the daemon with the periodic pull an hour apart (only the remote
+    /// watch brings handoffs home), and dev spawned on the host; the daemon's pid.
+    fn start_watched(&self) -> i32 {
+        ok(&run(self
+            .task()
+            .env("AO_DEMO_IDLE", "1")
+            .env("AO_TEST_PULL_EVERY_SECS", "3600")
+            .env("RUST_LOG", "agent_orchestrator=debug")
+            .args(["start", "t1", "--runtime", "demo", "--no-cron"])));
+        let daemon = self.w.daemon_pid().expect("the daemon supervises t1");
+        self.spawn_idle_dev();
+        daemon
+    }
+
+    /// A handoff written on the host as an agent writes one (a dot temp file, then a
+    /// rename), then awaited in the local ledger.
+    fn hand_off_remotely(&self, name: &str, within_secs: u64) {
+        let rhandoffs = self.rdir.join("tasks/t1/handoffs");
+        let tmp = rhandoffs.join(".dev.tmp");
+        std::fs::write(
+            &tmp,
+            "# Handoff: dev\n**Status:** COMPLETE\n\n## Completed Work\nA step.\n",
+        )
+        .unwrap();
+        std::fs::rename(&tmp, rhandoffs.join(name)).unwrap();
+        wait_for(&format!("{name} in the ledger"), within_secs, || {
+            self.w.state("t1")["ledger"].get(name).map(|_| ())
+        });
+    }
+
     /// ssh processes still using this world's control sockets.
     fn masters(&self) -> usize {
         let needle = self.w.dir.path().join("run").display().to_string();
@@ -820,14 +850,7 @@ fn without_rsync_pulls_fall_back_to_sftp_with_the_same_rules() {
 #[test]
 fn a_remote_handoff_comes_home_by_the_watch_not_the_periodic_pull() {
     let r = Remote::new(None);
-    let w = &r.w;
-    ok(&run(r
-        .task()
-        .env("AO_DEMO_IDLE", "1")
-        .env("AO_TEST_PULL_EVERY_SECS", "3600")
-        .args(["start", "t1", "--runtime", "demo", "--no-cron"])));
-    assert!(w.daemon_pid().is_some(), "the daemon supervises t1");
-    r.spawn_idle_dev();
+    r.start_watched();
     let rhandoffs = r.rdir.join("tasks/t1/handoffs");
     // The watch runs on the host (its script names the remote folder) within a liveness tick.
     let needle = rhandoffs.display().to_string();
@@ -838,18 +861,7 @@ fn a_remote_handoff_comes_home_by_the_watch_not_the_periodic_pull() {
             .unwrap();
         (!o.stdout.is_empty()).then_some(())
     });
-    // Written as an agent writes: a dot temp file, then a rename.
-    let name = "dev-20991231-235959.md";
-    let tmp = rhandoffs.join(".dev.tmp");
-    std::fs::write(
-        &tmp,
-        "# Handoff: dev\n**Status:** COMPLETE\n\n## Completed Work\nBy the watch.\n",
-    )
-    .unwrap();
-    std::fs::rename(&tmp, rhandoffs.join(name)).unwrap();
-    wait_for("the remote handoff in the ledger", 15, || {
-        w.state("t1")["ledger"].get(name).map(|_| ())
-    });
+    r.hand_off_remotely("dev-20991231-235959.md", 15);
     // Stopping the task ends the watch on the host.
     ok(&run(r.task().args(["stop", "t1"])));
     wait_for("the remote watch to end", 20, || {
@@ -868,15 +880,7 @@ fn a_remote_handoff_comes_home_by_the_watch_not_the_periodic_pull() {
 fn remote_handoffs_come_home_over_a_kept_channel_and_its_death_loses_nothing() {
     let r = Remote::new(None);
     let w = &r.w;
-    ok(&run(r
-        .task()
-        .env("AO_DEMO_IDLE", "1")
-        .env("AO_TEST_PULL_EVERY_SECS", "3600")
-        .env("RUST_LOG", "agent_orchestrator=debug")
-        .args(["start", "t1", "--runtime", "demo", "--no-cron"])));
-    let daemon = w.daemon_pid().expect("the daemon supervises t1");
-    r.spawn_idle_dev();
-    let rhandoffs = r.rdir.join("tasks/t1/handoffs");
+    let daemon = r.start_watched();
     // The daemon's ssh clients for the SFTP subsystem.
     let channels = || -> Vec<u32> {
         children_named(daemon as u32, "ssh")
@@ -886,18 +890,7 @@ fn remote_handoffs_come_home_over_a_kept_channel_and_its_death_loses_nothing() {
             })
             .collect()
     };
-    let send = |name: &str| {
-        let tmp = rhandoffs.join(".dev.tmp");
-        std::fs::write(
-            &tmp,
-            "# Handoff: dev\n**Status:** COMPLETE\n\n## Completed Work\nA step.\n",
-        )
-        .unwrap();
-        std::fs::rename(&tmp, rhandoffs.join(name)).unwrap();
-        wait_for(&format!("{name} in the ledger"), 20, || {
-            w.state("t1")["ledger"].get(name).map(|_| ())
-        });
-    };
+    let send = |name: &str| r.hand_off_remotely(name, 20);
     send("dev-20991231-235901.md");
     let first = wait_for("the kept SFTP channel", 10, || {
         let c = channels();
