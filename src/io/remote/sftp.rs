@@ -114,12 +114,8 @@ impl Host {
             Ok(s) => {
                 let s = Arc::new(s);
                 tracing::debug!(host = %self.spec.destination(), "kept SFTP channel open");
-                // Two tasks that opened one at once: the first kept wins, the other is dropped.
-                if let Some(Channel::Open { master, sftp, .. }) = c.get(&self.key()) {
-                    if Arc::ptr_eq(master, &self.session) {
-                        return Some(sftp.clone());
-                    }
-                }
+                // Opened only inside the host's pull turn, so no other was opened meanwhile;
+                // one replaced here ends with its last pull (its idle sweep stops at once).
                 c.insert(
                     self.key(),
                     Channel::Open {
