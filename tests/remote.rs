@@ -25,6 +25,18 @@ impl Remote {
         let w = World::new();
         let sshd = Sshd::start(w.dir.path());
         let rdir = w.dir.path().join("remote-work");
+        Remote::with(w, sshd, rdir, cwd_line)
+    }
+
+    /// dev's folder given as `~/work` on a host with a home of its own.
+    fn in_home() -> Remote {
+        let w = World::new();
+        let sshd = Sshd::start_host(w.dir.path(), "127.0.0.1");
+        let rdir = w.dir.path().join("home/work");
+        Remote::with(w, sshd, rdir, Some("aoremote:~/work"))
+    }
+
+    fn with(w: World, sshd: Sshd, rdir: PathBuf, cwd_line: Option<&str>) -> Remote {
         std::fs::create_dir_all(&rdir).unwrap();
         let rsock = w.dir.path().join("remote-tmux.sock");
         ok(&run(w.task().args(["new", "t1"])));
@@ -920,6 +932,28 @@ fn remote_handoffs_come_home_over_a_kept_channel_and_its_death_loses_nothing() {
     // the host's heartbeat, kept a minute after its last agent, lets it idle).
     ok(&run(r.task().args(["stop", "t1"])));
     wait_for("the idle channel to close", 20, || channels().is_empty().then_some(()));
+}
+
+/// A `~` in the host's path is asked of the host once per master, not at every pull: each
+/// ask is a session on the host (its login shell), what the kept channel took off a pull.
+#[test]
+fn a_home_relative_remote_folder_is_resolved_once_and_its_handoffs_come_home() {
+    let r = Remote::in_home();
+    r.start_watched();
+    for n in 1..=4 {
+        r.hand_off_remotely(&format!("dev-20991231-23590{n}.md"), 20);
+    }
+    let log = r.w.daemon_log();
+    let asked = log.matches("asked the host for its home folder").count();
+    assert!(
+        (1..=2).contains(&asked),
+        "the home folder asked once per master, not per pull ({asked} times)"
+    );
+    assert!(
+        log.contains(&r.rdir.parent().unwrap().display().to_string()),
+        "the host's own home was found"
+    );
+    ok(&run(r.task().args(["stop", "t1"])));
 }
 
 /// Issue 31: a handoff written on the host while its watch connects or reconnects (after

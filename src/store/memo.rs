@@ -18,6 +18,7 @@
 //! | artifacts/ folders' entries | `store::task::artifacts` | folder | the folder's version (its files are looked at every time) |
 //! | parsed handoffs | `store::handoffs::loads` | handoff file | the file's identity, size and times (an `lstat`) |
 //! | ssh masters, rsync per host, backoff, pull turns | `io::remote` | host | the master answers |
+//! | each host's home folder (a `~` in its path) | `io::remote` | host | the master that asked lives |
 //! | kept SFTP channels (the pulls') | `io::remote::sftp` | host | the master it runs on; a failed use drops it |
 //! | whether each host answers its heartbeat | `io::health` | host | the next beat (every 2 s) |
 //! | tmux control clients, whether to use them | `io::tmux::control` | tmux server | the client answers |

@@ -65,6 +65,8 @@ struct Hosts {
     backoff: std::sync::Mutex<HashMap<String, (u32, std::time::Instant)>>,
     /// Its pull turns: at most [`PULLS_PER_HOST`] pulls per host at a time.
     pulls: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
+    /// Its home folder as the master that asked found it (see [`Host::cwd`]).
+    homes: std::sync::Mutex<HashMap<String, (std::sync::Weak<Session>, String)>>,
 }
 
 impl crate::store::memo::Memo for Hosts {
@@ -320,16 +322,37 @@ impl Host {
     }
 
     /// The remote working folder, with a leading `~` resolved on the host.
+    ///
+    /// Asked once per master, not at every pull, watch, cost look and spawn: each ask is a
+    /// session on the host, and the session (its login shell) was most of what the kept
+    /// SFTP channel took off a pull. Kept only while the master that asked lives (a new
+    /// master asks again), which is as long as the process trusts anything else it learnt
+    /// of the host.
     pub async fn cwd(&self) -> Result<String> {
-        match self.spec.path.strip_prefix('~') {
-            None => Ok(self.spec.path.clone()),
-            Some(rest) => {
-                let home = self
-                    .run("find the home folder", &["sh", "-c", "printf %s \"$HOME\""], None)
-                    .await?;
-                Ok(format!("{home}{rest}"))
-            }
+        let Some(rest) = self.spec.path.strip_prefix('~') else {
+            return Ok(self.spec.path.clone());
+        };
+        if let Some(home) = self.home_known() {
+            return Ok(format!("{home}{rest}"));
         }
+        let home = self
+            .run("find the home folder", &["sh", "-c", "printf %s \"$HOME\""], None)
+            .await?;
+        tracing::debug!(host = %self.spec.destination(), %home, "asked the host for its home folder");
+        hosts()
+            .homes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(self.key(), (Arc::downgrade(&self.session), home.clone()));
+        Ok(format!("{home}{rest}"))
+    }
+
+    /// The home folder this host's master found, if this master asked. A `Weak` keeps the
+    /// master's allocation, so its address names that master and no later one.
+    fn home_known(&self) -> Option<String> {
+        let homes = hosts().homes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (master, home) = homes.get(&self.key())?;
+        std::ptr::eq(master.as_ptr(), Arc::as_ptr(&self.session)).then(|| home.clone())
     }
 
     /// The tmux server on the host (its own socket, never the user's default).
