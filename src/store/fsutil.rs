@@ -69,34 +69,25 @@ pub fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
 /// What an in-place record is padded to: a whole number of these, so its size stays put.
 const PAGE: usize = 4096;
 
-/// Overwrite `path` with `bytes` in place, padded with spaces to whole 4 KiB pages, and
-/// fdatasync it: no new file, no rename, so no new inode and no folder fsync for a small
-/// record rewritten at every check-in; and while the record fits the same pages its size
-/// does not change, so on a journaled ext4 its fdatasync needs no journal commit (ext4
-/// without a journal, as on the test machines, writes the inode at every fsync anyway:
-/// there it measured within noise, docs/benchmarks.md). Not atomic: a crash before this
-/// returns can leave old and new bytes mixed, so it is only for records whose reader
-/// takes JSON followed by blanks and takes bytes that do not parse as "never saved" (see
-/// `app::checkin::intent`). The folder is synced once, when the file is first created.
+/// Overwrite `path` with `bytes` in place, padded with spaces to whole 4 KiB pages: no new
+/// file, no rename, so no new inode for a small record rewritten at every check-in, and
+/// while the record fits the same pages its size does not change. No fsync: what such a
+/// record guards dies with the machine (see `app::checkin::intent`), and one write call
+/// of whole pages outlives a `kill -9` of the writer. Not atomic against a power cut: old
+/// and new bytes may come back mixed, so it is only for records whose reader takes JSON
+/// followed by blanks and takes bytes that do not parse as "never saved".
 pub fn overwrite_in_place(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::os::unix::fs::FileExt;
     // The file exists at every save but a task's first: open it as it is, and create it
     // only when it is missing (one failed open per check-in otherwise).
-    let (f, created) = match File::options().write(true).open(path) {
-        Ok(f) => (f, false),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            match File::options().write(true).create_new(true).open(path) {
-                Ok(f) => (f, true),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => (
-                    File::options()
-                        .write(true)
-                        .open(path)
-                        .map_err(|e| Error::io("open", path, e))?,
-                    false,
-                ),
-                Err(e) => return Err(Error::io("create", path, e)),
-            }
-        }
+    let f = match File::options().write(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => File::options()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| Error::io("create", path, e))?,
         Err(e) => return Err(Error::io("open", path, e)),
     };
     let padded = padded(bytes);
@@ -105,10 +96,6 @@ pub fn overwrite_in_place(path: &Path, bytes: &[u8]) -> Result<()> {
     if len != padded.len() as u64 {
         f.set_len(padded.len() as u64)
             .map_err(|e| Error::io("truncate", path, e))?;
-    }
-    f.sync_data().map_err(|e| Error::io("fsync", path, e))?;
-    if created {
-        sync_dir(parent_of(path))?;
     }
     Ok(())
 }

@@ -1,11 +1,12 @@
 //! Exactly-once check-ins across a crash: the INTENT of a delivery (its id and the handoff
-//! files it reports) is saved durably before anything is pasted, the id travels in the
-//! message (`[checkin c-1a2b3c]`, templates/checkin-tag.md), and the intent is removed only
-//! once the check-in is recorded. An intent still on disk means "maybe delivered": the next
-//! check-in looks for its id in the PM's pane (with scrollback) and, for Claude Code, in
-//! its transcripts, before it ever delivers again. An id seen only in the PM's input area
-//! was pasted and never submitted: that delivery is finished with Enter, not counted as
-//! received (the PM would never get it) and not pasted again (it would get it twice).
+//! files it reports) is saved before anything is pasted, to last as long as the pane it
+//! guards ([`save`]), the id travels in the message (`[checkin c-1a2b3c]`,
+//! templates/checkin-tag.md), and the intent is removed only once the check-in is recorded.
+//! An intent still on disk means "maybe delivered": the next check-in looks for its id in
+//! the PM's pane (with scrollback) and, for Claude Code, in its transcripts, before it ever
+//! delivers again. An id seen only in the PM's input area was pasted and never submitted:
+//! that delivery is finished with Enter, not counted as received (the PM would never get
+//! it) and not pasted again (it would get it twice).
 
 use std::path::{Path, PathBuf};
 
@@ -73,10 +74,17 @@ pub fn load(task: &Task) -> Result<Option<Intent>> {
     }
 }
 
-/// Save the intent durably before anything is pasted; nothing is delivered unless this
-/// worked. In place, one file kept per task and one size (see `fsutil::overwrite_in_place`):
-/// a temp file, a rename and two fsyncs at every check-in were a tenth of the daemon's CPU
-/// with 60 busy tasks.
+/// Save the intent before anything is pasted; nothing is delivered unless this worked. In
+/// place, one file kept per task and one size (see `fsutil::overwrite_in_place`): a temp
+/// file, a rename and two fsyncs at every check-in were a tenth of the daemon's CPU with 60
+/// busy tasks. Not fsynced either (its fdatasync was a thirtieth of the 360-agent soak
+/// daemon's work): the intent must outlive what it guards, the paste into the PM's pane,
+/// and a `kill -9` of the daemon keeps it in the page cache. A power cut takes the pane
+/// (the PM runs here, under this machine's tmux) and, often, the PM's own record of the
+/// message (Claude Code does not fsync its transcript); writeback takes older dirty files
+/// first, so a transcript that reached the disk with the message had this intent, written
+/// before the paste, reach it too. An intent lost with the power names no delivery, and
+/// the handoffs it named, never recorded, are told to the resumed PM again.
 pub fn save(task: &Task, intent: &Intent) -> Result<()> {
     let mut bytes = serde_json::to_vec(intent).expect("intent serialises");
     bytes.push(b'\n');
@@ -84,7 +92,7 @@ pub fn save(task: &Task, intent: &Intent) -> Result<()> {
 }
 
 /// Finish the intent once its check-in is recorded (the file is blanked, not removed).
-/// Without an fsync (one of a check-in's five): the record it follows is durable, so an
+/// Without an fsync, like [`save`]: the record it follows is durable, so an
 /// intent that comes back after a power loss names handoffs the ledger holds — recovery
 /// finds it never reached the PM's new pane and delivers afresh under its id, and a
 /// recorded handoff is never a candidate again. A `kill -9` keeps the emptying anyway.
