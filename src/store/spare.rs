@@ -75,7 +75,10 @@ fn replace_after(path: &Path, bytes: &[u8], rest: Duration, care: Care) -> Resul
     replace_keeping_spare(path, bytes, care)
 }
 
-/// The folder fsync a durable write ends with.
+/// The folder fsync a durable write ends with. Needed after an exchange too, though both
+/// names existed before it: the next save writes into the spare, and a directory that
+/// never reached the disk would still call that inode the file, so a power cut in the
+/// middle of that write would leave the file torn.
 fn settle(path: &Path, care: Care) -> Result<()> {
     match care {
         Care::Durable => fsutil::sync_dir(fsutil::parent_of(path)),
