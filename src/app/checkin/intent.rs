@@ -77,14 +77,15 @@ pub fn load(task: &Task) -> Result<Option<Intent>> {
 /// Save the intent before anything is pasted; nothing is delivered unless this worked. In
 /// place, one file kept per task and one size (see `fsutil::overwrite_in_place`): a temp
 /// file, a rename and two fsyncs at every check-in were a tenth of the daemon's CPU with 60
-/// busy tasks. Not fsynced either (its fdatasync was a thirtieth of the 360-agent soak
-/// daemon's work): the intent must outlive what it guards, the paste into the PM's pane,
-/// and a `kill -9` of the daemon keeps it in the page cache. A power cut takes the pane
-/// (the PM runs here, under this machine's tmux) and, often, the PM's own record of the
-/// message (Claude Code does not fsync its transcript); writeback takes older dirty files
-/// first, so a transcript that reached the disk with the message had this intent, written
-/// before the paste, reach it too. An intent lost with the power names no delivery, and
-/// the handoffs it named, never recorded, are told to the resumed PM again.
+/// busy tasks. Not fsynced either (its fdatasync was a ninth of the 360-agent soak
+/// daemon's CPU per check-in, docs/benchmarks.md): the intent must outlive what it
+/// guards, the paste into the PM's pane, and a `kill -9` of the daemon keeps it in the
+/// page cache. A power cut takes the pane (the PM runs here, under this machine's tmux)
+/// and, often, the PM's own record of the message (Claude Code does not fsync its
+/// transcript); writeback takes older dirty files first, so a transcript that reached the
+/// disk with the message had this intent, written before the paste, reach it too. An
+/// intent lost with the power names no delivery, and the handoffs it named, never
+/// recorded, are told to the resumed PM again.
 pub fn save(task: &Task, intent: &Intent) -> Result<()> {
     let mut bytes = serde_json::to_vec(intent).expect("intent serialises");
     bytes.push(b'\n');
