@@ -6,12 +6,14 @@
 //! scripted model server of the tests (nothing else is a stand-in). Beside it, in the same
 //! run and the same PM pane: the floor — raw `tmux send-keys` of a line and Enter → the
 //! request reaching the model, which is Claude Code's own share of the path — and
-//! `task send` (verified delivery) → the request. Needs the pinned Claude Code that
-//! scripts/test installs (or AO_TEST_CLAUDE).
+//! `task send` (verified delivery) → the request, and → the command's return (the confirm
+//! wait after Enter is in that figure, not in the request's). Needs the pinned Claude Code
+//! that scripts/test installs (or AO_TEST_CLAUDE).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::claude::{Cc, TASK};
@@ -38,6 +40,11 @@ fn idle(cc: &Cc, pane: &str) {
 fn probe(cc: &Cc, probe: &str, act: impl FnOnce()) -> Duration {
     let t0 = Instant::now();
     act();
+    at_model(cc, probe, t0)
+}
+
+/// Time from `t0` to the model seeing a PM turn that contains `probe`.
+fn at_model(cc: &Cc, probe: &str, t0: Instant) -> Duration {
     wait_for("the probe at the model", 60, || {
         (!cc.model.turns_saying("pm", probe).is_empty()).then_some(())
     });
@@ -53,7 +60,7 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3);
-    let (mut checkin, mut floor, mut send) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut checkin, mut floor, mut send, mut sent) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for r in 0..runs {
         let cc = Cc::new();
         cc.start_example();
@@ -80,9 +87,18 @@ fn main() {
             }));
             idle(&cc, &pane);
             let line = format!("send probe {r}-{i}");
-            send.push(probe(&cc, &line, || {
-                cc.ok(&["send", TASK, "pm", "--message", &line]);
-            }));
+            // The command runs beside the look at the model: it returns only once its
+            // delivery is confirmed, which may be after the request went out.
+            let t0 = Instant::now();
+            let child = cc
+                .task(&["send", TASK, "pm", "--message", &line])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            send.push(at_model(&cc, &line, t0));
+            assert!(child.wait_with_output().unwrap().status.success(), "task send failed");
+            sent.push(t0.elapsed());
         }
         eprintln!("run {}/{runs} done", r + 1);
     }
@@ -111,6 +127,7 @@ fn main() {
         "",
     );
     row("`task send` → request at the model", &mut send, "");
+    row("`task send` → its verified delivery returns", &mut sent, "");
     row(
         "spoke handoff written → PM's check-in at the model",
         &mut checkin,
