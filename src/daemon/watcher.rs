@@ -98,6 +98,7 @@ impl Watcher {
                     memo::forget_all();
                     pass(&mut stats, Seen::Rescan)
                 }
+                Ok(ev) if tells_nothing(&ev.kind) => {}
                 Ok(ev) => {
                     // Any event, before anyone hears of it: a scan must not skip the file.
                     for p in &ev.paths {
@@ -172,6 +173,15 @@ fn test_pause(release: &Path) {
     }
 }
 
+/// An open: notify's inotify mask has it and no setting drops it, and it says nothing
+/// about a file's contents (a writer's changes bring their own MODIFY, CLOSE_WRITE or
+/// rename). Most of them are this process's own reads of handoffs; taken as a change,
+/// each one made the folder's memo drop the file's skip and the kept scan, so the next
+/// scan looked again at what it had just read. Pure.
+fn tells_nothing(kind: &notify::EventKind) -> bool {
+    matches!(kind, notify::EventKind::Access(notify::event::AccessKind::Open(_)))
+}
+
 /// An event that may be about a watched folder itself leaving its path: inotify's
 /// DELETE_SELF and MOVE_SELF (a file's removal or rename away has the same kinds, and is
 /// told apart by its path). Pure.
@@ -239,6 +249,68 @@ mod tests {
         assert!(cause(&gone, None).contains("/p/tasks/t1/handoffs is gone"));
         let instances = notify::Error::io(std::io::Error::from_raw_os_error(libc::EMFILE));
         assert!(cause(&instances, None).contains("fs.inotify.max_user_instances"));
+    }
+
+    #[test]
+    fn an_open_tells_nothing_and_a_write_a_close_a_rename_or_a_removal_does() {
+        use notify::EventKind as K;
+        use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RemoveKind, RenameMode};
+        assert!(tells_nothing(&K::Access(AccessKind::Open(AccessMode::Any))));
+        for k in [
+            K::Access(AccessKind::Close(AccessMode::Write)),
+            K::Modify(ModifyKind::Any),
+            K::Modify(ModifyKind::Name(RenameMode::To)),
+            K::Create(CreateKind::File),
+            K::Remove(RemoveKind::File),
+        ] {
+            assert!(!tells_nothing(&k), "{k:?}");
+        }
+    }
+
+    /// The daemon's own reads of a handoff leave the folder's memo as it was: only the
+    /// events of the files written count (twenty reads would count twenty without the rule).
+    #[test]
+    fn reading_a_handoff_is_not_a_change_to_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::<Seen>::new()));
+        let into = seen.clone();
+        let mut w = Watcher::start(move |s| {
+            into.lock().unwrap().push(s);
+            true
+        })
+        .unwrap();
+        w.watch(dir.path()).unwrap();
+        let land = |name: &str| {
+            let tmp = dir.path().join(format!(".{name}.tmp"));
+            std::fs::write(&tmp, "# Handoff\n").unwrap();
+            std::fs::rename(&tmp, dir.path().join(name)).unwrap();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !seen
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|s| matches!(s, Seen::Final(_, n, _) if n == name))
+            {
+                assert!(std::time::Instant::now() < deadline, "{name} never seen");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        };
+        land("dev-20251127-090000.md");
+        let one = memo::events_in(dir.path());
+        land("dev-20251127-090001.md");
+        let per_file = memo::events_in(dir.path()) - one;
+        let before = memo::events_in(dir.path());
+        let read = dir.path().join("dev-20251127-090000.md");
+        for _ in 0..20 {
+            std::fs::read(&read).unwrap();
+        }
+        land("dev-20251127-090002.md");
+        let counted = memo::events_in(dir.path()) - before;
+        assert!(
+            counted <= per_file + 2,
+            "a landed file counts about {per_file} events; with twenty reads before it, {counted}"
+        );
+        w.unwatch(dir.path());
     }
 
     #[test]

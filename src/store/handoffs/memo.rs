@@ -233,6 +233,12 @@ pub fn touched(path: &Path) {
     }
 }
 
+/// How many events the watcher reported in `dir` (0 for a folder not watched).
+#[cfg(test)]
+pub fn events_in(dir: &Path) -> u64 {
+    folders().get(dir).map_or(0, |f| f.events)
+}
+
 /// Events were lost: nothing remembered can be trusted.
 pub fn forget_all() {
     for f in folders().values_mut() {
