@@ -313,6 +313,68 @@ mod tests {
         w.unwatch(dir.path());
     }
 
+    /// A handoff written the product's way (`task handoff`) is one event in the watched
+    /// folder, its rename in: its temp file is made, written and closed outside it.
+    #[test]
+    fn a_handoff_written_by_the_product_is_one_event_in_its_folder() {
+        let task = tempfile::tempdir().unwrap();
+        let dir = task.path().join("handoffs");
+        std::fs::create_dir(&dir).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::<Seen>::new()));
+        let into = seen.clone();
+        let mut w = Watcher::start(move |s| {
+            into.lock().unwrap().push(s);
+            true
+        })
+        .unwrap();
+        w.watch(&dir).unwrap();
+        let wait_for = |name: &str| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !seen
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|s| matches!(s, Seen::Final(_, n, _) if n == name))
+            {
+                assert!(std::time::Instant::now() < deadline, "{name} never seen");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        };
+        let before = memo::events_in(&dir);
+        let from: crate::core::names::AgentName = "dev".parse().unwrap();
+        let written = crate::store::handoffs::write(
+            &dir,
+            &crate::core::handoff::NewHandoff {
+                from: &from,
+                status: crate::core::handoff::Status::Complete,
+                target: None,
+                next: None,
+                body: "## Completed Work\nstep 1\n",
+                now: chrono::Local::now(),
+            },
+        )
+        .unwrap();
+        // A marker renamed in from outside, one event: once it is seen, so is everything before it.
+        let outside = task.path().join("marker.md");
+        std::fs::write(&outside, "# Handoff\n").unwrap();
+        std::fs::rename(&outside, dir.join("zz-marker.md")).unwrap();
+        wait_for("zz-marker.md");
+        wait_for(&written.file_name().unwrap().to_string_lossy());
+        // One, or two when a memo test forgets every folder meanwhile (the memo is the process's).
+        let counted = memo::events_in(&dir) - before - 1;
+        assert!(
+            counted <= 2,
+            "the handoff's write was {counted} events in the watched folder"
+        );
+        let left: Vec<_> = std::fs::read_dir(task.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.to_string_lossy().starts_with(".tmp-"))
+            .collect();
+        assert!(left.is_empty(), "temp files left in the task folder: {left:?}");
+        w.unwatch(&dir);
+    }
+
     #[test]
     fn only_visible_markdown_counts() {
         let d = Path::new("/p/tasks/t1/handoffs");

@@ -144,6 +144,33 @@ pub fn atomic_create(path: &Path, bytes: &[u8]) -> Result<bool> {
     }
 }
 
+/// [`atomic_create`] from a temp file written and closed in `stage`, a folder beside `path`'s
+/// on the same file system that no one watches: of the whole write, only the rename in is an
+/// event in `path`'s folder. Why: handoffs/ is watched, and a temp file made there told the
+/// daemon's watcher six things about a file it then ignored (create, open, modify, close,
+/// move away, and the close after the rename), each one read, decoded and matched by the
+/// daemon at every handoff. Both folders are fsynced after the rename, so a power cut
+/// cannot leave the old name beside the new one (a second link, which makes the file
+/// unreadable to the daemon). Where `stage` cannot take a temp file, or is on another file
+/// system, the temp file is made in `path`'s folder as [`atomic_create`] does.
+pub fn atomic_create_staged(stage: &Path, path: &Path, bytes: &[u8]) -> Result<bool> {
+    let Ok(mut tmp) = temp_in(stage) else {
+        return atomic_create(path, bytes);
+    };
+    fill(&mut tmp, bytes)?;
+    let tmp = tmp.into_temp_path();
+    match tmp.persist_noclobber(path) {
+        Ok(()) => {
+            sync_dir(parent_of(path))?;
+            sync_dir(stage)?;
+            Ok(true)
+        }
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) if e.error.raw_os_error() == Some(libc::EXDEV) => atomic_create(path, bytes),
+        Err(e) => Err(Error::io("create", path, e.error)),
+    }
+}
+
 /// Why an agent-written file was not read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Skip {

@@ -18,10 +18,12 @@ pub fn write(dir: &Path, h: &NewHandoff<'_>) -> Result<PathBuf> {
         )));
     }
     let content = render(h);
+    // Staged in the task folder: the watched handoffs/ sees the rename in and nothing else.
+    let stage = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(dir);
     for seq in 1..=1000 {
         let name = HandoffName::new(h.from.to_string(), h.now.naive_local(), seq);
         let path = dir.join(name.file_name());
-        if fsutil::atomic_create(&path, content.as_bytes())? {
+        if fsutil::atomic_create_staged(stage, &path, content.as_bytes())? {
             return Ok(path);
         }
     }
