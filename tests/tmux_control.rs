@@ -69,6 +69,17 @@ fn captures_and_listings_through_control_mode_equal_one_shot_ones() {
     let gone = format!("{}", r.block_on(ctl.capture("%99")).unwrap_err());
     let gone_plain = format!("{}", r.block_on(plain.capture("%99")).unwrap_err());
     assert_eq!(gone, gone_plain);
+    // Delivery's first look: the pane alive and its screen, in one exchange.
+    let before = ctl.control_answers();
+    let (look, screen) = r.block_on(ctl.pane_and_capture(&pane)).unwrap();
+    assert_eq!(look.map(|p| p.pane_id), Some(pane.clone()));
+    assert_eq!(screen.as_deref(), Some(one_shot.as_str()));
+    assert_eq!(ctl.control_answers(), before + 2);
+    // Without a control client the screen is left to the caller; a pane gone has neither.
+    let (look, screen) = r.block_on(plain.pane_and_capture(&pane)).unwrap();
+    assert!(look.is_some() && screen.is_none());
+    let (look, screen) = r.block_on(ctl.pane_and_capture("%99")).unwrap();
+    assert!(look.is_none() && screen.is_none());
     // A key press goes through it too.
     let before = ctl.control_answers();
     r.block_on(ctl.send_key(&pane, "Enter")).unwrap();

@@ -80,14 +80,19 @@ impl Default for Options {
 }
 
 async fn dead_check(tmux: &Tmux, pane: &str) -> Result<Option<String>> {
-    Ok(match tmux.pane(pane).await? {
+    Ok(death(pane, tmux.pane(pane).await?))
+}
+
+/// Why a pane looked at can take nothing (`None`: it is alive). Pure.
+fn death(pane: &str, look: Option<crate::io::tmux::PaneInfo>) -> Option<String> {
+    match look {
         None => Some(format!("pane {pane} no longer exists")),
         Some(p) if p.dead => Some(format!(
             "the agent in pane {pane} has exited (status {})",
             p.dead_status.map(|s| s.to_string()).unwrap_or_else(|| "unknown".into())
         )),
         Some(_) => None,
-    })
+    }
 }
 
 /// How many times a message handed back from the agent's queue into its input is
@@ -167,12 +172,20 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
     let mut cleared = false;
     let mut wait = ReadyWait::new(o.poll);
     let before = loop {
-        if wait.check_dead() {
-            if let Some(why) = dead_check(tmux, pane).await? {
+        // The death check and the capture in one exchange (the capture is taken again
+        // only where that could not give it).
+        let screen = if wait.check_dead() {
+            let (look, screen) = tmux.pane_and_capture(pane).await?;
+            if let Some(why) = death(pane, look) {
                 return Ok(report(Outcome::Failed, why, 0, bytes));
             }
-        }
-        let screen = tmux.capture(pane).await?;
+            match screen {
+                Some(s) => s,
+                None => tmux.capture(pane).await?,
+            }
+        } else {
+            tmux.capture(pane).await?
+        };
         last = match assess(&screen, p) {
             Screen::Ready => break screen,
             s => s,
@@ -218,17 +231,19 @@ pub async fn deliver(tmux: &Tmux, pane: &str, text: &str, p: &Patterns, o: &Opti
     //    the Enter lands on an empty input and the text stays unsent — seen mid-turn
     //    (> 0.5 s late, the spinner moving meanwhile) and into a PM just started, whose
     //    first turn began to draw as the check-in went in. A screen that moved without
-    //    the text showing moves by itself: the agent is judged as a working one.
+    //    the text showing moves by itself: the agent is judged as a working one. The first
+    //    look waits a poll too: no agent has read the paste and drawn it within the tmux
+    //    round trip after it, so a look at once cost a capture and a wake-up for nothing.
     let seen_deadline = Instant::now() + Duration::from_secs(2);
     let (mut saw_pending, mut moved) = (false, false);
     while Instant::now() < seen_deadline {
+        tokio::time::sleep(o.poll).await;
         let screen = tmux.capture(pane).await?;
         if matches!(assess(&screen, p), Screen::Pending { .. }) {
             saw_pending = true;
             break;
         }
         moved |= screen != before;
-        tokio::time::sleep(o.poll).await;
     }
 
     let mut w = Watch::new(p.is_busy(&before) || moved, saw_pending, o);

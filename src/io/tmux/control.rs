@@ -9,7 +9,8 @@
 //!   notifications are octal-escaped, and those are turned off with `no-output` and skipped
 //!   like every other line outside a block). Blocks with flags `0` are not ours (the attach
 //!   command's own) and are dropped;
-//! - one command in flight per connection (a mutex), each on its own line, its arguments
+//! - one exchange in flight per connection (a mutex): a command, or a few written together
+//!   and answered in order ([`Control::run_all`]), each on its own line, its arguments
 //!   quoted for tmux's own command parser ([`command_line`]), never for sh;
 //! - anything unexpected — no server, a closed or dead client, a timeout, a `%error` — makes
 //!   the caller run the same command as a one-shot client, so behaviour never gets worse; a
@@ -279,15 +280,31 @@ impl Control {
     /// Run one command through the control client ([`Outcome`] says whether to run it
     /// one-shot instead).
     pub async fn run(&self, args: &[&str]) -> Outcome {
-        let Some(line) = command_line(args) else {
-            return Outcome::NotRun;
+        self.run_all(&[args]).await.pop().unwrap_or(Outcome::NotRun)
+    }
+
+    /// Run commands through the control client in one exchange: written together, their
+    /// answers read in order, so a delivery step that needs two or three commands wakes the
+    /// daemon once, not once per command. tmux runs them one after another, each with its
+    /// own answer, whatever became of the one before. One outcome per command: when the
+    /// client goes away part way, those answered keep their answers, the first unanswered
+    /// is judged as [`Control::run`] judges a lone command, and any after one that may have
+    /// run may have run too ([`Outcome::Lost`]).
+    pub async fn run_all(&self, commands: &[&[&str]]) -> Vec<Outcome> {
+        let Some(lines) = commands
+            .iter()
+            .map(|a| command_line(a))
+            .collect::<Option<Vec<String>>>()
+        else {
+            return commands.iter().map(|_| Outcome::NotRun).collect();
         };
+        let not_run = || commands.iter().map(|_| Outcome::NotRun).collect();
         let mut state = self.state.lock().await;
         // Kept until this function returns: past the new client's first answer.
         let mut _connecting = None;
         if state.conn.is_none() {
             if state.quiet_until.is_some_and(|t| Instant::now() < t) {
-                return Outcome::NotRun;
+                return not_run();
             }
             _connecting = Some(self.changes.write().await);
             state.conn = if self.ensure_session().await {
@@ -300,24 +317,31 @@ impl Control {
             }
         }
         let Some(conn) = state.conn.as_mut() else {
-            return Outcome::NotRun;
+            return not_run();
         };
-        let answer = tokio::time::timeout(ANSWER_TIMEOUT, conn.ask(&line)).await;
-        if let Ok(Some(reply)) = answer {
-            self.answered.fetch_add(1, Ordering::Relaxed);
-            return Outcome::Answered(reply);
+        let mut replies = Vec::with_capacity(lines.len());
+        let answer = tokio::time::timeout(ANSWER_TIMEOUT, conn.ask_all(&lines, &mut replies)).await;
+        self.answered.fetch_add(replies.len() as u64, Ordering::Relaxed);
+        let mut out: Vec<Outcome> = replies.into_iter().map(Outcome::Answered).collect();
+        if matches!(answer, Ok(true)) {
+            return out;
         }
         let (attached, begun) = (conn.framer.attached, conn.framer.ours_open());
         state.conn = None;
         if !attached {
             state.quiet_until = Some(Instant::now() + RETRY_AFTER);
         }
-        if answer.is_err() {
-            tracing::warn!(command = %line.trim_end(), "tmux control client did not answer in time; going one-shot");
-            return Outcome::Lost;
+        let lost = if answer.is_err() {
+            tracing::warn!(command = %lines[out.len()].trim_end(), "tmux control client did not answer in time; going one-shot");
+            true
+        } else {
+            tracing::debug!(attached, begun, "tmux control client gone; one-shot for this command");
+            begun
+        };
+        while out.len() < lines.len() {
+            out.push(if lost { Outcome::Lost } else { Outcome::NotRun });
         }
-        tracing::debug!(attached, begun, "tmux control client gone; one-shot for this command");
-        if begun { Outcome::Lost } else { Outcome::NotRun }
+        out
     }
 
     /// Hold off a new control client while this process starts or ends a session (see
@@ -402,23 +426,27 @@ impl Control {
 }
 
 impl Conn {
-    /// Send one command line and read up to its answer; `None` on EOF, a write error or `%exit`.
-    async fn ask(&mut self, line: &str) -> Option<Reply> {
-        self.stdin.write_all(line.as_bytes()).await.ok()?;
-        self.stdin.flush().await.ok()?;
+    /// Send command lines in one write and read their answers in order into `replies`;
+    /// `false` (with the answers read so far) on EOF, a write error or `%exit`.
+    async fn ask_all(&mut self, lines: &[String], replies: &mut Vec<Reply>) -> bool {
+        if self.stdin.write_all(lines.concat().as_bytes()).await.is_err() || self.stdin.flush().await.is_err() {
+            return false;
+        }
         let mut buf = Vec::new();
-        loop {
+        while replies.len() < lines.len() {
             buf.clear();
-            if self.stdout.read_until(b'\n', &mut buf).await.ok()? == 0 {
-                return None;
+            match self.stdout.read_until(b'\n', &mut buf).await {
+                Ok(0) | Err(_) => return false,
+                Ok(_) => {}
             }
             let text = buf.strip_suffix(b"\n").unwrap_or(&buf);
             match self.framer.push(text) {
-                Some(Event::Reply(r)) => return Some(r),
-                Some(Event::Exit) => return None,
+                Some(Event::Reply(r)) => replies.push(r),
+                Some(Event::Exit) => return false,
                 None => {}
             }
         }
+        true
     }
 }
 
@@ -471,6 +499,78 @@ esac
         drop(changing);
         assert!(matches!(asking.await.unwrap(), Outcome::Answered(r) if r.ok));
         assert_eq!(control.connects(), 1);
+    }
+
+    /// A stand-in for tmux's control mode that answers each command line with its own block
+    /// (the line echoed), `%error` for `bad`, and at `die` leaves: before its block begins,
+    /// or (`die-inside`) part way through it.
+    const ECHO_TMUX: &str = r#"#!/bin/sh
+case " $* " in
+  *" list-sessions "*) echo agent ;;
+  *" new-session "*) ;;
+  *" -C "*)
+    echo "%begin 1 1 0"; echo "%end 1 1 0"
+    n=2
+    while IFS= read -r line; do
+      case "$line" in
+        *die-inside*) echo "%begin $n $n 1"; echo half; exit 0 ;;
+        *die*) exit 0 ;;
+      esac
+      echo "%begin $n $n 1"; echo "$line"
+      case "$line" in *bad*) echo "%error $n $n 1" ;; *) echo "%end $n $n 1" ;; esac
+      n=$((n+1))
+    done ;;
+esac
+"#;
+
+    /// Commands written together are answered one by one in order, an error among them
+    /// only its own; a client that leaves part way keeps the answers it gave, and the rest
+    /// are not run (it left before the next began) or lost (it left inside one: that one
+    /// and any after it may have run).
+    #[tokio::test]
+    async fn commands_written_together_are_answered_in_order_each_on_its_own() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("tmux");
+        std::fs::write(&fake, ECHO_TMUX).unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let control = Control::new(&std::process::Command::new(&fake));
+        let answers = |out: &[Outcome]| -> Vec<(bool, String)> {
+            out.iter()
+                .map(|o| match o {
+                    Outcome::Answered(r) => (r.ok, String::from_utf8_lossy(&r.output).trim_end().to_string()),
+                    other => (false, format!("{other:?}")),
+                })
+                .collect()
+        };
+        let out = control.run_all(&[&["one"], &["bad"], &["three", "x y"]]).await;
+        assert_eq!(
+            answers(&out),
+            [
+                (true, "'one'".to_string()),
+                (false, "'bad'".to_string()),
+                (true, "'three' 'x y'".to_string())
+            ]
+        );
+        assert_eq!(control.answered(), 3);
+        assert!(
+            matches!(control.run(&["four"]).await, Outcome::Answered(r) if r.ok),
+            "the same client goes on"
+        );
+        assert_eq!(control.connects(), 1);
+
+        let out = control.run_all(&[&["five"], &["die"], &["six"]]).await;
+        assert_eq!(answers(&out)[0], (true, "'five'".to_string()));
+        assert_eq!(out[1..], [Outcome::NotRun, Outcome::NotRun], "left before they began");
+
+        let control = Control::new(&std::process::Command::new(&fake));
+        let out = control.run_all(&[&["seven"], &["die-inside"], &["eight"]]).await;
+        assert_eq!(answers(&out)[0], (true, "'seven'".to_string()));
+        assert_eq!(
+            out[1..],
+            [Outcome::Lost, Outcome::Lost],
+            "left inside one: it may have run"
+        );
     }
 
     fn feed(f: &mut Framer, text: &[u8]) -> Vec<Event> {

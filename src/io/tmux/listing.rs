@@ -129,4 +129,30 @@ impl Tmux {
         }
         Ok(self.list_panes().await?.into_iter().find(|p| p.pane_id == pane_id))
     }
+
+    /// [`Tmux::pane`], and the pane's screen when it is alive: the look and the capture in
+    /// one exchange with the control client, so delivery's first look at a pane wakes the
+    /// daemon once. The screen is `None` when it could not be had that way (no control
+    /// client, or the look did not find the pane alive): the caller captures it itself.
+    pub async fn pane_and_capture(&self, pane_id: &str) -> Result<(Option<PaneInfo>, Option<String>)> {
+        if let Some(c) = &self.control {
+            let out = c
+                .run_all(&[
+                    &["display-message", "-p", "-t", pane_id, PANE_FORMAT],
+                    &["capture-pane", "-p", "-J", "-t", pane_id],
+                ])
+                .await;
+            let answer = |i: usize| match out.get(i) {
+                Some(control::Outcome::Answered(r)) if r.ok => Some(String::from_utf8_lossy(&r.output).into_owned()),
+                _ => None,
+            };
+            if let Some(p) = answer(0).and_then(|out| parse_pane(out.trim_end()))
+                && p.pane_id == pane_id
+                && !p.dead
+            {
+                return Ok((Some(p), answer(1)));
+            }
+        }
+        Ok((self.pane(pane_id).await?, None))
+    }
 }

@@ -198,17 +198,21 @@ impl Tmux {
         if let Some(c) = &self.control {
             match c.run(args).await {
                 control::Outcome::Answered(r) if r.ok => return Ok(String::from_utf8_lossy(&r.output).into_owned()),
-                control::Outcome::Lost if once => {
-                    return Err(Error::Tmux {
-                        what: what.to_string(),
-                        detail: "the tmux control client went away before answering".into(),
-                        socket: self.socket.flags(),
-                    });
-                }
+                control::Outcome::Lost if once => return Err(self.lost(what)),
                 _ => {}
             }
         }
         self.run(what, args).await
+    }
+
+    /// A command with an effect whose answer the control client lost: it may have run, so it
+    /// is not run again.
+    fn lost(&self, what: &str) -> Error {
+        Error::Tmux {
+            what: what.to_string(),
+            detail: "the tmux control client went away before answering".into(),
+            socket: self.socket.flags(),
+        }
     }
 
     /// The same kind of handle for a tmux server on a remote host: `ssh` is the
@@ -515,33 +519,29 @@ impl Tmux {
             .await
     }
 
-    /// Paste `text` into a pane as one bracketed paste: the buffer set (through the control
-    /// client, else by a one-shot `load-buffer`), then `paste-buffer -p -d` to the pane id.
-    /// The caller strips control characters first ([`crate::core::screen::sanitize`]).
+    /// Paste `text` into a pane as one bracketed paste: the buffer set (`set-buffer`, the
+    /// text as one quoted argument, instead of a `tmux load-buffer` process per delivery),
+    /// then `paste-buffer -p -d` to the pane id, the two in one exchange with the control
+    /// client when there is one. Whatever it did not do is done the one-shot way (setting a
+    /// buffer twice is harmless); a paste whose answer was lost is not made again: the
+    /// error says so. The caller strips control characters first
+    /// ([`crate::core::screen::sanitize`]).
     pub async fn paste(&self, pane_id: &str, buffer: &str, text: &str) -> Result<()> {
-        if !self.set_buffer_by_control(buffer, text).await {
+        let paste = ["paste-buffer", "-p", "-d", "-b", buffer, "-t", pane_id];
+        let mut set = false;
+        if let Some(c) = &self.control {
+            let out = c.run_all(&[&["set-buffer", "-b", buffer, "--", text], &paste]).await;
+            set = matches!(out.first(), Some(control::Outcome::Answered(r)) if r.ok);
+            match out.get(1) {
+                Some(control::Outcome::Answered(r)) if r.ok => return Ok(()),
+                Some(control::Outcome::Lost) => return Err(self.lost("paste")),
+                _ => {}
+            }
+        }
+        if !set {
             self.load_buffer(buffer, text).await?;
         }
-        self.run_hot(
-            "paste",
-            &["paste-buffer", "-p", "-d", "-b", buffer, "-t", pane_id],
-            true,
-        )
-        .await
-        .map(|_| ())
-    }
-
-    /// The buffer set through the control client, when there is one: the text as one quoted
-    /// argument of `set-buffer`, instead of a tmux process per delivery (the soak's 20
-    /// check-ins a second started 20 `tmux load-buffer` processes). `false`: not done (no
-    /// client, or it refused or went away), and [`Tmux::load_buffer`] does it; setting a
-    /// buffer twice is harmless.
-    async fn set_buffer_by_control(&self, buffer: &str, text: &str) -> bool {
-        let Some(c) = &self.control else { return false };
-        matches!(
-            c.run(&["set-buffer", "-b", buffer, "--", text]).await,
-            control::Outcome::Answered(r) if r.ok
-        )
+        self.run_hot("paste", &paste, true).await.map(|_| ())
     }
 
     /// `load-buffer` from stdin by a one-shot client: no argument parsing at all.
