@@ -267,11 +267,8 @@ mod tests {
         }
     }
 
-    /// The daemon's own reads of a handoff leave the folder's memo as it was: only the
-    /// events of the files written count (twenty reads would count twenty without the rule).
-    #[test]
-    fn reading_a_handoff_is_not_a_change_to_it() {
-        let dir = tempfile::tempdir().unwrap();
+    /// A real watcher of `dir` that keeps everything it sees.
+    fn collecting(dir: &Path) -> (Watcher, Arc<Mutex<Vec<Seen>>>) {
         let seen = Arc::new(Mutex::new(Vec::<Seen>::new()));
         let into = seen.clone();
         let mut w = Watcher::start(move |s| {
@@ -279,21 +276,35 @@ mod tests {
             true
         })
         .unwrap();
-        w.watch(dir.path()).unwrap();
+        w.watch(dir).unwrap();
+        (w, seen)
+    }
+
+    /// Wait until the watcher has told of `name` as final.
+    fn wait_seen(seen: &Mutex<Vec<Seen>>, name: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !seen
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|s| matches!(s, Seen::Final(_, n, _) if n == name))
+        {
+            assert!(std::time::Instant::now() < deadline, "{name} never seen");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// The daemon's own reads of a handoff leave the folder's memo as it was: only the
+    /// events of the files written count (twenty reads would count twenty without the rule).
+    #[test]
+    fn reading_a_handoff_is_not_a_change_to_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut w, seen) = collecting(dir.path());
         let land = |name: &str| {
             let tmp = dir.path().join(format!(".{name}.tmp"));
             std::fs::write(&tmp, "# Handoff\n").unwrap();
             std::fs::rename(&tmp, dir.path().join(name)).unwrap();
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            while !seen
-                .lock()
-                .unwrap()
-                .iter()
-                .any(|s| matches!(s, Seen::Final(_, n, _) if n == name))
-            {
-                assert!(std::time::Instant::now() < deadline, "{name} never seen");
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
+            wait_seen(&seen, name);
         };
         land("dev-20251127-090000.md");
         let one = memo::events_in(dir.path());
@@ -320,26 +331,7 @@ mod tests {
         let task = tempfile::tempdir().unwrap();
         let dir = task.path().join("handoffs");
         std::fs::create_dir(&dir).unwrap();
-        let seen = Arc::new(Mutex::new(Vec::<Seen>::new()));
-        let into = seen.clone();
-        let mut w = Watcher::start(move |s| {
-            into.lock().unwrap().push(s);
-            true
-        })
-        .unwrap();
-        w.watch(&dir).unwrap();
-        let wait_for = |name: &str| {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            while !seen
-                .lock()
-                .unwrap()
-                .iter()
-                .any(|s| matches!(s, Seen::Final(_, n, _) if n == name))
-            {
-                assert!(std::time::Instant::now() < deadline, "{name} never seen");
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-        };
+        let (mut w, seen) = collecting(&dir);
         let before = memo::events_in(&dir);
         let from: crate::core::names::AgentName = "dev".parse().unwrap();
         let written = crate::store::handoffs::write(
@@ -358,8 +350,8 @@ mod tests {
         let outside = task.path().join("marker.md");
         std::fs::write(&outside, "# Handoff\n").unwrap();
         std::fs::rename(&outside, dir.join("zz-marker.md")).unwrap();
-        wait_for("zz-marker.md");
-        wait_for(&written.file_name().unwrap().to_string_lossy());
+        wait_seen(&seen, "zz-marker.md");
+        wait_seen(&seen, &written.file_name().unwrap().to_string_lossy());
         // One, or two when a memo test forgets every folder meanwhile (the memo is the process's).
         let counted = memo::events_in(&dir) - before - 1;
         assert!(
