@@ -291,14 +291,14 @@ impl Control {
     /// is judged as [`Control::run`] judges a lone command, and any after one that may have
     /// run may have run too ([`Outcome::Lost`]).
     pub async fn run_all(&self, commands: &[&[&str]]) -> Vec<Outcome> {
+        let not_run = || commands.iter().map(|_| Outcome::NotRun).collect();
         let Some(lines) = commands
             .iter()
             .map(|a| command_line(a))
             .collect::<Option<Vec<String>>>()
         else {
-            return commands.iter().map(|_| Outcome::NotRun).collect();
+            return not_run();
         };
-        let not_run = || commands.iter().map(|_| Outcome::NotRun).collect();
         let mut state = self.state.lock().await;
         // Kept until this function returns: past the new client's first answer.
         let mut _connecting = None;

@@ -114,16 +114,8 @@ impl Tmux {
         // One pane asked for by id costs one line, not a listing of every pane on a
         // server that may hold hundreds. Only "alive" is taken from it: a pane missing,
         // dead or not yet reaped is concluded from a full listing, as everywhere else.
-        if let Ok(out) = self
-            .run_hot(
-                "look at a pane",
-                &["display-message", "-p", "-t", pane_id, PANE_FORMAT],
-                false,
-            )
-            .await
-            && let Some(p) = parse_pane(out.trim_end())
-            && p.pane_id == pane_id
-            && !p.dead
+        if let Ok(out) = self.run_hot("look at a pane", &look_args(pane_id), false).await
+            && let Some(p) = alive_in(&out, pane_id)
         {
             return Ok(Some(p));
         }
@@ -136,23 +128,26 @@ impl Tmux {
     /// client, or the look did not find the pane alive): the caller captures it itself.
     pub async fn pane_and_capture(&self, pane_id: &str) -> Result<(Option<PaneInfo>, Option<String>)> {
         if let Some(c) = &self.control {
-            let out = c
-                .run_all(&[
-                    &["display-message", "-p", "-t", pane_id, PANE_FORMAT],
-                    &["capture-pane", "-p", "-J", "-t", pane_id],
-                ])
-                .await;
+            let out = c.run_all(&[&look_args(pane_id), &super::capture_args(pane_id)]).await;
             let answer = |i: usize| match out.get(i) {
                 Some(control::Outcome::Answered(r)) if r.ok => Some(String::from_utf8_lossy(&r.output).into_owned()),
                 _ => None,
             };
-            if let Some(p) = answer(0).and_then(|out| parse_pane(out.trim_end()))
-                && p.pane_id == pane_id
-                && !p.dead
-            {
+            if let Some(p) = answer(0).and_then(|out| alive_in(&out, pane_id)) {
                 return Ok((Some(p), answer(1)));
             }
         }
         Ok((self.pane(pane_id).await?, None))
     }
+}
+
+/// The one-line look at a pane by id ([`Tmux::pane`]).
+fn look_args(pane_id: &str) -> [&str; 5] {
+    ["display-message", "-p", "-t", pane_id, PANE_FORMAT]
+}
+
+/// `pane_id`, alive, in the answer to [`look_args`]; `None` says nothing for sure (a missing,
+/// dead or not yet reaped pane is concluded from a full listing).
+fn alive_in(out: &str, pane_id: &str) -> Option<PaneInfo> {
+    parse_pane(out.trim_end()).filter(|p| p.pane_id == pane_id && !p.dead)
 }

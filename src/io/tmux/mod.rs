@@ -515,8 +515,7 @@ impl Tmux {
 
     /// The visible screen of a pane, as text (no escapes).
     pub async fn capture(&self, pane_id: &str) -> Result<String> {
-        self.run_hot("read pane", &["capture-pane", "-p", "-J", "-t", pane_id], false)
-            .await
+        self.run_hot("read pane", &capture_args(pane_id), false).await
     }
 
     /// Paste `text` into a pane as one bracketed paste: the buffer set (`set-buffer`, the
@@ -606,6 +605,11 @@ fn tmux_missing(what: &str, e: std::io::Error) -> Error {
     } else {
         Error::io("run tmux", "tmux", e)
     }
+}
+
+/// The capture of a pane's screen as the daemon reads it (joined lines, no escapes).
+fn capture_args(pane_id: &str) -> [&str; 5] {
+    ["capture-pane", "-p", "-J", "-t", pane_id]
 }
 
 #[cfg(test)]
