@@ -45,35 +45,53 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 /// After a failed attach (no server, no session), how long to go one-shot before trying again.
 const RETRY_AFTER: Duration = Duration::from_secs(2);
 
-/// Quote one argument for tmux's command parser: single quotes keep everything literal
+/// [`quote_into`], as a string of its own.
+#[cfg(test)]
+pub fn quote(arg: &str) -> Option<String> {
+    let mut out = String::new();
+    quote_into(&mut out, arg)?;
+    Some(out)
+}
+
+/// Append one argument to `out`, quoted for tmux's command parser: single quotes keep everything literal
 /// (`#{…}`, `;`, `$`, `~`, `\`); a quote itself is closed, escaped and reopened. Text with
 /// line breaks (a check-in's message) goes in double quotes, where tmux reads `\n`, `\r`
 /// and `\t` as those characters and `\\`, `\"`, `\$` and `\~` as the character itself (a
 /// bare `$` would expand a variable, and a `~` leading the word the home folder). `None`
 /// for what the one-line protocol cannot carry: NUL.
-pub fn quote(arg: &str) -> Option<String> {
+///
+/// Runs of plain text are copied whole: a check-in's message is quoted on every delivery,
+/// and a push per character was a visible share of the daemon's work.
+fn quote_into(out: &mut String, arg: &str) -> Option<()> {
     if arg.contains('\0') {
         return None;
     }
-    if !arg.contains(['\n', '\r']) {
-        return Some(format!("'{}'", arg.replace('\'', "'\\''")));
-    }
-    let mut out = String::with_capacity(arg.len() + arg.len() / 16 + 2);
-    out.push('"');
-    for c in arg.chars() {
+    let (open, special): (char, &[char]) = if arg.contains(['\n', '\r']) {
+        ('"', &['\n', '\r', '\t', '\\', '"', '$', '~'])
+    } else {
+        ('\'', &['\''])
+    };
+    out.reserve(arg.len() + arg.len() / 16 + 2);
+    out.push(open);
+    let mut rest = arg;
+    while let Some(i) = rest.find(special) {
+        out.push_str(&rest[..i]);
+        let c = rest[i..].chars().next().expect("found at a char boundary");
         match c {
+            '\'' => out.push_str("'\\''"),
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            '\\' | '"' | '$' | '~' => {
+            c => {
                 out.push('\\');
                 out.push(c);
             }
-            c => out.push(c),
         }
+        rest = &rest[i + c.len_utf8()..];
     }
-    out.push('"');
-    Some(out)
+    out.push_str(rest);
+    out.push(open);
+    Some(())
 }
 
 /// The line that runs one command with these arguments, newline included; `None` when an
@@ -82,12 +100,12 @@ pub fn command_line(args: &[&str]) -> Option<String> {
     if args.is_empty() {
         return None;
     }
-    let mut line = String::new();
-    for a in args {
-        if !line.is_empty() {
+    let mut line = String::with_capacity(args.iter().map(|a| a.len() + 3).sum::<usize>() + 1);
+    for (i, a) in args.iter().enumerate() {
+        if i > 0 {
             line.push(' ');
         }
-        line.push_str(&quote(a)?);
+        quote_into(&mut line, a)?;
     }
     line.push('\n');
     Some(line)
@@ -590,6 +608,11 @@ esac
             "\"\\~/a\\n\\$HOME \\\\ \\\"q\\\" 'x' #{p}\\t;\""
         );
         assert_eq!(quote("nul\0"), None);
+        // Specials next to each other, at either end, and beside characters of several bytes.
+        assert_eq!(quote("''").unwrap(), r#"''\'''\'''"#);
+        assert_eq!(quote("é'ü").unwrap(), r#"'é'\''ü'"#);
+        assert_eq!(quote("\nü\r~é$").unwrap(), r#""\nü\r\~é\$""#);
+        assert_eq!(command_line(&["a", "b\0"]), None);
         assert_eq!(
             command_line(&["capture-pane", "-p", "-t", "%0"]).unwrap(),
             "'capture-pane' '-p' '-t' '%0'\n"
