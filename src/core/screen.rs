@@ -146,8 +146,16 @@ pub fn assess(screen: &str, p: &Patterns) -> Screen {
             return Screen::Dialog(line.trim().to_string());
         }
     }
-    let lines: Vec<&str> = screen.lines().filter(|l| !l.trim().is_empty()).collect();
-    let area = lines[lines.len().saturating_sub(p.input_lines)..].join("\n");
+    // The last `input_lines` lines that are not blank, taken from the bottom: a screen is
+    // judged at every look, and walking all of it to keep its last line was most of the work.
+    let mut tail: Vec<&str> = screen
+        .lines()
+        .rev()
+        .filter(|l| !l.trim().is_empty())
+        .take(p.input_lines)
+        .collect();
+    tail.reverse();
+    let area = tail.join("\n");
     // Queued and ready before pending: they describe an empty input line exactly, while
     // a pending pattern may also match a placeholder shown in an empty one.
     if any(&p.paste_marker, &area) {
@@ -306,6 +314,19 @@ mod tests {
         assert!(
             matches!(assess("x\n Do you trust the files in this folder?\n", &p), Screen::Dialog(l) if l.contains("trust"))
         );
+    }
+
+    #[test]
+    fn the_input_area_is_the_last_lines_that_are_not_blank() {
+        let mut p = demo();
+        p.input_lines = 2;
+        // Blank lines between and below do not count; a line above the area does not match.
+        let screen = "demo> (1 queued)\n\nnotes\n  \n\ndemo> \n\n\n";
+        assert_eq!(assess(screen, &p), Screen::Ready);
+        assert_eq!(assess("demo> \n\nnotes\n\ndemo> (1 queued)\n \n", &p), Screen::Queued);
+        p.input_lines = 1;
+        assert_eq!(assess("demo> \nnotes\n\n", &p), Screen::Unknown);
+        assert_eq!(assess("\n\n\n", &p), Screen::Unknown);
     }
 
     fn claude() -> Patterns {
