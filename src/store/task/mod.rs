@@ -26,6 +26,9 @@ pub struct Task {
     pub project: PathBuf,
     /// The validated name.
     pub name: TaskName,
+    /// `<project>/tasks/<name>`, made once: every path of the task is asked for several
+    /// times per check-in, and joining it anew each time was a visible part of one.
+    dir: PathBuf,
 }
 
 /// Every task.md this process read, parsed (a process memo: [`crate::store::memo`]).
@@ -42,49 +45,48 @@ impl Memo for Specs {
 impl Task {
     /// A task handle under `project`.
     pub fn new(project: &Path, name: TaskName) -> Result<Task> {
-        Ok(Task {
-            project: fsutil::absolute(project)?,
-            name,
-        })
+        let project = fsutil::absolute(project)?;
+        let dir = project.join("tasks").join(name.as_str());
+        Ok(Task { project, name, dir })
     }
 
     /// `<project>/tasks/<name>`.
     pub fn dir(&self) -> PathBuf {
-        self.project.join("tasks").join(self.name.as_str())
+        self.dir.clone()
     }
     /// task.md.
     pub fn task_md(&self) -> PathBuf {
-        self.dir().join("task.md")
+        self.dir.join("task.md")
     }
     /// pm_state.json.
     pub fn state_path(&self) -> PathBuf {
-        self.dir().join("pm_state.json")
+        self.dir.join("pm_state.json")
     }
     /// progress.md.
     pub fn progress_path(&self) -> PathBuf {
-        self.dir().join("progress.md")
+        self.dir.join("progress.md")
     }
     /// handoffs/.
     pub fn handoffs(&self) -> PathBuf {
-        self.dir().join("handoffs")
+        self.dir.join("handoffs")
     }
     /// artifacts/.
     pub fn artifacts(&self) -> PathBuf {
-        self.dir().join("artifacts")
+        self.dir.join("artifacts")
     }
     /// scratchpad/.
     pub fn scratchpad(&self) -> PathBuf {
-        self.dir().join("scratchpad")
+        self.dir.join("scratchpad")
     }
 
     /// Lock for pm_state.json read-modify-write cycles (short holds).
     pub fn lock_state(&self) -> Result<lock::Lock> {
-        lock::Lock::acquire(&self.dir().join(".state.lock"))
+        lock::Lock::acquire(&self.dir.join(".state.lock"))
     }
 
     /// Lock held for a whole check-in; `None` when another check-in is running.
     pub fn try_lock_checkin(&self) -> Result<Option<lock::Lock>> {
-        lock::Lock::try_acquire(&self.dir().join(".checkin.lock"))
+        lock::Lock::try_acquire(&self.dir.join(".checkin.lock"))
     }
 
     /// Read the state to change it (corrupt → set aside with a warning on stderr).
