@@ -80,7 +80,7 @@ impl Watcher {
             }
             *later = Some(stats.clone());
         };
-        let inner = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        let handler = move |res: notify::Result<notify::Event>| {
             if let Some(release) = pause.take() {
                 test_pause(&release);
             }
@@ -125,8 +125,9 @@ impl Watcher {
                     pass(&mut stats, Seen::Rescan);
                 }
             }
-        })
-        .map_err(|e| Error::Environment(format!("cannot start the file watcher: {}", cause(&e, None))))?;
+        };
+        let inner = crate::io::watch::watcher(handler)
+            .map_err(|e| Error::Environment(format!("cannot start the file watcher: {}", cause(&e, None))))?;
         Ok(Watcher { inner, unsaved })
     }
 
@@ -173,11 +174,9 @@ fn test_pause(release: &Path) {
     }
 }
 
-/// An open: notify's inotify mask has it and no setting drops it, and it says nothing
-/// about a file's contents (a writer's changes bring their own MODIFY, CLOSE_WRITE or
-/// rename). Most of them are this process's own reads of handoffs; taken as a change,
-/// each one made the folder's memo drop the file's skip and the kept scan, so the next
-/// scan looked again at what it had just read. Pure.
+/// An open, should one still come (the kernel is asked for none, `io::watch`): taken as a
+/// change, each one made the folder's memo drop the file's skip and the kept scan, so the
+/// next scan looked again at what it had just read. Pure.
 fn tells_nothing(kind: &notify::EventKind) -> bool {
     matches!(kind, notify::EventKind::Access(notify::event::AccessKind::Open(_)))
 }

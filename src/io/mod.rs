@@ -21,4 +21,5 @@ pub(crate) mod sandbox;
 pub(crate) mod schedule;
 pub(crate) mod signals;
 pub mod tmux;
+pub(crate) mod watch;
 pub(crate) mod webhook;

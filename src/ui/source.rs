@@ -223,7 +223,7 @@ impl Source {
             .map_err(|e| Error::io("start a runtime", "task ui", e))?;
         let watched = std::sync::Arc::new(Watched::default());
         let w2 = watched.clone();
-        let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        let watcher = crate::io::watch::watcher(move |res: notify::Result<notify::Event>| {
             // Reads (ours, the daemon's) are not changes: reacting to them would loop.
             if let Ok(ev) = res
                 .as_ref()
