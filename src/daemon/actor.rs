@@ -491,6 +491,12 @@ impl Actor {
     }
 }
 
+/// Whether a look set for `due` is taken without waiting for a timer: when it is due
+/// already, unless the last turn of the loop was such a look. Pure.
+fn look_now(due: Option<Instant>, now: Instant, looked_at_once: bool) -> bool {
+    !looked_at_once && due.is_some_and(|d| d <= now)
+}
+
 async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
     let mut a = Actor::new(task, tmux);
     let mut liveness = tokio::time::interval(LIVENESS_EVERY);
@@ -498,7 +504,18 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
     let mut pulls = tokio::time::interval(pull_every());
     pulls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tracing::info!(task = %a.task.name, dir = %a.task.dir().display(), "supervising");
+    let mut looked_at_once = false;
     loop {
+        // A look due already (a handoff renamed in) is taken now: a timer set for an
+        // instant past still waits for the timer wheel's next millisecond and wakes the
+        // thread once more for it. Never twice in a row, so a look that leaves another
+        // due at once cannot keep the other tasks from the thread.
+        if look_now(a.due, Instant::now(), looked_at_once) {
+            looked_at_once = true;
+            a.on_due().await;
+            continue;
+        }
+        looked_at_once = false;
         let look_at = a.due.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
         let scheduled = a.next_at.map_or_else(Instant::now, instant_at);
         let restart_at = a.pm_retry.unwrap_or_else(Instant::now);
@@ -520,4 +537,20 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
         }
     }
     tracing::info!(task = %a.task.name, "no longer supervised");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_look_due_already_is_taken_at_once_but_never_twice_in_a_row() {
+        let now = Instant::now();
+        let later = now + Duration::from_millis(1);
+        assert!(look_now(Some(now), now, false));
+        assert!(look_now(Some(now), later, false));
+        assert!(!look_now(Some(later), now, false), "not due yet: the timer");
+        assert!(!look_now(None, now, false));
+        assert!(!look_now(Some(now), later, true), "the second in a row waits its turn");
+    }
 }
