@@ -318,10 +318,10 @@ const PAGE: u64 = 4096;
 ///
 /// The file runs ahead of its records: it grows [`GROW_BY`] at a time, the room made
 /// written as newlines, and a save writes its records over that room. Why: an fdatasync
-/// that finds the file's length changed (or a block newly allocated) must write the inode
-/// as well as the data (on ext4 without a journal a synchronous write of its own, with one
-/// a journal commit): a save appending at the end paid that every time, 4.6 % of the
-/// 360-agent soak daemon's samples. A reader stops at the length its state commits, so
+/// that finds the file's length changed or a block newly allocated must write metadata as
+/// well as the data (on ext4 with a journal a commit; without, the block bitmap and the
+/// extent): an append + fdatasync cost a quarter of the CPU on a journalled ext4 and half
+/// on this machine's journal-less one. A reader stops at the length its state commits, so
 /// neither the room nor what a crashed save left beyond that is ever read; a save clears
 /// the rest of the page its records end in, and later saves write over the remains.
 fn append(path: &Path, len: u64, keep: u64, text: &[u8]) -> Result<u64> {

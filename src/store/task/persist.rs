@@ -205,9 +205,9 @@ const PAD_TO: usize = 4096;
 /// `json` followed by a newline and blanks up to a multiple of [`PAD_TO`], ending in a
 /// newline (JSON allows trailing whitespace). Pure. Why: a state changes its length by a
 /// byte or two at most saves (a counter, a time), and a new length is what makes the
-/// spare's fdatasync write the inode as well as the data (on ext4 without a journal a
-/// synchronous inode write, on one with a journal a commit): 2.4 % of the 360-agent soak
-/// daemon's samples. Padded, the length changes only when the state crosses a multiple.
+/// spare's fdatasync commit a journal (on ext4 with one; without, Linux 6.18 writes the
+/// inode whenever its times moved, so it is no dearer there). Padded, the length changes
+/// only when the state crosses a multiple.
 fn padded(mut json: Vec<u8>) -> Vec<u8> {
     json.push(b'\n');
     let len = json.len().div_ceil(PAD_TO) * PAD_TO;
