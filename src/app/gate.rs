@@ -84,7 +84,9 @@ pub(crate) fn check_caller(t: &Task, caller: &gate::Caller, agent: Option<&str>,
     let roster = match crate::store::roster::for_task(t) {
         Err(e) if ending => {
             tracing::warn!(task = %t.name, error = %e, "the roster cannot be used; the gate uses the default one");
-            crate::core::protocol::roster::Roster::builtin("default").expect("the default roster")
+            std::borrow::Cow::Borrowed(
+                crate::core::protocol::roster::Roster::builtin_shared("default").expect("the default roster"),
+            )
         }
         r => r?,
     };

@@ -108,7 +108,7 @@ pub fn task_status(task: &Task) -> Result<TaskStatus> {
     let spec = task.spec().ok();
     let timing = crate::core::protocol::lane::Timing::from_spec(spec.as_deref());
     let roster = match crate::store::roster::for_task(task) {
-        Ok(r) => r.name,
+        Ok(r) => r.name.clone(),
         Err(e) => {
             problems.push(e.to_string());
             "?".into()

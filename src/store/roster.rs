@@ -1,6 +1,7 @@
 //! Finding a roster: built in, or the user's own in the config folder; and the one a
 //! task chose in task.md.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 
 use crate::core::error::{Error, Result};
@@ -46,10 +47,15 @@ pub fn load(name: &str) -> Result<Roster> {
 }
 
 /// The roster a task chose in task.md (`roster:`), else the default one.
-pub fn for_task(task: &Task) -> Result<Roster> {
+pub fn for_task(task: &Task) -> Result<Cow<'static, Roster>> {
     match task.spec().ok().and_then(|s| s.setting("roster").map(str::to_string)) {
-        Some(name) => load(&name),
-        None => Ok(Roster::builtin("default").expect("default roster")),
+        Some(name) => match Roster::builtin_shared(&name) {
+            Some(r) => Ok(Cow::Borrowed(r)),
+            None => load(&name).map(Cow::Owned),
+        },
+        None => Ok(Cow::Borrowed(
+            Roster::builtin_shared("default").expect("default roster"),
+        )),
     }
 }
 

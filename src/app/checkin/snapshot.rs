@@ -172,7 +172,10 @@ pub(super) fn evaluate_locked(
     // A roster broken mid-task must not silence the check-ins: the default applies, and the PM is told.
     let (roster, roster_problem) = match crate::store::roster::for_task(task) {
         Ok(r) => (r, None),
-        Err(e) => (Roster::builtin("default").expect("default roster"), Some(e.to_string())),
+        Err(e) => (
+            std::borrow::Cow::Borrowed(Roster::builtin_shared("default").expect("default roster")),
+            Some(e.to_string()),
+        ),
     };
     let mut ev = evaluate(&snap.state, &roster, &new, snap.idle_for(&new, now), no_progress);
     if let Some(p) = roster_problem {

@@ -31,7 +31,7 @@ pub(crate) fn run(
     json: bool,
 ) -> anyhow::Result<()> {
     let t = app::locate(project, name)?;
-    let hub = crate::store::roster::for_task(&t)?.primary_hub;
+    let hub = crate::store::roster::for_task(&t)?.primary_hub.clone();
     let by = answerer(name, &hub).map_err(|m| Exit::new(EXIT_REFUSED, m))?;
     let (stands, ours) = app::broker::permit(&t, id, allow, always, reason, by)?;
     if json {

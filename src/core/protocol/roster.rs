@@ -109,6 +109,15 @@ pub enum Routing {
     Unknown,
 }
 
+/// The built-in rosters, parsed once per process (they never change): every check-in
+/// asks for one.
+static PARSED: std::sync::LazyLock<Vec<Roster>> = std::sync::LazyLock::new(|| {
+    BUILTIN
+        .iter()
+        .map(|(n, text)| Roster::parse(text, &format!("built-in '{n}'")).expect("built-in rosters are valid"))
+        .collect()
+});
+
 impl Roster {
     /// Parse and check a roster's TOML; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Roster> {
@@ -144,15 +153,13 @@ impl Roster {
 
     /// A built-in roster by name.
     pub fn builtin(name: &str) -> Option<Roster> {
-        // Parsed once per process (they never change): every check-in asks for one.
-        static PARSED: std::sync::LazyLock<Vec<Roster>> = std::sync::LazyLock::new(|| {
-            BUILTIN
-                .iter()
-                .map(|(n, text)| Roster::parse(text, &format!("built-in '{n}'")).expect("built-in rosters are valid"))
-                .collect()
-        });
+        Roster::builtin_shared(name).cloned()
+    }
+
+    /// [`Roster::builtin`] without the copy: what a check-in reads every time.
+    pub fn builtin_shared(name: &str) -> Option<&'static Roster> {
         let i = BUILTIN.iter().position(|(n, _)| *n == name)?;
-        Some(PARSED[i].clone())
+        Some(&PARSED[i])
     }
 
     /// The name the supervisor uses: lower-case, the primary hub as "pm".
