@@ -12,12 +12,13 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
 use crate::core::model::{PmState, state};
 use crate::store::events::Kind as EventKind;
-use crate::store::task::{StateHealth, Task};
+use crate::store::task::{StateHealth, Task, persist};
 
 /// What the actor may use this look.
 #[derive(Debug)]
@@ -36,20 +37,26 @@ pub struct Guard {
     too_new_told: Option<u64>,
     /// The task folder's identity and times when its set-aside copies were last listed.
     dir_stamp: Option<(u64, i64, i64, i64, i64)>,
+    /// [`persist::foreign_reads`] just before that listing, and when it was made.
+    listed: Option<(u64, Instant)>,
 }
+
+/// How often the copies are listed when nothing says one was made ([`Guard::foreign_copies`]).
+const RELIST_EVERY: Duration = Duration::from_secs(60);
 
 impl Guard {
     /// A guard that starts from the state as it is now, and takes the copies already in
     /// the task folder as reported (they were named by whoever made them, and `task
     /// status` lists them).
     pub fn new(task: &Task) -> Guard {
+        let last_good = task.state().ok();
+        let reads = persist::foreign_reads(&task.state_path());
         Guard {
-            last_good: task.state().ok(),
-            known_copies: crate::store::task::persist::set_aside_files(&task.dir())
-                .into_iter()
-                .collect(),
+            last_good,
+            known_copies: persist::set_aside_files(&task.dir()).into_iter().collect(),
             too_new_told: None,
             dir_stamp: None,
+            listed: Some((reads, Instant::now())),
         }
     }
 
@@ -105,6 +112,18 @@ impl Guard {
         if stamp.is_some() && stamp == self.dir_stamp {
             return st;
         }
+        // The folder changes at every save, but a copy is only ever set aside by a process
+        // that then writes a fresh state in its place (or dies leaving none): a state this
+        // process reads without having written it. None since the last listing, none to
+        // find; still listed once a minute, for a copy made some other way (by hand).
+        let reads = persist::foreign_reads(&task.state_path());
+        if self
+            .listed
+            .is_some_and(|(seen, at)| seen == reads && at.elapsed() < RELIST_EVERY)
+        {
+            return st;
+        }
+        self.listed = Some((reads, Instant::now()));
         let settled = stamp.is_some_and(|(_, _, _, secs, nanos)| {
             let ctime = std::time::UNIX_EPOCH
                 + std::time::Duration::new(secs.max(0) as u64, nanos.clamp(0, 999_999_999) as u32);
@@ -113,7 +132,7 @@ impl Guard {
                 .is_ok_and(|d| d >= crate::store::parsed::SETTLED)
         });
         self.dir_stamp = stamp.filter(|_| settled);
-        let new: Vec<PathBuf> = crate::store::task::persist::set_aside_files(&task.dir())
+        let new: Vec<PathBuf> = persist::set_aside_files(&task.dir())
             .into_iter()
             .filter(|c| !self.known_copies.contains(c))
             .collect();
@@ -193,6 +212,32 @@ fn too_new(task: &Task, found: u64, now: DateTime<Utc>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_folder_is_listed_for_copies_once_a_state_this_process_did_not_write_is_read() {
+        let d = tempfile::tempdir().unwrap();
+        let task = Task::new(d.path(), "t1".parse().unwrap()).unwrap();
+        let now = chrono::Utc::now();
+        crate::store::task::create_or_repair(&task, now).unwrap();
+        let mut g = Guard::new(&task);
+        let copy = |n: u32| task.dir().join(persist::set_aside_name(now, n));
+        // Only this process writes the state: a copy made by hand waits for the minute's listing.
+        std::fs::write(copy(1), b"{").unwrap();
+        task.update_state(now, |st| {
+            st.phase = crate::core::model::Phase::Developing;
+            Ok(())
+        })
+        .unwrap();
+        g.look(&task, now).unwrap();
+        assert!(!g.known_copies.contains(&copy(1)), "listed without a cause");
+        // Another process set a corrupt state aside and wrote a fresh one: the next look lists.
+        std::fs::write(copy(2), b"{").unwrap();
+        std::fs::write(task.state_path(), serde_json::to_vec(&PmState::default()).unwrap()).unwrap();
+        g.look(&task, now).unwrap();
+        assert!(g.known_copies.contains(&copy(1)) && g.known_copies.contains(&copy(2)));
+        let reported = std::fs::read_to_string(task.dir().join("events.jsonl")).unwrap();
+        assert_eq!(reported.matches("state_set_aside").count(), 2, "{reported}");
+    }
 
     #[test]
     fn known_agents_come_back_into_a_fresh_state_without_overriding_it() {

@@ -1,8 +1,9 @@
 //! pm_state.json on disk: read (a corrupt file reported, or set aside when the state is
 //! about to be rewritten), written atomically, never overwritten by an older version.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use chrono::{DateTime, Utc};
 
@@ -12,9 +13,10 @@ use crate::core::model::state::{DecodeError, PmState, STATE_VERSION, decode};
 use crate::store::memo::{self, Memo};
 use crate::store::{fsutil, parsed, spare};
 
-/// Every state file this process read or wrote, parsed, with its logs attached.
+/// Every state file this process read or wrote, parsed, with its logs attached; and, by
+/// file, how many of its versions it read that it had not written itself ([`foreign_reads`]).
 #[derive(Default)]
-struct States(parsed::Cache<Arc<PmState>>);
+struct States(parsed::Cache<Arc<PmState>>, Mutex<HashMap<PathBuf, u64>>);
 
 impl Memo for States {
     const NAME: &'static str = "parsed pm_state.json";
@@ -27,6 +29,16 @@ fn states() -> &'static parsed::Cache<Arc<PmState>> {
     &memo::get::<States>().0
 }
 
+fn count_foreign(path: &Path) {
+    let mut counts = memo::get::<States>().1.lock().unwrap_or_else(|e| e.into_inner());
+    match counts.get_mut(path) {
+        Some(n) => *n += 1,
+        None => {
+            counts.insert(path.to_path_buf(), 1);
+        }
+    }
+}
+
 /// Read the state for display. A missing file is a fresh state; a bad one is an error, untouched.
 /// Parsed again only when the file changed ([`crate::store::parsed`]), its logs only from
 /// where the last read of them ended ([`logs`]); shared, not copied, between readers.
@@ -37,12 +49,28 @@ pub fn load(path: &Path, task: &str) -> Result<Arc<PmState>> {
             path,
             |e| Error::io("read", path, e),
             |bytes| {
+                count_foreign(path);
                 let mut st = decode_at(bytes, path, task)?;
                 logs::attach(path, &mut st)?;
                 Ok(Arc::new(st))
             },
         )
-        .map(|st| st.unwrap_or_else(|| FRESH.clone()))
+        .map(|st| {
+            st.unwrap_or_else(|| {
+                count_foreign(path);
+                FRESH.clone()
+            })
+        })
+}
+
+/// How many versions of the state at `path` this process has read that it did not write
+/// itself: bytes parsed (a save primes its own, so they never are) or the file found
+/// missing. Why: another process sets a corrupt state aside only to write a fresh one in
+/// its place (or dies leaving none), so while this count stands still no copy can have
+/// been set aside since the last look, and the daemon need not list the task folder.
+pub fn foreign_reads(path: &Path) -> u64 {
+    let counts = memo::get::<States>().1.lock().unwrap_or_else(|e| e.into_inner());
+    counts.get(path).copied().unwrap_or(0)
 }
 
 fn decode_at(bytes: &[u8], path: &Path, task: &str) -> Result<PmState> {
