@@ -220,6 +220,23 @@ fn build(name: &str, profile: Profile) -> std::result::Result<std::sync::Arc<Run
     }))
 }
 
+/// [`resolve`] once per name for one look at a team: the config's file is checked once,
+/// not once per agent (a team's agents mostly share their runtime).
+#[derive(Default)]
+pub struct Resolver(Vec<(String, std::sync::Arc<Runtime>)>);
+
+impl Resolver {
+    /// The runtime `name` resolves to, as [`resolve`] gave it the first time it was asked.
+    pub fn get(&mut self, name: &str) -> Result<std::sync::Arc<Runtime>> {
+        if let Some((_, rt)) = self.0.iter().find(|(n, _)| n == name) {
+            return Ok(rt.clone());
+        }
+        let rt = resolve(name)?;
+        self.0.push((name.to_string(), rt.clone()));
+        Ok(rt)
+    }
+}
+
 /// Resolve a runtime by name: the user's config wins over a built-in of the same name.
 /// Parsed and compiled once per version of the config file (the daemon asks for the
 /// agents' screen patterns on every tick: parsing the profiles and compiling their

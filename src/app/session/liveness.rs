@@ -77,6 +77,7 @@ pub async fn liveness(ctx: &Ctx, st: &crate::core::model::PmState, now: DateTime
         };
         servers.insert(a.host.to_string(), server);
     }
+    let mut resolved = runtime::Resolver::default();
     let mut out = Vec::new();
     for (name, a) in &st.agents {
         let host = a.host.to_string();
@@ -127,7 +128,7 @@ pub async fn liveness(ctx: &Ctx, st: &crate::core::model::PmState, now: DateTime
                     crate::core::attention::Seen::Unknown
                 };
                 if !p.dead {
-                    if let Ok(rt) = runtime::resolve(a.runtime.as_deref().unwrap_or("claude")) {
+                    if let Ok(rt) = resolved.get(a.runtime.as_deref().unwrap_or("claude")) {
                         if let Ok(screen) = tmux.capture_unless_unchanged(p).await {
                             let assessed = crate::core::screen::assess(&screen, &rt.patterns);
                             waiting = matches!(assessed, crate::core::screen::Screen::Dialog(_));
