@@ -26,7 +26,9 @@ use crate::store::task::{self, Task};
 
 /// What one check-in reads, once.
 pub(super) struct Snapshot {
-    /// pm_state.json as read under the lock.
+    /// pm_state.json as read under the lock: the one copy the check-in makes of it, kept
+    /// as read while the caller's state opens escalations, then made the preview that
+    /// progress.md and the message show.
     pub state: PmState,
     /// task.md, when readable.
     pub spec: Option<std::sync::Arc<TaskSpec>>,
@@ -186,12 +188,11 @@ pub(super) fn evaluate_locked(
     }
     ev.signals.extend(extra);
     // Budgets a human raised are settled first: their escalation closes, warnings re-arm.
-    let mut budget_view = snap.state.clone();
+    // Nothing has changed `state` yet: settled, it is the budgets' view.
     if cost.gathered {
         settle_budgets(state, &cost.standings);
-        settle_budgets(&mut budget_view, &cost.standings);
     }
-    ev.signals.extend(budget_signals(&budget_view, &cost.standings));
+    ev.signals.extend(budget_signals(state, &cost.standings));
     let pm_patterns = snap
         .state
         .agents
@@ -226,7 +227,13 @@ pub(super) fn evaluate_locked(
         .collect();
     let open: Vec<String> = state.escalations.iter().map(|e| e.reason.clone()).collect();
 
-    let mut preview = snap.state.clone();
+    let pm = snap
+        .state
+        .agents
+        .get("pm")
+        .and_then(|a| a.pane.clone().map(|p| (p, a.runtime.clone(), a.attention.clone())));
+    let quiet = snap.quiet();
+    let mut preview = snap.state;
     preview.phase = ev.phase;
     apply_handoffs(&mut preview, &new, now);
     let latest = crate::store::progress::latest_by_agent_reusing(
@@ -260,13 +267,8 @@ pub(super) fn evaluate_locked(
         cost: &cost.line,
     };
     let message = render_checkin(&place, &preview, &new, &amended, &ev, now);
-    let pm = snap
-        .state
-        .agents
-        .get("pm")
-        .and_then(|a| a.pane.clone().map(|p| (p, a.runtime.clone(), a.attention.clone())));
     Ok(Plan {
-        quiet: snap.quiet(),
+        quiet,
         cands: snap.cands,
         ev,
         message,

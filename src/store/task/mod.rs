@@ -119,7 +119,7 @@ impl Task {
             Ok(st) => Ok(StateHealth::Fine(st)),
             Err(Error::CorruptState { detail, .. }) => {
                 let copy = persist::set_aside(&self.state_path(), now)?;
-                self.save_state(&fallback.cloned().unwrap_or_default())?;
+                self.save_state(fallback.cloned().unwrap_or_default())?;
                 Ok(StateHealth::SetAside {
                     copy,
                     detail,
@@ -132,7 +132,7 @@ impl Task {
     }
 
     /// Save the state atomically.
-    pub fn save_state(&self, st: &PmState) -> Result<()> {
+    pub fn save_state(&self, st: PmState) -> Result<()> {
         persist::save(&self.state_path(), st)
     }
 
@@ -157,7 +157,7 @@ impl Task {
         };
         let out = f(&mut st)?;
         if before.as_deref() != Some(&st) {
-            self.save_state(&st)?;
+            self.save_state(st)?;
         }
         Ok(out)
     }
@@ -260,7 +260,7 @@ pub fn create_or_repair(task: &Task, now: chrono::DateTime<chrono::Utc>) -> Resu
     if sp.exists() {
         let loaded = persist::load_for_update(&sp, task.name.as_str(), now)?;
         if let Some(aside) = loaded.set_aside {
-            persist::save(&sp, &loaded.state)?;
+            persist::save(&sp, loaded.state)?;
             report.created.push("pm_state.json".into());
             report.state_set_aside = Some(aside);
         }

@@ -205,11 +205,12 @@ pub fn whole_json(st: &PmState) -> serde_json::Value {
 /// then the state itself atomically with the log's new mark — written into its spare,
 /// fsynced, exchanged in, the folder fsynced (`store::spare`; a temp file the first time) —
 /// the exchange commits both. The caller holds the state lock, which is what lets the
-/// spare be written: no reader under the lock can meet it half-written.
-pub fn save(path: &Path, state: &PmState) -> Result<()> {
+/// spare be written: no reader under the lock can meet it half-written. Taken by value:
+/// the saved state is what the memo keeps, and a check-in saves twice (a copy of the
+/// state's agents each time was a share of its allocations).
+pub fn save(path: &Path, mut saved: PmState) -> Result<()> {
     let base = load(path, "").ok();
-    let mut saved = state.clone();
-    saved.logs = logs::commit(path, state, base.as_deref())?;
+    saved.logs = logs::commit(path, &saved, base.as_deref())?;
     let bytes = padded(serde_json::to_vec_pretty(&saved).expect("state serialises"));
     spare::replace_durably(path, &bytes)?;
     if base.is_some_and(|b| b.logs.ledger_bytes > 0 || b.logs.lineage_bytes > 0) {
@@ -275,7 +276,7 @@ mod tests {
         s.extra.insert("future_field".into(), Value::from(7));
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("pm_state.json");
-        save(&p, &s).unwrap();
+        save(&p, s.clone()).unwrap();
         let mut saved = s.clone();
         saved.logs = load(&p, "t").unwrap().logs;
         assert_eq!(*load(&p, "t").unwrap(), saved);
@@ -295,7 +296,7 @@ mod tests {
         let mut lens = Vec::new();
         for n in [9, 10, 1000] {
             st.review_rejections.insert("dev".into(), n);
-            save(&p, &st).unwrap();
+            save(&p, st.clone()).unwrap();
             lens.push(std::fs::metadata(&p).unwrap().len());
             // Any JSON reader takes the padded file (a fresh parse, not this process's memo).
             let file: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
@@ -311,7 +312,7 @@ mod tests {
         std::fs::write(&p, include_bytes!("../../../tests/fixtures/pm_state.v2.json")).unwrap();
         let v2 = load(&p, "t").unwrap();
         assert_eq!((v2.ledger.len(), v2.lineage.len()), (2, 2), "read inline");
-        save(&p, &v2).unwrap();
+        save(&p, PmState::clone(&v2)).unwrap();
         let file: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
         assert_eq!(file["version"], STATE_VERSION);
         assert!(file.get("ledger").is_none() && file.get("lineage").is_none(), "{file}");
@@ -340,7 +341,7 @@ mod tests {
         .unwrap();
         let v3 = load(&p, "t").unwrap();
         assert_eq!((v3.ledger.len(), v3.lineage.len()), (1, 1));
-        save(&p, &v3).unwrap();
+        save(&p, PmState::clone(&v3)).unwrap();
         assert!(!logs::ledger_path(&p).exists() && !logs::lineage_path(&p).exists());
         let file: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
         assert_eq!(file["version"], 4);
