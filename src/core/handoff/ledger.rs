@@ -103,12 +103,15 @@ pub struct Candidate {
     pub sha256: String,
 }
 
-/// SHA-256 in hex.
+/// SHA-256 in lowercase hex. Digits from a table: every new handoff is hashed as soon as
+/// it lands, and a `format!` per byte cost as much as the hash.
 pub fn sha256_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(bytes);
     let mut s = String::with_capacity(64);
     for b in digest.iter() {
-        s.push_str(&format!("{b:02x}"));
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
     }
     s
 }
@@ -215,6 +218,20 @@ mod tests {
 
     fn rec(l: &mut Ledger, file: &str, size: u64) {
         l.record(file, size, 1, "ab", "2026-11-27T10:00:00Z");
+    }
+
+    #[test]
+    fn the_hash_is_sha256_in_lowercase_hex() {
+        // The ledgers on disk hold hashes written by the earlier `format!` rendering: the
+        // same digits, or every recorded handoff would read as changed.
+        assert_eq!(
+            sha256_hex(b""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 
     #[test]
