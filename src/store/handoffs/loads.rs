@@ -1,11 +1,14 @@
 //! Handoffs parsed by this process, kept while their files are unchanged: progress.md and
 //! `task status` read each agent's newest handoff at every check-in and every look, and
 //! reading, hashing and parsing the same few files again was a twentieth of the soak
-//! daemon's work. An entry is taken only when an `lstat` finds the very version it was
-//! parsed from, and only versions read [`SETTLED`] after their last change are kept (the
-//! rule of [`crate::store::parsed`]: a change within the kernel's timestamp tick could
-//! keep the same times). The `lstat` also keeps the regular-file rules: a symlink or a
-//! hard link put in a handoff's place is another version, never taken from here.
+//! daemon's work. An entry is taken on an `lstat` alone only when it finds the very
+//! version it was parsed from, read [`SETTLED`] after its last change (the rule of
+//! [`crate::store::parsed`]: a change within the kernel's timestamp tick could keep the
+//! same times). A version read sooner — every handoff the daemon reads as it lands — is
+//! kept too, but only its parse is reused, when the file is read again and its bytes hash
+//! the same: the next check-in reads it as its agent's newest. The `lstat` also keeps the
+//! regular-file rules: a symlink or a hard link put in a handoff's place is another
+//! version, never taken from here.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -30,9 +33,18 @@ struct Loads(Mutex<Kept>);
 
 #[derive(Default)]
 struct Kept {
-    files: HashMap<PathBuf, (Version, Loaded)>,
+    files: HashMap<PathBuf, Entry>,
     /// The kept handoffs' sizes, summed.
     bytes: u64,
+}
+
+/// A handoff as parsed from one version of its file.
+struct Entry {
+    version: Version,
+    loaded: Loaded,
+    /// Read [`SETTLED`] after the version's last change: the version alone proves the
+    /// file unchanged since.
+    settled: bool,
 }
 
 impl crate::store::memo::Memo for Loads {
@@ -49,16 +61,17 @@ fn loads() -> MutexGuard<'static, Kept> {
         .unwrap_or_else(|e| e.into_inner())
 }
 
-/// The handoff at `path` as parsed before, when the file is still that version.
+/// The handoff at `path` as parsed before, when the file is still the settled version it
+/// was parsed from.
 pub(super) fn kept(path: &Path) -> Option<Loaded> {
     let meta = std::fs::symlink_metadata(path).ok()?;
     let now = Version::of(&meta);
     let mut all = loads();
     match all.files.get(path) {
-        Some((v, l)) if *v == now => Some(l.clone()),
+        Some(e) if e.version == now => e.settled.then(|| e.loaded.clone()),
         Some(_) => {
-            if let Some((_, l)) = all.files.remove(path) {
-                all.bytes = all.bytes.saturating_sub(l.size);
+            if let Some(e) = all.files.remove(path) {
+                all.bytes = all.bytes.saturating_sub(e.loaded.size);
             }
             None
         }
@@ -66,19 +79,28 @@ pub(super) fn kept(path: &Path) -> Option<Loaded> {
     }
 }
 
-/// Keep `loaded`, parsed from `version` of `path` as read at `read_at`, if that version
-/// had settled by then.
+/// The parse kept for `path` when the bytes just read from `version` of it hash to
+/// `sha256`, as the kept parse's did: the same bytes, the same handoff.
+pub(super) fn same_bytes(path: &Path, version: Version, sha256: &str) -> Option<Loaded> {
+    let all = loads();
+    let e = all.files.get(path)?;
+    (e.version == version && e.loaded.sha256 == sha256).then(|| e.loaded.clone())
+}
+
+/// Keep `loaded`, parsed from `version` of `path` as read at `read_at`.
 pub(super) fn keep(path: PathBuf, version: Version, read_at: SystemTime, loaded: &Loaded) {
-    if !version.settled_by(read_at) {
-        return;
-    }
     let mut all = loads();
     if all.files.len() >= MAX || all.bytes.saturating_add(loaded.size) > MAX_BYTES {
         all.files.clear();
         all.bytes = 0;
     }
-    if let Some((_, old)) = all.files.insert(path, (version, loaded.clone())) {
-        all.bytes = all.bytes.saturating_sub(old.size);
+    let entry = Entry {
+        version,
+        loaded: loaded.clone(),
+        settled: version.settled_by(read_at),
+    };
+    if let Some(old) = all.files.insert(path, entry) {
+        all.bytes = all.bytes.saturating_sub(old.loaded.size);
     }
     all.bytes += loaded.size;
 }
@@ -130,6 +152,47 @@ mod tests {
         let path = d.path().join(name.file_name());
         std::fs::write(&path, "# Handoff: dev\n**Status:** COMPLETE\n").unwrap();
         assert_eq!(status(d.path(), &name), Ok(Status::Complete));
-        assert!(kept(&path).is_none(), "read at once after its write: not kept");
+        assert!(
+            kept(&path).is_none(),
+            "read at once after its write: not taken on its version"
+        );
+        // Changed within the same tick — the same length and, as may happen, the same
+        // times: its bytes are read again and tell.
+        let before = std::fs::metadata(&path).unwrap();
+        std::fs::write(&path, "# Handoff: dev\n**Status:** BLOCKED\n").unwrap();
+        let f = std::fs::File::options().write(true).open(&path).unwrap();
+        f.set_times(
+            std::fs::FileTimes::new()
+                .set_modified(before.modified().unwrap())
+                .set_accessed(before.accessed().unwrap()),
+        )
+        .unwrap();
+        assert_eq!(status(d.path(), &name), Ok(Status::Blocked));
+    }
+
+    #[test]
+    fn a_handoff_read_as_it_lands_is_parsed_once_when_its_bytes_are_read_again() {
+        let d = tempfile::tempdir().unwrap();
+        let name = HandoffName::parse("dev-20261128-090002.md").unwrap();
+        let path = d.path().join(name.file_name());
+        std::fs::write(&path, "# Handoff: dev\n**Status:** COMPLETE\n").unwrap();
+        let first = super::super::load(d.path(), &name).unwrap().unwrap();
+        // A parse reused is the very one kept: the kept copy is marked, as a fresh parse
+        // would not be.
+        loads()
+            .files
+            .get_mut(&path)
+            .unwrap()
+            .loaded
+            .handoff
+            .warnings
+            .push("kept".into());
+        let again = super::super::load(d.path(), &name).unwrap().unwrap();
+        assert_eq!(
+            again.handoff.warnings.last().map(String::as_str),
+            Some("kept"),
+            "the same bytes: the kept parse"
+        );
+        assert_eq!(again.sha256, first.sha256);
     }
 }

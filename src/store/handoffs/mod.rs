@@ -217,17 +217,17 @@ pub fn load(dir: &Path, name: &HandoffName) -> Result<std::result::Result<Loaded
         Ok(c) => c,
         Err(skip) => return Ok(Err(skip)),
     };
-    let loaded = loaded_from(name, &contents);
+    let sha = sha256_hex(&contents.bytes);
+    let loaded = match loads::same_bytes(&path, contents.version, &sha) {
+        Some(l) => l,
+        None => loaded_hashed(name, &contents, sha),
+    };
     loads::keep(path, contents.version, read_at, &loaded);
     Ok(Ok(loaded))
 }
 
-/// Parse what was read for `name`, noting a title that disagrees with the file name.
-pub(crate) fn loaded_from(name: &HandoffName, contents: &fsutil::Contents) -> Loaded {
-    loaded_hashed(name, contents, sha256_hex(&contents.bytes))
-}
-
-/// [`loaded_from`] with the content hash already computed.
+/// Parse what was read for `name` (its content hash already computed), noting a title
+/// that disagrees with the file name.
 fn loaded_hashed(name: &HandoffName, contents: &fsutil::Contents, sha256: String) -> Loaded {
     Loaded::new(
         name,
@@ -307,6 +307,7 @@ fn scan_with(
             memo.unchanged(file.to_string(), meta.len(), fsutil::mtime_ns(&meta));
             continue;
         }
+        let read_at = std::time::SystemTime::now();
         let contents = match fsutil::read_regular(&path, SIZE_CAP)? {
             Ok(c) => c,
             Err(Skip::Raced) => continue,
@@ -323,8 +324,11 @@ fn scan_with(
         if !seen.is_new() {
             continue;
         }
+        let loaded = loaded_hashed(name, &contents, sha.clone());
+        // The next check-in reads it again as its agent's newest (for progress.md).
+        loads::keep(path, contents.version, read_at, &loaded);
         out.push(Candidate {
-            loaded: loaded_hashed(name, &contents, sha.clone()),
+            loaded,
             seen,
             sha256: sha,
         });
