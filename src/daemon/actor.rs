@@ -497,6 +497,17 @@ fn look_now(due: Option<Instant>, now: Instant, looked_at_once: bool) -> bool {
     !looked_at_once && due.is_some_and(|d| d <= now)
 }
 
+/// What woke the actor's loop: each is one turn.
+enum Turn {
+    Due,
+    Msg(Msg),
+    Schedule,
+    RemoteChange(Vec<crate::core::model::RemoteSpec>),
+    PullTick,
+    Liveness,
+    PmRetry,
+}
+
 async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
     let mut a = Actor::new(task, tmux);
     let mut liveness = tokio::time::interval(LIVENESS_EVERY);
@@ -510,31 +521,44 @@ async fn run(task: Task, tmux: Tmux, mut rx: mpsc::Receiver<Msg>) {
         // instant past still waits for the timer wheel's next millisecond and wakes the
         // thread once more for it. Never twice in a row, so a look that leaves another
         // due at once cannot keep the other tasks from the thread.
-        if look_now(a.due, Instant::now(), looked_at_once) {
-            looked_at_once = true;
-            a.on_due().await;
-            continue;
-        }
-        looked_at_once = false;
-        let look_at = a.due.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
-        let scheduled = a.next_at.map_or_else(Instant::now, instant_at);
-        let restart_at = a.pm_retry.unwrap_or_else(Instant::now);
-        tokio::select! {
-            msg = rx.recv() => match msg {
-                None => break,
-                Some(m) => a.on_msg(m).await,
-            },
-            _ = tokio::time::sleep_until(scheduled), if a.next_at.is_some() => {
+        looked_at_once = look_now(a.due, Instant::now(), looked_at_once);
+        let turn = if looked_at_once {
+            Turn::Due
+        } else {
+            let look_at = a.due.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            let scheduled = a.next_at.map_or_else(Instant::now, instant_at);
+            let restart_at = a.pm_retry.unwrap_or_else(Instant::now);
+            tokio::select! {
+                msg = rx.recv() => match msg {
+                    None => break,
+                    Some(m) => Turn::Msg(m),
+                },
+                _ = tokio::time::sleep_until(scheduled), if a.next_at.is_some() => Turn::Schedule,
+                _ = tokio::time::sleep_until(look_at), if a.due.is_some() => Turn::Due,
+                hosts = a.watches.changed() => Turn::RemoteChange(hosts),
+                _ = pulls.tick(), if a.remote => Turn::PullTick,
+                _ = liveness.tick() => Turn::Liveness,
+                // A host's heartbeat changed: its agents' task records it now, not at the next tick.
+                () = crate::io::health::changed(), if a.remote => Turn::Liveness,
+                _ = tokio::time::sleep_until(restart_at), if a.pm_retry.is_some() => Turn::PmRetry,
+            }
+        };
+        // Each turn reads in a pass of its own: what woke it is read afresh, and a check
+        // made moments ago in it answers for the turn's next asks ([`crate::store::parsed`]).
+        let pass = crate::store::parsed::Pass::open();
+        a.task = a.task.in_pass(&pass);
+        match turn {
+            Turn::Due => a.on_due().await,
+            Turn::Msg(m) => a.on_msg(m).await,
+            Turn::Schedule => {
                 let _ = a.check_in(Why::Schedule).await;
             }
-            _ = tokio::time::sleep_until(look_at), if a.due.is_some() => a.on_due().await,
-            hosts = a.watches.changed() => a.on_remote_change(hosts).await,
-            _ = pulls.tick(), if a.remote => a.on_pull_tick().await,
-            _ = liveness.tick() => a.on_liveness().await,
-            // A host's heartbeat changed: its agents' task records it now, not at the next tick.
-            () = crate::io::health::changed(), if a.remote => a.on_liveness().await,
-            _ = tokio::time::sleep_until(restart_at), if a.pm_retry.is_some() => a.on_pm_retry().await,
+            Turn::RemoteChange(hosts) => a.on_remote_change(hosts).await,
+            Turn::PullTick => a.on_pull_tick().await,
+            Turn::Liveness => a.on_liveness().await,
+            Turn::PmRetry => a.on_pm_retry().await,
         }
+        pass.close();
     }
     tracing::info!(task = %a.task.name, "no longer supervised");
 }

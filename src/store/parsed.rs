@@ -10,17 +10,88 @@
 //! carries a later ctime. A version read sooner is kept with its bytes: the next read
 //! reads the file again and reuses the parse when the bytes are the same (a check-in reads
 //! the state it just saved several times within those milliseconds).
+//!
+//! Why a [`Pass`]: one turn of the daemon's task actor (a check-in with its housekeeping, a
+//! liveness look) asks for the same pm_state.json and task.md a score of times, each ask a
+//! `statx` of the file's path. Within one turn a check made moments ago answers for the
+//! next ask ([`Pass`] says how long), as if that read had been made a little earlier,
+//! which a read outside the state lock may always be. Reads under the lock never take a
+//! pass's word; neither does the next turn, so whatever woke it (a handoff, another
+//! process's save) is read afresh.
 
 use std::collections::HashMap;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant, SystemTime};
 
 /// How long after its last change a file's version may be remembered (well above the
 /// kernel's timestamp granularity).
 pub const SETTLED: Duration = Duration::from_millis(20);
+
+/// How long within a [`Pass`] a check of a file answers for it: well under a check-in's
+/// own work (its delivery waits tens of milliseconds for the PM's pane), so what a turn
+/// reads after a wait is checked again.
+pub const PASS_TRUSTS: Duration = Duration::from_millis(20);
+
+/// One turn of work that may take a recent check of a file as still good (see the module
+/// doc). Open until closed: a handle that outlives its turn checks every time again.
+#[derive(Clone)]
+pub struct Pass(Arc<AtomicBool>);
+
+impl Pass {
+    /// A pass, open.
+    pub fn open() -> Pass {
+        Pass(Arc::new(AtomicBool::new(true)))
+    }
+
+    /// End it: no check made in it answers for anything any more.
+    pub fn close(&self) {
+        self.0.store(false, Ordering::Release);
+    }
+
+    fn is_open(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+impl std::fmt::Debug for Pass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pass").field("open", &self.is_open()).finish()
+    }
+}
+
+/// When a file was last checked in which pass (weakly held: a pass ended and dropped
+/// keeps only its allocation, so no later pass can be mistaken for it).
+#[derive(Clone)]
+struct Checked {
+    by: Weak<AtomicBool>,
+    at: Instant,
+}
+
+impl Checked {
+    fn by(pass: Option<&Pass>) -> Option<Checked> {
+        pass.map(|p| Checked {
+            by: Arc::downgrade(&p.0),
+            at: Instant::now(),
+        })
+    }
+}
+
+/// Whether a check made `checked` still answers for a file in `pass` at `now`: made in
+/// this pass, which is still open, at most [`PASS_TRUSTS`] ago. Pure but for the flag.
+fn answers(checked: Option<&Checked>, pass: Option<&Pass>, now: Instant) -> bool {
+    match (checked, pass) {
+        (Some(c), Some(p)) => {
+            Weak::ptr_eq(&c.by, &Arc::downgrade(&p.0))
+                && p.is_open()
+                && now.checked_duration_since(c.at).is_some_and(|d| d <= PASS_TRUSTS)
+        }
+        _ => false,
+    }
+}
 
 /// What tells one version of a file (or a folder: its entries) from another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +137,8 @@ struct Entry<T> {
     settled: bool,
     bytes: Vec<u8>,
     parsed: T,
+    /// The last check of the file made in a pass (see [`answers`]).
+    checked: Option<Checked>,
 }
 
 impl<T: Clone> Default for Cache<T> {
@@ -86,12 +159,33 @@ impl<T: Clone> Cache<T> {
         read_error: impl Fn(std::io::Error) -> E,
         parse: impl FnOnce(&[u8]) -> Result<T, E>,
     ) -> Result<Option<T>, E> {
+        self.get_in(None, path, read_error, parse)
+    }
+
+    /// [`Cache::get`], in `pass`: a check of the file made in it moments ago answers
+    /// without looking at the file ([`answers`]); a look made now is noted for the next ask.
+    pub fn get_in<E>(
+        &self,
+        pass: Option<&Pass>,
+        path: &Path,
+        read_error: impl Fn(std::io::Error) -> E,
+        parse: impl FnOnce(&[u8]) -> Result<T, E>,
+    ) -> Result<Option<T>, E> {
+        if pass.is_some()
+            && let Some(e) = self.lock().get(path)
+            && answers(e.checked.as_ref(), pass, Instant::now())
+        {
+            return Ok(Some(e.parsed.clone()));
+        }
         match std::fs::metadata(path) {
             Ok(meta) => {
-                if let Some(e) = self.lock().get(path)
+                if let Some(e) = self.lock().get_mut(path)
                     && e.settled
                     && e.version == Some(Version::of(&meta))
                 {
+                    if pass.is_some() {
+                        e.checked = Checked::by(pass);
+                    }
                     return Ok(Some(e.parsed.clone()));
                 }
             }
@@ -114,6 +208,9 @@ impl<T: Clone> Cache<T> {
         {
             e.version = Some(version);
             e.settled = settled;
+            if pass.is_some() {
+                e.checked = Checked::by(pass);
+            }
             return Ok(Some(e.parsed.clone()));
         }
         let parsed = parse(&bytes)?;
@@ -124,6 +221,7 @@ impl<T: Clone> Cache<T> {
                 settled,
                 bytes,
                 parsed: parsed.clone(),
+                checked: Checked::by(pass),
             },
         );
         Ok(Some(parsed))
@@ -139,6 +237,7 @@ impl<T: Clone> Cache<T> {
                 settled: false,
                 bytes,
                 parsed,
+                checked: None,
             },
         );
     }
@@ -241,6 +340,67 @@ mod tests {
         std::fs::write(&p, "two").unwrap();
         assert_eq!(parse_count(&c, &p, &n).as_deref(), Some("two"));
         assert_eq!(n.get(), 1, "same bytes, no second parse");
+    }
+
+    fn read_in(c: &Cache<String>, pass: Option<&Pass>, path: &Path, parses: &Cell<u32>) -> Option<String> {
+        c.get_in(
+            pass,
+            path,
+            |e| e.to_string(),
+            |b| {
+                parses.set(parses.get() + 1);
+                Ok::<_, String>(String::from_utf8_lossy(b).into_owned())
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_check_answers_only_in_its_own_open_pass_and_only_for_a_moment() {
+        let now = Instant::now();
+        let pass = Pass::open();
+        let other = Pass::open();
+        let fresh = Checked::by(Some(&pass));
+        assert!(answers(fresh.as_ref(), Some(&pass), now + PASS_TRUSTS));
+        assert!(!answers(fresh.as_ref(), Some(&pass), now + PASS_TRUSTS * 2), "too old");
+        assert!(!answers(fresh.as_ref(), Some(&other), now), "another turn");
+        assert!(!answers(fresh.as_ref(), None, now), "no pass: a read under the lock");
+        assert!(!answers(None, Some(&pass), now), "never checked in a pass");
+        pass.close();
+        assert!(!answers(fresh.as_ref(), Some(&pass), now), "the turn ended");
+    }
+
+    #[test]
+    fn in_a_pass_a_check_made_moments_ago_answers_and_a_read_outside_it_looks_at_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.json");
+        let c = Cache::<String>::default();
+        let n = Cell::new(0);
+        std::fs::write(&p, "one").unwrap();
+        let pass = Pass::open();
+        assert_eq!(read_in(&c, Some(&pass), &p, &n).as_deref(), Some("one"));
+        // Another process's save moments later: this turn may still answer from its
+        // check (as if read a moment earlier)...
+        std::fs::write(&p, "two").unwrap();
+        assert_eq!(read_in(&c, Some(&pass), &p, &n).as_deref(), Some("one"));
+        // ...but a read under the lock looks at the file, and the turn's next ask then
+        // answers with what that read found, never older.
+        assert_eq!(read_in(&c, None, &p, &n).as_deref(), Some("two"));
+        assert_eq!(read_in(&c, Some(&pass), &p, &n).as_deref(), Some("two"));
+        std::fs::write(&p, "six").unwrap();
+        // The next turn reads afresh, as does this one once its check is too old.
+        let next = Pass::open();
+        assert_eq!(read_in(&c, Some(&next), &p, &n).as_deref(), Some("six"));
+        std::fs::write(&p, "ten").unwrap();
+        std::thread::sleep(PASS_TRUSTS + Duration::from_millis(5));
+        assert_eq!(read_in(&c, Some(&next), &p, &n).as_deref(), Some("ten"));
+        std::fs::write(&p, "end").unwrap();
+        next.close();
+        assert_eq!(
+            read_in(&c, Some(&next), &p, &n).as_deref(),
+            Some("end"),
+            "closed: looks again"
+        );
     }
 
     #[test]

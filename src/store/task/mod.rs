@@ -20,7 +20,7 @@ pub const ARTIFACT_KINDS: [&str; 5] = ["analysis", "design", "code", "tests", "r
 const TASK_TEMPLATE: &str = include_str!("../../../templates/task.md");
 
 /// A task: `<project>/tasks/<name>/`. Cheap to build; touches nothing.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Task {
     /// The project folder (absolute).
     pub project: PathBuf,
@@ -29,7 +29,18 @@ pub struct Task {
     /// `<project>/tasks/<name>`, made once: every path of the task is asked for several
     /// times per check-in, and joining it anew each time was a visible part of one.
     dir: PathBuf,
+    /// The turn this handle reads in, if any ([`Task::in_pass`]).
+    pass: Option<crate::store::parsed::Pass>,
 }
+
+/// The same task, whatever turn a handle reads in.
+impl PartialEq for Task {
+    fn eq(&self, other: &Task) -> bool {
+        self.project == other.project && self.name == other.name
+    }
+}
+
+impl Eq for Task {}
 
 /// Every task.md this process read, parsed (a process memo: [`crate::store::memo`]).
 #[derive(Default)]
@@ -47,7 +58,23 @@ impl Task {
     pub fn new(project: &Path, name: TaskName) -> Result<Task> {
         let project = fsutil::absolute(project)?;
         let dir = project.join("tasks").join(name.as_str());
-        Ok(Task { project, name, dir })
+        Ok(Task {
+            project,
+            name,
+            dir,
+            pass: None,
+        })
+    }
+
+    /// This task read in `pass`, one turn of the daemon's work: its display reads of
+    /// pm_state.json and task.md ([`Task::state`], [`Task::spec`]) take a check made in
+    /// the pass moments ago as still good ([`crate::store::parsed`]); reads to change
+    /// the state, under its lock, look at the file every time.
+    pub fn in_pass(&self, pass: &crate::store::parsed::Pass) -> Task {
+        Task {
+            pass: Some(pass.clone()),
+            ..self.clone()
+        }
     }
 
     /// `<project>/tasks/<name>`.
@@ -186,7 +213,8 @@ impl Task {
         let missing = || Error::io("read", &path, std::io::Error::from(std::io::ErrorKind::NotFound));
         memo::get::<Specs>()
             .0
-            .get(
+            .get_in(
+                self.pass.as_ref(),
                 &path,
                 |e| Error::io("read", &path, e),
                 |bytes| crate::core::model::taskmd::decode(bytes.to_vec(), &path).map(std::sync::Arc::new),
@@ -197,7 +225,7 @@ impl Task {
     /// Read pm_state.json for display (missing → fresh; corrupt → error, untouched).
     /// Shared with every other reader of the same version: clone it to change it.
     pub fn state(&self) -> Result<std::sync::Arc<PmState>> {
-        persist::load(&self.state_path(), self.name.as_str())
+        persist::load_in(self.pass.as_ref(), &self.state_path(), self.name.as_str())
     }
 }
 

@@ -43,9 +43,16 @@ fn count_foreign(path: &Path) {
 /// Parsed again only when the file changed ([`crate::store::parsed`]), its logs only from
 /// where the last read of them ended ([`logs`]); shared, not copied, between readers.
 pub fn load(path: &Path, task: &str) -> Result<Arc<PmState>> {
+    load_in(None, path, task)
+}
+
+/// [`load`] in a turn's pass ([`parsed::Pass`]): a check of the file made in it moments
+/// ago answers for it. Never for a read under the state lock.
+pub fn load_in(pass: Option<&parsed::Pass>, path: &Path, task: &str) -> Result<Arc<PmState>> {
     static FRESH: LazyLock<Arc<PmState>> = LazyLock::new(Default::default);
     states()
-        .get(
+        .get_in(
+            pass,
             path,
             |e| Error::io("read", path, e),
             |bytes| {
