@@ -7,7 +7,7 @@
 //!
 //! | memo | module | kept per | valid while |
 //! |---|---|---|---|
-//! | parsed pm_state.json | `store::task::persist` | state file | the file's identity, size and times |
+//! | parsed pm_state.json | `store::task::persist` | state file | the file's identity, size and times (in an actor's turn, a check made in its pass moments ago) |
 //! | parsed task.md | `store::task` | task.md | the same |
 //! | parsed runtime config | `io::runtime` | config file | the same |
 //! | prices from the config | `io::prices` | config file | the same |
