@@ -153,11 +153,34 @@ impl Ledger {
     /// The records this ledger has that `earlier` (a ledger it was copied from) lacks or
     /// holds otherwise, when that can be told from the records added since the copy:
     /// `None` when the two no longer share a base (then compare them in full).
+    ///
+    /// One walk over the two sets of records added, both in name order (every save asks
+    /// this of up to [`FOLD_AT`] records; a lookup per record in each was a visible part
+    /// of a check-in).
     pub fn added_since<'a>(&'a self, earlier: &Ledger) -> Option<Vec<(&'a String, &'a LedgerEntry)>> {
-        if !Arc::ptr_eq(&self.base, &earlier.base) || !earlier.added.keys().all(|f| self.added.contains_key(f)) {
+        if !Arc::ptr_eq(&self.base, &earlier.base) {
             return None;
         }
-        Some(self.added.iter().filter(|(f, e)| earlier.get(f) != Some(*e)).collect())
+        let mut before = earlier.added.iter().peekable();
+        let mut out = Vec::new();
+        for (f, e) in &self.added {
+            match before.peek() {
+                // A record `earlier` added that this one lacks: not a copy of it.
+                Some((g, _)) if *g < f => return None,
+                Some((g, old)) if *g == f => {
+                    if *old != e {
+                        out.push((f, e));
+                    }
+                    before.next();
+                }
+                _ => {
+                    if earlier.base.get(f) != Some(e) {
+                        out.push((f, e));
+                    }
+                }
+            }
+        }
+        before.next().is_none().then_some(out)
     }
 
     /// Put a record as it was stored (the ledger's log, replayed).
@@ -256,6 +279,16 @@ mod tests {
         let new: Vec<&str> = b.added_since(&a).unwrap().iter().map(|(f, _)| f.as_str()).collect();
         assert_eq!(new, ["dev-0001.md", "dev-9999.md"]);
         assert_ne!(a, b);
+        assert_eq!(a.added_since(&a).unwrap().len(), 0, "nothing added since itself");
+        assert!(
+            a.added_since(&b).is_none(),
+            "lacks what the other added: not a copy of it"
+        );
+        let mut c = a.clone();
+        rec(&mut c, "dev-0000.md", 9);
+        rec(&mut c, "aaa-first.md", 1);
+        let new: Vec<&str> = c.added_since(&a).unwrap().iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(new, ["aaa-first.md"], "a record made again as it was is not new");
 
         // Serialised as one map; read back it equals the layered one.
         let json = serde_json::to_string(&b).unwrap();
