@@ -268,15 +268,7 @@ mod tests {
     use std::cell::Cell;
 
     fn parse_count(c: &Cache<String>, path: &Path, parses: &Cell<u32>) -> Option<String> {
-        c.get(
-            path,
-            |e| e.to_string(),
-            |b| {
-                parses.set(parses.get() + 1);
-                Ok::<_, String>(String::from_utf8_lossy(b).into_owned())
-            },
-        )
-        .unwrap()
+        read_in(c, None, path, parses)
     }
 
     /// Let a file's last change settle, so the version read next may be remembered.
