@@ -30,7 +30,10 @@ pub struct Loaded {
     /// SHA-256 (hex) of the bytes read: what "unchanged" and "amended" are judged by.
     pub sha256: String,
     /// The parsed document, with warnings (including a title/file-name agent mismatch).
-    pub handoff: Handoff,
+    /// Shared: a handoff once parsed is copied into every check-in's plan, progress.md's
+    /// newest-per-agent and the parsed handoffs' memo, and deep copies of its sections were
+    /// a visible share of a check-in.
+    pub handoff: std::sync::Arc<Handoff>,
 }
 
 impl Loaded {
@@ -53,7 +56,7 @@ impl Loaded {
             size,
             mtime_ns,
             sha256,
-            handoff,
+            handoff: std::sync::Arc::new(handoff),
         }
     }
 
@@ -71,7 +74,7 @@ impl Loaded {
             size: text.len() as u64,
             mtime_ns: 0,
             sha256: sha256_hex(text.as_bytes()),
-            handoff: parse(text),
+            handoff: std::sync::Arc::new(parse(text)),
         }
     }
 }

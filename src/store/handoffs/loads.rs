@@ -179,12 +179,7 @@ mod tests {
         let first = super::super::load(d.path(), &name).unwrap().unwrap();
         // A parse reused is the very one kept: the kept copy is marked, as a fresh parse
         // would not be.
-        loads()
-            .files
-            .get_mut(&path)
-            .unwrap()
-            .loaded
-            .handoff
+        std::sync::Arc::make_mut(&mut loads().files.get_mut(&path).unwrap().loaded.handoff)
             .warnings
             .push("kept".into());
         let again = super::super::load(d.path(), &name).unwrap().unwrap();
