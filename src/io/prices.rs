@@ -1,16 +1,19 @@
 //! The price table: the dated defaults in templates/prices.toml, with the user's
 //! `[prices."<model>"]` tables from config.toml over them.
 
+use std::sync::Arc;
+
 use crate::core::cost::price::Prices;
 
 const DEFAULTS: &str = include_str!("../../templates/prices.toml");
 
 /// The prices in force. A config file that cannot be read or parsed leaves the defaults,
-/// with a warning naming the file: a typo must not hide every money figure.
-pub fn load() -> Prices {
+/// with a warning naming the file: a typo must not hide every money figure. Shared, not
+/// copied: every check-in prices its team, and a copy of the table each time showed.
+pub fn load() -> Arc<Prices> {
     // Immutable once parsed: the shipped table is read once per process, not per look.
-    static PARSED: std::sync::LazyLock<Prices> = std::sync::LazyLock::new(|| {
-        Prices::parse(DEFAULTS, "templates/prices.toml").expect("the shipped price table parses")
+    static PARSED: std::sync::LazyLock<Arc<Prices>> = std::sync::LazyLock::new(|| {
+        Arc::new(Prices::parse(DEFAULTS, "templates/prices.toml").expect("the shipped price table parses"))
     });
     let Some(path) = crate::io::config::path() else {
         return PARSED.clone();
@@ -22,7 +25,8 @@ pub fn load() -> Prices {
         |bytes| {
             let text = String::from_utf8_lossy(bytes);
             Ok::<_, String>(
-                Prices::parse(&text, &path.display().to_string()).map(|user| PARSED.clone().overridden(user)),
+                Prices::parse(&text, &path.display().to_string())
+                    .map(|user| Arc::new(Prices::clone(&PARSED).overridden(user))),
             )
         },
     );
@@ -40,7 +44,7 @@ pub fn load() -> Prices {
 /// memo: [`crate::store::memo`]); a file whose [prices] do not parse is kept as that error,
 /// so it is warned of again at each use, not parsed again.
 #[derive(Default)]
-struct UserPrices(crate::store::parsed::Cache<Result<Prices, String>>);
+struct UserPrices(crate::store::parsed::Cache<Result<Arc<Prices>, String>>);
 
 impl crate::store::memo::Memo for UserPrices {
     const NAME: &'static str = "prices from the config";
