@@ -180,7 +180,84 @@ pub fn append(task: &Task, kind: Kind, agent: Option<&str>, data: Value, now: Da
         .append(true)
         .open(&p)
         .map_err(|e| Error::io("open", &p, e))?;
-    f.write_all(&line).map_err(|e| Error::io("append to", &p, e))
+    f.write_all(&line).map_err(|e| Error::io("append to", &p, e))?;
+    note_appended(&p, &mut f, &line);
+    Ok(())
+}
+
+/// How many bytes of its own appends this process keeps per log: a reader counts them
+/// moments after they were written, so a few lines are enough.
+const OWN_TAIL_MAX: usize = 16 * 1024;
+
+/// The lines this process appended last to each log, with where they lie (a process memo:
+/// [`crate::store::memo`]). The daemon counts the supervisor's spend from events.jsonl at
+/// every check-in, and reading back the event its last check-in had just written was
+/// eight system calls and a read each time.
+#[derive(Default)]
+struct OwnTails(std::sync::Mutex<std::collections::HashMap<PathBuf, OwnTail>>);
+
+/// Bytes `start..end` of the log with identity `id`, as this process wrote them: its
+/// appends one after the other, nobody else's between them.
+struct OwnTail {
+    id: (u64, u64),
+    start: u64,
+    end: u64,
+    bytes: Vec<u8>,
+}
+
+impl crate::store::memo::Memo for OwnTails {
+    const NAME: &'static str = "events.jsonl own appends";
+    fn entries(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// Note `line`, just appended through `f`. Where it landed is the descriptor's offset after
+/// the write (an appending descriptor's offset is the end of its own write, whatever was
+/// appended after it), so it joins the kept lines only when it begins where they end.
+fn note_appended(p: &Path, f: &mut std::fs::File, line: &[u8]) {
+    use std::io::Seek;
+    use std::os::unix::fs::MetadataExt;
+    let at = f.stream_position().ok().zip(f.metadata().ok());
+    let mut tails = crate::store::memo::get::<OwnTails>()
+        .0
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let Some((end, meta)) = at else {
+        tails.remove(p);
+        return;
+    };
+    let (id, start) = ((meta.dev(), meta.ino()), end - line.len() as u64);
+    match tails.get_mut(p) {
+        Some(t) if t.id == id && t.end == start && t.bytes.len() + line.len() <= OWN_TAIL_MAX => {
+            t.bytes.extend_from_slice(line);
+            t.end = end;
+        }
+        _ => {
+            tails.insert(
+                p.to_path_buf(),
+                OwnTail {
+                    id,
+                    start,
+                    end,
+                    bytes: line.to_vec(),
+                },
+            );
+        }
+    }
+}
+
+/// Bytes `from..len` of the log at `p` (identity `id`, `len` bytes long now) when this
+/// process wrote them all itself and nothing was appended after: what a reader would
+/// read from the file, without reading it. `None` when that is not known.
+pub fn own_tail(p: &Path, id: (u64, u64), from: u64, len: u64) -> Option<Vec<u8>> {
+    let tails = crate::store::memo::get::<OwnTails>()
+        .0
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let t = tails.get(p)?;
+    (t.id == id && t.end == len && t.start <= from && from <= len)
+        .then(|| t.bytes[(from - t.start) as usize..].to_vec())
 }
 
 /// An agent's death, as every place that finds one reports it: the `agent_died` event

@@ -14,6 +14,7 @@
 //! | state log tails (and a version-3 state's two) | `store::task::logs` | log file | the log grows from the offset read |
 //! | parsed usage.json | `store::usage` | usage.json | the file's identity, size and times |
 //! | events.jsonl tallies (the supervisor's spend) | `store::usage` | log file | the log's identity; it grows from the offset counted |
+//! | the lines this process appended last to each events.jsonl | `store::events` | log file | the log's identity, and its end where the last of them ends |
 //! | handoffs/ listing | `store::handoffs::memo` | folder | the folder's version; the watcher's events amend it |
 //! | artifacts/ folders' entries | `store::task::artifacts` | folder | the folder's version (its files are looked at every time) |
 //! | parsed handoffs | `store::handoffs::loads` | handoff file | the file's identity, size and times (an `lstat`) |

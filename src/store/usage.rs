@@ -185,6 +185,22 @@ impl crate::store::memo::Memo for Tallies {
 /// event is passed over, as every reader of the log does. A tally this process already
 /// counted further in the same file is taken up from where it stopped.
 pub fn read_events(log: &Path, t: &mut Tally) -> Result<bool> {
+    // What this process appended itself since the offset is counted from its own copy.
+    if let Ok(meta) = std::fs::metadata(log) {
+        let (len, id) = (meta.len(), (meta.dev(), meta.ino()));
+        take_kept(log, id, len, t);
+        let read = if t.offset == len {
+            Some(false)
+        } else if t.offset < len {
+            crate::store::events::own_tail(log, id, t.offset, len).map(|tail| count_lines(&tail, t))
+        } else {
+            None
+        };
+        if let Some(read) = read {
+            keep_tally(log, id, t);
+            return Ok(read);
+        }
+    }
     let mut f = match std::fs::File::open(log) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
@@ -192,6 +208,14 @@ pub fn read_events(log: &Path, t: &mut Tally) -> Result<bool> {
     };
     let meta = f.metadata().map_err(|e| Error::io("stat", log, e))?;
     let (len, id) = (meta.len(), (meta.dev(), meta.ino()));
+    take_kept(log, id, len, t);
+    let read = count_from(&mut f, log, len, t)?;
+    keep_tally(log, id, t);
+    Ok(read)
+}
+
+/// Take up the tally this process counted further in the same log (`id`, `len` bytes).
+fn take_kept(log: &Path, id: FileId, len: u64, t: &mut Tally) {
     let tallies = &crate::store::memo::get::<Tallies>().0;
     if let Some((_, kept)) = tallies
         .lock()
@@ -201,12 +225,14 @@ pub fn read_events(log: &Path, t: &mut Tally) -> Result<bool> {
     {
         *t = kept.clone();
     }
-    let read = count_from(&mut f, log, len, t)?;
-    tallies
+}
+
+fn keep_tally(log: &Path, id: FileId, t: &Tally) {
+    crate::store::memo::get::<Tallies>()
+        .0
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(log.to_path_buf(), (id, t.clone()));
-    Ok(read)
 }
 
 /// [`read_events`] from `t.offset` of the open `f`, `len` bytes long.
@@ -218,8 +244,13 @@ fn count_from(f: &mut std::fs::File, log: &Path, len: u64, t: &mut Tally) -> Res
         .map_err(|e| Error::io("seek in", log, e))?;
     let mut buf = Vec::new();
     f.read_to_end(&mut buf).map_err(|e| Error::io("read", log, e))?;
+    Ok(count_lines(&buf, t))
+}
+
+/// Count the complete lines of `buf`, the log's bytes from `t.offset`; whether there was one.
+fn count_lines(buf: &[u8], t: &mut Tally) -> bool {
     let Some(end) = buf.iter().rposition(|b| *b == b'\n') else {
-        return Ok(false);
+        return false;
     };
     for line in buf[..end].split(|b| *b == b'\n') {
         // The kind first (its details unread): most events count for nothing here.
@@ -243,7 +274,7 @@ fn count_from(f: &mut std::fs::File, log: &Path, len: u64, t: &mut Tally) -> Res
         }
     }
     t.offset += end as u64 + 1;
-    Ok(true)
+    true
 }
 
 #[cfg(test)]
@@ -389,6 +420,53 @@ mod tests {
         crate::store::events::append(&task, crate::store::events::Kind::Checkin, Some("pm"), delivered, now).unwrap();
         read_events(&log, &mut t).unwrap();
         assert_eq!(t.checkins, 1, "a torn line glued to the next is not an event");
+    }
+
+    #[test]
+    fn this_process_s_own_appends_are_counted_from_its_copy_and_anyone_else_s_from_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let task = Task::new(d.path(), "t1".parse().unwrap()).unwrap();
+        crate::store::task::create_or_repair(&task, chrono::Utc::now()).unwrap();
+        let log = crate::store::events::path(&task);
+        let now = chrono::Utc::now();
+        let ours = |bytes: u64| {
+            let data = serde_json::json!({"outcome": "delivered", "bytes": bytes});
+            crate::store::events::append(&task, crate::store::events::Kind::Checkin, Some("pm"), data, now).unwrap();
+        };
+        let theirs = |line: String| {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(&log)
+                .unwrap()
+                .write_all(line.as_bytes())
+                .unwrap();
+        };
+        let mut t = Tally::default();
+        ours(100);
+        assert!(read_events(&log, &mut t).unwrap());
+        assert_eq!((t.checkins, t.checkin_bytes), (1, 100));
+        // Our next line, then overwritten in place by a line of the same length that
+        // counts for nothing: the count comes from what this process wrote, not the file.
+        ours(7);
+        let text = std::fs::read_to_string(&log).unwrap();
+        std::fs::write(&log, text.replacen("\"checkin\"", "\"nothing\"", 2)).unwrap();
+        assert!(read_events(&log, &mut t).unwrap());
+        assert_eq!((t.checkins, t.checkin_bytes), (2, 107), "{t:?}");
+        // Another writer's line before ours, and after ours: both read from the file.
+        theirs(checkin_line(1, 5));
+        ours(9);
+        assert!(read_events(&log, &mut t).unwrap());
+        assert_eq!((t.checkins, t.checkin_bytes), (4, 121), "{t:?}");
+        ours(20);
+        theirs(checkin_line(2, 40));
+        assert!(read_events(&log, &mut t).unwrap());
+        assert_eq!((t.checkins, t.checkin_bytes), (6, 181), "{t:?}");
+        assert!(!read_events(&log, &mut t).unwrap(), "nothing new");
+        // A tally behind the process's own copy (usage.json's older offset, before the
+        // kept tally) takes up the kept one, never counts a line twice.
+        let mut behind = Tally::default();
+        read_events(&log, &mut behind).unwrap();
+        assert_eq!(behind.checkins, 6);
     }
 
     fn checkin_line(second: u32, bytes: u64) -> String {
