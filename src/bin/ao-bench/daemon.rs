@@ -210,16 +210,64 @@ fn bursts(inbox: &Path, handoffs: &Path, runs: usize) {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
-    let most = checkins.iter().max().copied().unwrap_or(0);
     let max = last.iter().max().copied().unwrap_or_default();
     let s = stats(last);
     let span = spans.iter().max().copied().unwrap_or_default();
+    let j = judge(&checkins, &spans);
+    let verdict = match j.most {
+        Some(most) => format!(
+            "most {most} over the {} bursts written within {}; target ≤ 2",
+            j.judged,
+            ms(BURST_SPAN_MAX)
+        ),
+        None => format!("no burst was written within {}: not judged", ms(BURST_SPAN_MAX)),
+    };
+    let stretched = match j.stretched {
+        0 => String::new(),
+        k => format!(
+            "; {k} stretched past {} by the writer itself, not judged",
+            ms(BURST_SPAN_MAX)
+        ),
+    };
     println!(
-        "\n{runs} bursts of 10 handoffs in 100 ms (the longest took {}): check-ins per burst {checkins:?} (most {most}; target ≤ 2); last file → its check-in p50 {}, max {} (target < 300 ms)",
+        "\n{runs} bursts of 10 handoffs in 100 ms (the longest took {}): check-ins per burst {checkins:?} ({verdict}{stretched}); last file → its check-in p50 {}, max {} (target < 300 ms)",
         ms(span),
         ms(s.p50),
         ms(max)
     );
+}
+
+/// The longest a burst's ten writes may take and still be the "ten in 100 ms" the target
+/// speaks of. Each write starts on its 10 ms mark, so a burst takes ~95–105 ms; one the
+/// writer itself stretched (a machine still settling after a soak took 263 ms for ten
+/// files) spreads its files over more than one check-in's span, and its count says
+/// nothing of coalescing.
+const BURST_SPAN_MAX: Duration = Duration::from_millis(120);
+
+/// What the bursts say against the target.
+#[derive(Debug, PartialEq, Eq)]
+struct BurstVerdict {
+    /// The most check-ins a judged burst cost (`None`: no burst was judged).
+    most: Option<usize>,
+    /// Bursts written within [`BURST_SPAN_MAX`].
+    judged: usize,
+    /// Bursts the writer stretched past it: reported, not judged.
+    stretched: usize,
+}
+
+/// Judge the bursts (check-ins each, and how long each took to write). Pure.
+fn judge(checkins: &[usize], spans: &[Duration]) -> BurstVerdict {
+    let kept: Vec<usize> = checkins
+        .iter()
+        .zip(spans)
+        .filter(|(_, span)| **span <= BURST_SPAN_MAX)
+        .map(|(c, _)| *c)
+        .collect();
+    BurstVerdict {
+        most: kept.iter().max().copied(),
+        judged: kept.len(),
+        stretched: checkins.len().min(spans.len()) - kept.len(),
+    }
 }
 
 pub(crate) fn bench_daemon(args: &[String]) {
@@ -372,4 +420,28 @@ fn idle(tasks: usize, idle_secs: usize) {
         rss_kib(pid) / 1024,
         100.0 * kids / wall
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_the_writer_stretched_is_reported_not_judged() {
+        let ms = Duration::from_millis;
+        let v = judge(&[2, 3, 2], &[ms(101), ms(263), ms(118)]);
+        assert_eq!(
+            v,
+            BurstVerdict {
+                most: Some(2),
+                judged: 2,
+                stretched: 1
+            }
+        );
+        // A burst within the span that cost three check-ins counts against the target.
+        assert_eq!(judge(&[2, 3], &[ms(100), ms(105)]).most, Some(3));
+        // Nothing within the span: no verdict rather than a pass.
+        let none = judge(&[3], &[ms(300)]);
+        assert_eq!((none.most, none.judged, none.stretched), (None, 0, 1));
+    }
 }
