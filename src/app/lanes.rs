@@ -252,6 +252,10 @@ pub async fn take(
         {
             died = died_before_replaced(task, agent, h.pane.as_deref(), now)?;
         }
+    } else if let Some(pane) = dead_run_unrecorded(&st, agent) {
+        // Released as dead by a check-in's settle moments ago, and this spawn came before
+        // the daemon's look: without this, the new run's record would hide the death.
+        died = died_before_replaced(task, agent, Some(pane), now)?;
     }
     let (decision, waiting_for) = task.update_state(now, |st| {
         let l = st.lanes.entry(agent.to_string()).or_default();
@@ -345,6 +349,18 @@ pub async fn take(
             note: died,
         }),
     }
+}
+
+/// The pane of `agent`'s run whose free lane was last released because that pane died,
+/// while its record still says running: a death no one has recorded yet.
+fn dead_run_unrecorded<'a>(st: &'a PmState, agent: &str) -> Option<&'a str> {
+    let released = st.lanes.get(agent)?.released.as_ref()?;
+    let pane = released.pane.as_deref()?;
+    let a = st.agents.get(agent)?;
+    (released.reason == ReleaseReason::PaneDied
+        && a.status == crate::core::model::AgentStatus::Running
+        && a.pane.as_deref() == Some(pane))
+    .then_some(pane)
 }
 
 /// `agent`, whose lane was just released because its pane died, is about to be replaced
@@ -466,5 +482,85 @@ mod tests {
         assert!(died[0].data.get("host").is_none(), "a local agent names no host");
         // Already marked: nothing more.
         assert_eq!(died_before_replaced(&task, "dev", Some("%3"), now).unwrap(), None);
+    }
+
+    /// A check-in's settle releases a dead run's lane and leaves its death to the daemon's
+    /// next look; the PM's spawn moments later must not let the new run's record hide it.
+    #[tokio::test]
+    async fn a_spawn_in_a_lane_just_released_as_dead_records_the_death_before_replacing_it() {
+        let d = tempfile::tempdir().unwrap();
+        let task = Task::new(d.path(), "t1".parse().unwrap()).unwrap();
+        let now = chrono::Utc::now();
+        crate::store::task::create_or_repair(&task, now).unwrap();
+        task.update_state(now, |st| {
+            st.agents.insert(
+                "dev".into(),
+                AgentState {
+                    status: AgentStatus::Running,
+                    pane: Some("%3".into()),
+                    tmux_server: Some("srv".into()),
+                    ..Default::default()
+                },
+            );
+            let l = st.lanes.entry("dev".into()).or_default();
+            lane::acquire(l, "pm-1.md", now);
+            l.holder.as_mut().unwrap().pane = Some("%3".into());
+            lane::release(l, ReleaseReason::PaneDied, now);
+            Ok(())
+        })
+        .unwrap();
+        let ctx = Ctx {
+            tmux: crate::io::tmux::Tmux::new(crate::io::tmux::Socket::Path(d.path().join("sock"))).unwrap(),
+            prefix: "ao".into(),
+            task_bin: "task".into(),
+        };
+        let flags = lane::SpawnFlags::default();
+        let later = now + chrono::Duration::milliseconds(200);
+        let taken = take(&ctx, &task, "dev", "pm-2.md", &flags, SpawnMode::Start, later)
+            .await
+            .unwrap();
+        let Taken::Acquired { note, .. } = taken else {
+            panic!("the free lane is taken")
+        };
+        assert!(note.unwrap().contains("dev's previous run had died"));
+        assert_eq!(task.state().unwrap().agents["dev"].status, AgentStatus::Dead);
+        let events = crate::store::events::read(&crate::store::events::path(&task)).unwrap();
+        let died: Vec<_> = events.iter().filter(|e| e.kind == "agent_died").collect();
+        assert_eq!(died.len(), 1, "{died:?}");
+        assert_eq!(died[0].data["pane"], "%3");
+    }
+
+    #[test]
+    fn only_a_free_lane_released_as_dead_with_its_run_still_on_record_names_a_death() {
+        let now = chrono::Utc::now();
+        let mut st = PmState::default();
+        st.agents.insert(
+            "dev".into(),
+            AgentState {
+                status: AgentStatus::Running,
+                pane: Some("%3".into()),
+                ..Default::default()
+            },
+        );
+        let held = |reason| {
+            let mut l = lane::Lane::default();
+            lane::acquire(&mut l, "pm-1.md", now);
+            l.holder.as_mut().unwrap().pane = Some("%3".into());
+            lane::release(&mut l, reason, now);
+            l
+        };
+        st.lanes.insert("dev".into(), held(ReleaseReason::PaneDied));
+        assert_eq!(dead_run_unrecorded(&st, "dev"), Some("%3"));
+        // Handed off, not dead.
+        st.lanes.insert("dev".into(), held(ReleaseReason::TerminalHandoff));
+        assert_eq!(dead_run_unrecorded(&st, "dev"), None);
+        // Already recorded (the daemon's look came first), or another run on record.
+        st.lanes.insert("dev".into(), held(ReleaseReason::PaneDied));
+        st.agents.get_mut("dev").unwrap().status = AgentStatus::Dead;
+        assert_eq!(dead_run_unrecorded(&st, "dev"), None);
+        let a = st.agents.get_mut("dev").unwrap();
+        a.status = AgentStatus::Running;
+        a.pane = Some("%4".into());
+        assert_eq!(dead_run_unrecorded(&st, "dev"), None);
     }
 }

@@ -127,11 +127,22 @@ fn mark_dead(
     reported: &mut BTreeSet<String>,
 ) -> Option<chrono::DateTime<chrono::Utc>> {
     if writable {
-        update_state(task, "an agent's death", |fresh| {
-            if let Some(x) = fresh.agents.get_mut(name) {
+        // The record may have moved on since this look read it: a spawn that came first
+        // records the death itself (and tells its caller), or replaced a run it stopped.
+        let mut ours = false;
+        let saved = update_state(task, "an agent's death", |fresh| {
+            if let Some(x) = fresh
+                .agents
+                .get_mut(name)
+                .filter(|x| x.status == AgentStatus::Running && x.pane == a.pane)
+            {
                 x.status = AgentStatus::Dead;
+                ours = true;
             }
         });
+        if saved && !ours {
+            return None;
+        }
     }
     let server = a.tmux_server.as_deref().unwrap_or("?");
     let pane = a.pane.as_deref().unwrap_or("?");
@@ -445,5 +456,58 @@ pub(super) async fn handle_pm_death(
             }
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::model::AgentState;
+
+    fn running(pane: &str) -> AgentState {
+        AgentState {
+            status: AgentStatus::Running,
+            pane: Some(pane.into()),
+            tmux_server: Some("srv".into()),
+            ..Default::default()
+        }
+    }
+
+    fn deaths_on_record(task: &Task) -> usize {
+        crate::store::events::read(&crate::store::events::path(task))
+            .unwrap()
+            .iter()
+            .filter(|e| e.kind == "agent_died")
+            .count()
+    }
+
+    /// The look read the state before a spawn recorded the death and put its new run on
+    /// record: the look neither reports the death again nor marks the new run dead.
+    #[test]
+    fn a_death_is_reported_once_and_never_marks_the_run_that_replaced_it() {
+        let d = tempfile::tempdir().unwrap();
+        let task = Task::new(d.path(), "t1".parse().unwrap()).unwrap();
+        let now = chrono::Utc::now();
+        crate::store::task::create_or_repair(&task, now).unwrap();
+        let seen = running("%3");
+        task.update_state(now, |st| {
+            st.agents.insert("dev".into(), running("%4"));
+            Ok(())
+        })
+        .unwrap();
+        let mut reported = BTreeSet::new();
+        assert_eq!(mark_dead(&task, "dev", &seen, true, None, "gone", &mut reported), None);
+        assert_eq!(task.state().unwrap().agents["dev"].status, AgentStatus::Running);
+        assert_eq!(deaths_on_record(&task), 0);
+        // Its own run still on record: marked and reported, once.
+        task.update_state(now, |st| {
+            st.agents.insert("dev".into(), running("%3"));
+            Ok(())
+        })
+        .unwrap();
+        assert!(mark_dead(&task, "dev", &seen, true, None, "gone", &mut reported).is_some());
+        assert_eq!(task.state().unwrap().agents["dev"].status, AgentStatus::Dead);
+        assert_eq!(mark_dead(&task, "dev", &seen, true, None, "gone", &mut reported), None);
+        assert_eq!(deaths_on_record(&task), 1);
     }
 }

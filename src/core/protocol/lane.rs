@@ -103,6 +103,11 @@ pub struct Released {
     pub reason: ReleaseReason,
     /// When.
     pub at: DateTime<Utc>,
+    /// The released holder's pane. A run released as dead is marked dead by the daemon's
+    /// next look, which tells the PM; a spawn that comes first records the death itself
+    /// before its new run replaces the record (the pane says which run died).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pane: Option<String>,
 }
 
 /// One lane (keyed by agent name in pm_state.json `lanes`).
@@ -232,12 +237,16 @@ pub fn acquire(lane: &mut Lane, handoff: &str, now: DateTime<Utc>) {
 /// Free the lane; returns whether it was held. The duplicate window ends with
 /// it: spawning the same handoff again after a release is a retry, not a double.
 pub fn release(lane: &mut Lane, reason: ReleaseReason, now: DateTime<Utc>) -> bool {
-    let held = lane.holder.take().is_some();
     lane.last_spawn = None;
-    if held {
-        lane.released = Some(Released { reason, at: now });
-    }
-    held
+    let Some(h) = lane.holder.take() else {
+        return false;
+    };
+    lane.released = Some(Released {
+        reason,
+        at: now,
+        pane: h.pane,
+    });
+    true
 }
 
 /// What the holder's agent has done since it took the lane, as the I/O edge saw it.
