@@ -393,7 +393,7 @@ fn report(told: &mut Told, lost: usize, (died, killed): (usize, usize)) {
     println!("agent deaths: {died}; daemon kill -9s: {killed}");
     if let (Some(p50), Some(p99), Some(max)) = (q(0.5), q(0.99), latency.last().copied()) {
         println!(
-            "handoff → check-in in the PM pane: p50 {}, p99 {}, max {}  (target p99 < 1 s)",
+            "handoff → check-in in the PM pane: p50 {}, p99 {}, max {}  (target p99 < 500 ms)",
             ms(p50),
             ms(p99),
             ms(max)
