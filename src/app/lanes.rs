@@ -448,25 +448,35 @@ mod tests {
     use super::*;
     use crate::core::model::{AgentState, AgentStatus};
 
-    #[test]
-    fn a_run_found_dead_when_started_again_is_marked_and_reported_once() {
-        let d = tempfile::tempdir().unwrap();
-        let task = Task::new(d.path(), "t1".parse().unwrap()).unwrap();
+    /// dev on record as running in pane %3 of server srv.
+    fn dev_running() -> AgentState {
+        AgentState {
+            status: AgentStatus::Running,
+            pane: Some("%3".into()),
+            tmux_server: Some("srv".into()),
+            ..Default::default()
+        }
+    }
+
+    /// A task in `d` whose state `f` set up.
+    fn task_with(d: &std::path::Path, f: impl FnOnce(&mut PmState)) -> (Task, DateTime<Utc>) {
+        let task = Task::new(d, "t1".parse().unwrap()).unwrap();
         let now = chrono::Utc::now();
         crate::store::task::create_or_repair(&task, now).unwrap();
         task.update_state(now, |st| {
-            st.agents.insert(
-                "dev".into(),
-                AgentState {
-                    status: AgentStatus::Running,
-                    pane: Some("%3".into()),
-                    tmux_server: Some("srv".into()),
-                    ..Default::default()
-                },
-            );
+            f(st);
             Ok(())
         })
         .unwrap();
+        (task, now)
+    }
+
+    #[test]
+    fn a_run_found_dead_when_started_again_is_marked_and_reported_once() {
+        let d = tempfile::tempdir().unwrap();
+        let (task, now) = task_with(d.path(), |st| {
+            st.agents.insert("dev".into(), dev_running());
+        });
         // Another pane's record is not this run's.
         assert_eq!(died_before_replaced(&task, "dev", Some("%4"), now).unwrap(), None);
         let note = died_before_replaced(&task, "dev", Some("%3"), now).unwrap().unwrap();
@@ -489,26 +499,13 @@ mod tests {
     #[tokio::test]
     async fn a_spawn_in_a_lane_just_released_as_dead_records_the_death_before_replacing_it() {
         let d = tempfile::tempdir().unwrap();
-        let task = Task::new(d.path(), "t1".parse().unwrap()).unwrap();
-        let now = chrono::Utc::now();
-        crate::store::task::create_or_repair(&task, now).unwrap();
-        task.update_state(now, |st| {
-            st.agents.insert(
-                "dev".into(),
-                AgentState {
-                    status: AgentStatus::Running,
-                    pane: Some("%3".into()),
-                    tmux_server: Some("srv".into()),
-                    ..Default::default()
-                },
-            );
+        let (task, now) = task_with(d.path(), |st| {
+            st.agents.insert("dev".into(), dev_running());
             let l = st.lanes.entry("dev".into()).or_default();
-            lane::acquire(l, "pm-1.md", now);
+            lane::acquire(l, "pm-1.md", chrono::Utc::now());
             l.holder.as_mut().unwrap().pane = Some("%3".into());
-            lane::release(l, ReleaseReason::PaneDied, now);
-            Ok(())
-        })
-        .unwrap();
+            lane::release(l, ReleaseReason::PaneDied, chrono::Utc::now());
+        });
         let ctx = Ctx {
             tmux: crate::io::tmux::Tmux::new(crate::io::tmux::Socket::Path(d.path().join("sock"))).unwrap(),
             prefix: "ao".into(),
@@ -534,14 +531,7 @@ mod tests {
     fn only_a_free_lane_released_as_dead_with_its_run_still_on_record_names_a_death() {
         let now = chrono::Utc::now();
         let mut st = PmState::default();
-        st.agents.insert(
-            "dev".into(),
-            AgentState {
-                status: AgentStatus::Running,
-                pane: Some("%3".into()),
-                ..Default::default()
-            },
-        );
+        st.agents.insert("dev".into(), dev_running());
         let held = |reason| {
             let mut l = lane::Lane::default();
             lane::acquire(&mut l, "pm-1.md", now);
