@@ -239,115 +239,185 @@ pub async fn take(
     now: DateTime<Utc>,
 ) -> Result<Taken> {
     let timing = Timing::from_spec(task.spec().ok().as_deref());
+    let (last_sign, died) = release_before_taking(ctx, task, agent, &timing, now).await?;
+    let ask = Asked {
+        task,
+        agent,
+        handoff,
+        mode,
+        now,
+    };
+    let (decision, waiting_for) = ask.decide(flags, last_sign, &timing)?;
+    ask.outcome(decision, waiting_for, died, &timing)
+}
+
+/// Release `agent`'s lane when its holder is done or dead, and record a death the new run
+/// would otherwise hide. The holder's newest sign of life (for the stale rule), and the
+/// note for the spawn's caller when a death was recorded here.
+async fn release_before_taking(
+    ctx: &Ctx,
+    task: &Task,
+    agent: &str,
+    timing: &Timing,
+    now: DateTime<Utc>,
+) -> Result<(Option<DateTime<Utc>>, Option<String>)> {
     let st = task.state()?;
-    let held = st.lanes.get(agent).and_then(|l| l.holder.clone());
-    let mut last_sign = None;
-    let mut died = None;
-    if let Some(h) = &held {
-        let (seen, last) = observe(ctx, task, &st, agent, h, Ready::All, now).await;
-        last_sign = seen.last_sign;
-        if let Some(r) = lane::release_due(h, &seen, false, now, &timing)
-            && release(task, agent, Some(h.since), r, last.as_ref(), now)?
-            && r == ReleaseReason::PaneDied
-        {
-            died = died_before_replaced(task, agent, h.pane.as_deref(), now)?;
-        }
-    } else if let Some(pane) = dead_run_unrecorded(&st, agent) {
+    let Some(h) = st.lanes.get(agent).and_then(|l| l.holder.clone()) else {
         // Released as dead by a check-in's settle moments ago, and this spawn came before
         // the daemon's look: without this, the new run's record would hide the death.
-        died = died_before_replaced(task, agent, Some(pane), now)?;
+        let died = match dead_run_unrecorded(&st, agent) {
+            Some(pane) => died_before_replaced(task, agent, Some(pane), now)?,
+            None => None,
+        };
+        return Ok((None, died));
+    };
+    let (seen, last) = observe(ctx, task, &st, agent, &h, Ready::All, now).await;
+    let mut died = None;
+    if let Some(r) = lane::release_due(&h, &seen, false, now, timing)
+        && release(task, agent, Some(h.since), r, last.as_ref(), now)?
+        && r == ReleaseReason::PaneDied
+    {
+        died = died_before_replaced(task, agent, h.pane.as_deref(), now)?;
     }
-    let (decision, waiting_for) = task.update_state(now, |st| {
-        let l = st.lanes.entry(agent.to_string()).or_default();
-        let d = lane::decide(l, handoff, mode == SpawnMode::Queue, last_sign, now, &timing);
-        let waiting_for = l.holder.as_ref().map(|h| {
-            format!(
-                "{agent} started {} with {}",
-                crate::core::clock::local_time(h.since),
-                h.handoff
-            )
-        });
-        l.last_reason = Some(match (&d, mode) {
-            (Decision::Reject(r), _) => *r,
-            (Decision::Queue, _) => Reason::SpawnQueued,
-            (Decision::Acquire { stale: true }, _) => Reason::SpawnRecoveredStale,
-            (Decision::Acquire { .. }, SpawnMode::Dequeue) => Reason::SpawnDequeued,
-            (Decision::Acquire { .. }, _) => Reason::SpawnOk,
-        });
-        match &d {
-            Decision::Reject(_) => {}
-            Decision::Queue => {
-                l.queued = Some(lane::Queued {
-                    handoff: handoff.to_string(),
-                    flags: flags.clone(),
-                    at: now,
-                });
-            }
-            Decision::Acquire { stale } => {
-                if *stale {
-                    lane::release(l, ReleaseReason::Stale, now);
+    Ok((seen.last_sign, died))
+}
+
+/// One spawn request for a lane, as [`take`] was asked it.
+struct Asked<'a> {
+    task: &'a Task,
+    agent: &'a str,
+    handoff: &'a str,
+    mode: SpawnMode,
+    now: DateTime<Utc>,
+}
+
+impl Asked<'_> {
+    /// Decide the spawn under the state lock and apply it to the lane (queued, or acquired);
+    /// the decision, and who holds the lane (for a refusal's message).
+    fn decide(
+        &self,
+        flags: &lane::SpawnFlags,
+        last_sign: Option<DateTime<Utc>>,
+        timing: &Timing,
+    ) -> Result<(Decision, Option<String>)> {
+        let Asked {
+            task,
+            agent,
+            handoff,
+            mode,
+            now,
+        } = *self;
+        task.update_state(now, |st| {
+            let l = st.lanes.entry(agent.to_string()).or_default();
+            let d = lane::decide(l, handoff, mode == SpawnMode::Queue, last_sign, now, timing);
+            let waiting_for = l.holder.as_ref().map(|h| {
+                format!(
+                    "{agent} started {} with {}",
+                    crate::core::clock::local_time(h.since),
+                    h.handoff
+                )
+            });
+            l.last_reason = Some(match (&d, mode) {
+                (Decision::Reject(r), _) => *r,
+                (Decision::Queue, _) => Reason::SpawnQueued,
+                (Decision::Acquire { stale: true }, _) => Reason::SpawnRecoveredStale,
+                (Decision::Acquire { .. }, SpawnMode::Dequeue) => Reason::SpawnDequeued,
+                (Decision::Acquire { .. }, _) => Reason::SpawnOk,
+            });
+            match &d {
+                Decision::Reject(_) => {}
+                Decision::Queue => {
+                    l.queued = Some(lane::Queued {
+                        handoff: handoff.to_string(),
+                        flags: flags.clone(),
+                        at: now,
+                    });
                 }
-                lane::acquire(l, handoff, now);
+                Decision::Acquire { stale } => {
+                    if *stale {
+                        lane::release(l, ReleaseReason::Stale, now);
+                    }
+                    lane::acquire(l, handoff, now);
+                }
             }
+            Ok((d, waiting_for))
+        })
+    }
+
+    /// What the decision means for the caller, recorded in events.jsonl: a refusal (with
+    /// its reason code and what to do), a queued spawn, or the lane taken (with a note when
+    /// a stale or dead run was replaced).
+    fn outcome(
+        &self,
+        decision: Decision,
+        waiting_for: Option<String>,
+        died: Option<String>,
+        timing: &Timing,
+    ) -> Result<Taken> {
+        let Asked {
+            task,
+            agent,
+            handoff,
+            mode,
+            now,
+        } = *self;
+        match decision {
+            Decision::Reject(r) => {
+                let why = match r {
+                    Reason::SpawnRejectDuplicate => format!(
+                        "the same spawn of {agent} with {handoff} was made moments ago (or is already queued); nothing was started"
+                    ),
+                    _ => format!(
+                        "{agent}'s lane is busy ({}); wait for its handoff, queue this spawn with --queue, message it with `task send`, or end it with `task stop {}`",
+                        waiting_for.as_deref().unwrap_or("held"),
+                        task.name
+                    ),
+                };
+                crate::store::events::append(
+                    task,
+                    EventKind::SpawnRefused,
+                    Some(agent),
+                    serde_json::json!({"reason": r, "handoff": handoff}),
+                    now,
+                )?;
+                Err(Error::Refused(crate::core::protocol::reason::Refusal::new(r, &why)))
+            }
+            Decision::Queue => {
+                crate::store::events::append(
+                    task,
+                    EventKind::SpawnQueued,
+                    Some(agent),
+                    serde_json::json!({"reason": Reason::SpawnQueued, "handoff": handoff}),
+                    now,
+                )?;
+                Ok(Taken::Queued { waiting_for })
+            }
+            Decision::Acquire { stale: true } => {
+                crate::store::events::append(
+                    task,
+                    EventKind::LaneReleased,
+                    Some(agent),
+                    serde_json::json!({"reason": ReleaseReason::Stale}),
+                    now,
+                )?;
+                crate::store::bundle::cleanup(task, agent, None, now);
+                Ok(Taken::Acquired {
+                    reason: Reason::SpawnRecoveredStale,
+                    note: Some(format!(
+                        "{agent}'s previous run showed no sign of life for {}; its lane was reclaimed",
+                        spoken(timing.stale)
+                    )),
+                })
+            }
+            Decision::Acquire { stale: false } => Ok(Taken::Acquired {
+                reason: if mode == SpawnMode::Dequeue {
+                    Reason::SpawnDequeued
+                } else {
+                    Reason::SpawnOk
+                },
+                note: died,
+            }),
         }
-        Ok((d, waiting_for))
-    })?;
-    match decision {
-        Decision::Reject(r) => {
-            let why = match r {
-                Reason::SpawnRejectDuplicate => format!(
-                    "the same spawn of {agent} with {handoff} was made moments ago (or is already queued); nothing was started"
-                ),
-                _ => format!(
-                    "{agent}'s lane is busy ({}); wait for its handoff, queue this spawn with --queue, message it with `task send`, or end it with `task stop {}`",
-                    waiting_for.as_deref().unwrap_or("held"),
-                    task.name
-                ),
-            };
-            crate::store::events::append(
-                task,
-                EventKind::SpawnRefused,
-                Some(agent),
-                serde_json::json!({"reason": r, "handoff": handoff}),
-                now,
-            )?;
-            Err(Error::Refused(crate::core::protocol::reason::Refusal::new(r, &why)))
-        }
-        Decision::Queue => {
-            crate::store::events::append(
-                task,
-                EventKind::SpawnQueued,
-                Some(agent),
-                serde_json::json!({"reason": Reason::SpawnQueued, "handoff": handoff}),
-                now,
-            )?;
-            Ok(Taken::Queued { waiting_for })
-        }
-        Decision::Acquire { stale: true } => {
-            crate::store::events::append(
-                task,
-                EventKind::LaneReleased,
-                Some(agent),
-                serde_json::json!({"reason": ReleaseReason::Stale}),
-                now,
-            )?;
-            crate::store::bundle::cleanup(task, agent, None, now);
-            Ok(Taken::Acquired {
-                reason: Reason::SpawnRecoveredStale,
-                note: Some(format!(
-                    "{agent}'s previous run showed no sign of life for {}; its lane was reclaimed",
-                    spoken(timing.stale)
-                )),
-            })
-        }
-        Decision::Acquire { stale: false } => Ok(Taken::Acquired {
-            reason: if mode == SpawnMode::Dequeue {
-                Reason::SpawnDequeued
-            } else {
-                Reason::SpawnOk
-            },
-            note: died,
-        }),
     }
 }
 
