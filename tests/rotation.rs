@@ -228,6 +228,41 @@ fn a_bad_rotation_setting_is_refused_at_start_and_an_unknown_fill_never_rotates(
     );
 }
 
+/// A rotation that cannot save the new PM's first prompt (here its folder is a file; a
+/// full disk in the long-haul run) fails before it ends anything: the old PM runs on in
+/// its conversation, and nothing reads as a death.
+#[test]
+fn a_rotation_that_cannot_save_the_new_prompt_leaves_the_old_pm_running() {
+    let w = World::new();
+    w.start_idle_pm("t1").new_task("").run();
+    let (session, pane) = (pm(&w)["session_id"].clone(), w.pane("t1", "pm"));
+    let folder = w.project.join("tasks/t1/scratchpad/pm");
+    let aside = w.project.join("tasks/t1/scratchpad/pm.aside");
+    std::fs::rename(&folder, &aside).unwrap();
+    std::fs::write(&folder, "not a folder").unwrap();
+    let o = run(w.task().args(["rotate", "t1"]));
+    assert_ne!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stderr(&o).contains("scratchpad/pm"), "{}", stderr(&o));
+    assert_eq!(pm(&w)["session_id"], session, "the PM's conversation is unchanged");
+    assert_eq!(w.pane("t1", "pm"), pane);
+    let alive = w.tmux(&["display-message", "-p", "-t", &pane, "#{pane_dead}"]);
+    assert_eq!(
+        String::from_utf8_lossy(&alive.stdout).trim(),
+        "0",
+        "the old PM's pane runs on"
+    );
+    assert!(w.events_of("t1", "pm_rotated").is_empty());
+
+    // Mended, the same rotation goes through.
+    std::fs::remove_file(&folder).unwrap();
+    std::fs::rename(&aside, &folder).unwrap();
+    ok(&run(w.task().args(["rotate", "t1"])));
+    assert_ne!(pm(&w)["session_id"], session);
+    assert_eq!(w.events_of("t1", "pm_rotated").len(), 1);
+    assert!(w.events_of("t1", "agent_died").is_empty());
+    assert!(w.events_of("t1", "pm_restart").is_empty());
+}
+
 fn newest_preamble(w: &World) -> String {
     let dir = w.project.join("tasks/t1/scratchpad/pm");
     let mut files: Vec<_> = std::fs::read_dir(&dir)

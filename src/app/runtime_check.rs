@@ -95,7 +95,7 @@ pub async fn check(ctx: &Ctx, name: &str, cwd: &Path) -> RuntimeCheck {
             FIRST_PROMPT,
             cwd,
             crate::core::clock::now(),
-            None,
+            crate::app::session::Begin::New,
         )
         .await
     }

@@ -54,6 +54,18 @@ fn agent_env(ctx: &Ctx, task: &Task, agent: &str, role: &str) -> Vec<(String, St
     env
 }
 
+/// Which conversation a start begins, and what it does with a session of the same name.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Begin<'a> {
+    /// A new conversation. A PM's session already there is refused (`task start` must not
+    /// double a running PM); a spoke's is replaced (its lane was free, so its turn is over).
+    New,
+    /// The PM's session replaced, by its conversation `resume` resumed or (None) a new one:
+    /// a restart or a rotation. The old session goes only once the new start's preamble is
+    /// saved, so a start that cannot write it (a full disk) leaves the old PM running.
+    Replace { resume: Option<&'a str> },
+}
+
 /// Start `agent` in a new local tmux session and record it in the state. Everything that
 /// can fail is checked before anything is created, so a refused start leaves no session.
 #[allow(clippy::too_many_arguments)] // called by start, restart and the local spawn; a struct would only rename them
@@ -66,10 +78,14 @@ pub(crate) async fn start_agent(
     preamble_text: &str,
     cwd: &Path,
     now: DateTime<Utc>,
-    resume_id: Option<&str>,
+    begin: Begin<'_>,
 ) -> Result<Started> {
     let session = ctx.session_name(task, agent);
-    let session_id = resume_id
+    let resume = match begin {
+        Begin::New => None,
+        Begin::Replace { resume } => resume,
+    };
+    let session_id = resume
         .map(str::to_string)
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let task_dir = task.dir().display().to_string();
@@ -84,18 +100,18 @@ pub(crate) async fn start_agent(
     // Check everything that can fail before anything is created.
     launch.argv(ctx, rt, preamble_text, Path::new("/dev/null"))?;
     require_cwd(task, cwd)?;
-    if ctx.tmux.has_session(&session).await? {
-        if agent == "pm" {
-            return Err(Error::BadInput(format!(
-                "the PM of task '{}' is already running in tmux session {session}; look with `task attach {}`",
-                task.name, task.name
-            )));
-        }
-        // The lane was free, so the old session's turn is over (done, dead or reclaimed).
+    let existing = ctx.tmux.has_session(&session).await?;
+    if existing && agent == "pm" && matches!(begin, Begin::New) {
+        return Err(Error::BadInput(format!(
+            "the PM of task '{}' is already running in tmux session {session}; look with `task attach {}`",
+            task.name, task.name
+        )));
+    }
+    let prompt_file = save_preamble(task, agent, preamble_text, now)?;
+    if existing {
         tracing::info!(agent, session = %session, "replacing the agent's previous session");
         ctx.tmux.kill_session(&session).await?;
     }
-    let prompt_file = save_preamble(task, agent, preamble_text, now)?;
     let built = launch.argv(ctx, rt, preamble_text, &prompt_file)?;
     let argv = built.argv;
     let mut env = agent_env(ctx, task, agent, role);

@@ -23,7 +23,7 @@ use crate::store::fsutil;
 use crate::store::task::Task;
 
 mod launch;
-pub(crate) use launch::start_agent;
+pub(crate) use launch::{Begin, start_agent};
 mod liveness;
 mod preamble;
 mod prepare;

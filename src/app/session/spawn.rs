@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
-use super::launch::start_agent;
+use super::launch::{Begin, start_agent};
 use super::preamble::{Place, spoke_preamble};
 use super::remote_spawn::spawn_remote;
 use super::{Ctx, SpawnMode, choose_runtime, find_handoff, local_cwd, remote_for, require_cwd, spawn_event};
@@ -262,7 +262,7 @@ async fn launch(
         worktree: block.as_deref(),
     };
     let text = spoke_preamble(task, agent.as_str(), s.roster, &place, s.path, s.handoff_text, now);
-    start_agent(ctx, task, agent.as_str(), s.role, s.rt, &text, &cwd, now, None).await
+    start_agent(ctx, task, agent.as_str(), s.role, s.rt, &text, &cwd, now, Begin::New).await
 }
 
 /// A start on record: its pane in the lane, the spawn event, and where the fleet placed it.
@@ -395,7 +395,7 @@ pub async fn respawn_in_lane(
     if let Some(s) = &c.was.session {
         ctx.tmux.kill_session(s).await?;
     }
-    let started = start_agent(ctx, task, agent, &role, &c.rt, &text, &cwd, now, None).await?;
+    let started = start_agent(ctx, task, agent, &role, &c.rt, &text, &cwd, now, Begin::New).await?;
     crate::app::lanes::record_pane(task, agent, &started.pane, now)?;
     spawn_event(task, agent, "SPAWN_OK", &started, now)?;
     Ok(started)

@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::launch::start_agent;
+use super::launch::{Begin, start_agent};
 use super::preamble::pm_preamble;
 use super::{Ctx, choose_runtime, spawn_event};
 use crate::core::error::{Error, Result};
@@ -50,7 +50,7 @@ pub async fn start(ctx: &Ctx, task: &Task, runtime_flag: Option<&str>, now: Date
             task.name
         )));
     }
-    let s = start_agent(ctx, task, "pm", "hub", &rt, &text, &task.project, now, None).await?;
+    let s = start_agent(ctx, task, "pm", "hub", &rt, &text, &task.project, now, Begin::New).await?;
     spawn_event(task, "pm", "SPAWN_OK", &s, now)?;
     Ok(s)
 }
@@ -63,8 +63,6 @@ pub async fn restart_pm(ctx: &Ctx, task: &Task, now: DateTime<Utc>) -> Result<St
     let st = task.state()?;
     let pm = st.agents.get("pm").cloned().unwrap_or_default();
     let mut rt = std::sync::Arc::unwrap_or_clone(runtime::resolve(pm.runtime.as_deref().unwrap_or("claude"))?);
-    let session = pm.session.clone().unwrap_or_else(|| ctx.session_name(task, "pm"));
-    ctx.tmux.kill_session(&session).await?;
     let resume = match (&rt.profile.resume_argv, &pm.session_id) {
         (Some(argv), Some(id)) if !argv.is_empty() => {
             rt.profile.argv = argv.clone();
@@ -75,6 +73,7 @@ pub async fn restart_pm(ctx: &Ctx, task: &Task, now: DateTime<Utc>) -> Result<St
     // A roster that no longer loads fails here as it would a moment later in the launch
     // (which asks the roster what the PM may run): either way before anything starts.
     let text = pm_preamble(task, now)?;
+    end_renamed_session(ctx, task, &pm).await?;
     let s = start_agent(
         ctx,
         task,
@@ -84,7 +83,9 @@ pub async fn restart_pm(ctx: &Ctx, task: &Task, now: DateTime<Utc>) -> Result<St
         &text,
         &task.project,
         now,
-        resume.as_deref(),
+        Begin::Replace {
+            resume: resume.as_deref(),
+        },
     )
     .await?;
     spawn_event(task, "pm", "SPAWN_OK", &s, now)?;
@@ -101,9 +102,28 @@ pub async fn rotate_pm(ctx: &Ctx, task: &Task, resume_block: &str, now: DateTime
     let pm = st.agents.get("pm").cloned().unwrap_or_default();
     let rt = runtime::resolve(pm.runtime.as_deref().unwrap_or("claude"))?;
     let text = crate::core::rotation::resume_preamble(&pm_preamble(task, now)?, resume_block);
-    let session = pm.session.clone().unwrap_or_else(|| ctx.session_name(task, "pm"));
-    ctx.tmux.kill_session(&session).await?;
-    let s = start_agent(ctx, task, "pm", "hub", &rt, &text, &task.project, now, None).await?;
+    end_renamed_session(ctx, task, &pm).await?;
+    let s = start_agent(
+        ctx,
+        task,
+        "pm",
+        "hub",
+        &rt,
+        &text,
+        &task.project,
+        now,
+        Begin::Replace { resume: None },
+    )
+    .await?;
     spawn_event(task, "pm", "SPAWN_OK", &s, now)?;
     Ok((s, text.len()))
+}
+
+/// End the PM's session when it was recorded under another name than the one its new start
+/// takes (another session prefix): the start replaces only a session of its own name.
+async fn end_renamed_session(ctx: &Ctx, task: &Task, pm: &crate::core::model::AgentState) -> Result<()> {
+    match &pm.session {
+        Some(old) if *old != ctx.session_name(task, "pm") => ctx.tmux.kill_session(old).await.map(drop),
+        _ => Ok(()),
+    }
 }
