@@ -9,7 +9,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::state_guard::View;
-use super::timing::{LIVENESS_EVERY, Restart, give_up_reason, recent_restarts, restart_decision};
+use super::timing::{
+    LIVENESS_EVERY, Restart, give_up_reason, recent_restarts, restart_decision, restart_failing_reason,
+    retry_failed_restart,
+};
 use crate::core::checkin::{Signal, SignalKind};
 use crate::core::clock;
 use crate::core::model::{AgentStatus, PmState, RemoteSpec};
@@ -442,21 +445,39 @@ pub(super) async fn handle_pm_death(
                     );
                     tracing::warn!(task = %task.name, pane = %s.pane, "restarted the PM");
                 }
-                Err(e) => {
-                    event(
-                        task,
-                        EventKind::PmRestartFailed,
-                        Some("pm"),
-                        serde_json::json!({"error": e.to_string()}),
-                        now,
-                    );
-                    tracing::warn!(task = %task.name, error = %e, "PM restart failed");
-                    return Some(Instant::now() + Duration::from_secs(1));
-                }
+                Err(e) => return Some(Instant::now() + restart_failed(task, died_at, now, &e)),
             }
             None
         }
     }
+}
+
+/// A restart that failed: recorded as such and taken off the restarts that count (it ran
+/// no PM; if that save fails, it counts, which errs towards calling a human). A human is
+/// called once the PM has stayed down too long. Returns when to try again.
+fn restart_failed(
+    task: &Task,
+    died_at: chrono::DateTime<chrono::Utc>,
+    tried: chrono::DateTime<chrono::Utc>,
+    e: &crate::core::error::Error,
+) -> Duration {
+    event(
+        task,
+        EventKind::PmRestartFailed,
+        Some("pm"),
+        serde_json::json!({"error": e.to_string(), "died_at": died_at}),
+        tried,
+    );
+    tracing::warn!(task = %task.name, error = %e, "PM restart failed");
+    update_state(task, "taking back a PM restart that did not start", |st| {
+        st.pm_restarts.retain(|t| *t != tried);
+    });
+    if let Some(reason) = restart_failing_reason(died_at, tried, task.name.as_str()) {
+        if let Err(e) = crate::app::escalation::raise(task, &reason, tried) {
+            tracing::error!(task = %task.name, error = %e, "cannot call a human about the PM that does not restart");
+        }
+    }
+    retry_failed_restart(died_at, tried)
 }
 
 #[cfg(test)]
@@ -479,6 +500,38 @@ mod tests {
             .iter()
             .filter(|e| e.kind == "agent_died")
             .count()
+    }
+
+    /// A restart that started no PM is taken back from the restarts that count, so a full
+    /// disk for a few seconds cannot use up the budget meant for a PM that keeps dying.
+    #[test]
+    fn a_failed_restart_is_not_counted_and_is_tried_again() {
+        let d = tempfile::tempdir().unwrap();
+        let task = Task::new(d.path(), "t1".parse().unwrap()).unwrap();
+        let died = chrono::Utc::now();
+        crate::store::task::create_or_repair(&task, died).unwrap();
+        let (earlier, tried) = (
+            died - chrono::Duration::seconds(90),
+            died + chrono::Duration::seconds(4),
+        );
+        task.update_state(died, |st| {
+            st.pm_restarts = vec![earlier, tried];
+            Ok(())
+        })
+        .unwrap();
+        let e = crate::core::error::Error::BadInput("No space left on device".into());
+        assert_eq!(restart_failed(&task, died, tried, &e), Duration::from_secs(2));
+        assert_eq!(task.state().unwrap().pm_restarts, vec![earlier]);
+        let events = crate::store::events::read(&crate::store::events::path(&task)).unwrap();
+        let failed: Vec<_> = events.iter().filter(|e| e.kind == "pm_restart_failed").collect();
+        assert_eq!(failed.len(), 1);
+        assert!(failed[0].data["error"].as_str().unwrap().contains("No space"));
+        assert!(task.state().unwrap().escalations.is_empty(), "no human yet");
+        // Down for five minutes: a human is called, once.
+        let late = died + chrono::Duration::seconds(301);
+        restart_failed(&task, died, late, &e);
+        restart_failed(&task, died, late + chrono::Duration::seconds(60), &e);
+        assert_eq!(task.state().unwrap().escalations.len(), 1);
     }
 
     /// The look read the state before a spawn recorded the death and put its new run on

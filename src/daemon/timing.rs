@@ -73,6 +73,37 @@ pub(super) fn recent_restarts(restarts: &[chrono::DateTime<chrono::Utc>], at: ch
     restarts.iter().filter(|t| at - **t < window).count()
 }
 
+/// How long a dead PM may stay down with every restart failing before a human is called.
+pub const RESTART_FAILING_FOR: Duration = Duration::from_secs(300);
+
+/// When a failed restart of the PM that died at `died_at` is tried again. The attempt ran
+/// no PM (say the disk was full), so it is no death to count against [`MAX_PM_RESTARTS`]:
+/// a condition that passes in seconds must not use up the budget meant for a PM that
+/// keeps dying. The tries thin out as the failure lasts: half the time since the death,
+/// at least a second and at most a minute. Pure.
+pub fn retry_failed_restart(died_at: chrono::DateTime<chrono::Utc>, now: chrono::DateTime<chrono::Utc>) -> Duration {
+    let down = (now - died_at).to_std().unwrap_or_default();
+    (down / 2).clamp(Duration::from_secs(1), Duration::from_secs(60))
+}
+
+/// The escalation when the PM that died at `died_at` has not come back for
+/// [`RESTART_FAILING_FOR`], every restart failing: `None` before then. Raised once per
+/// reason, so it names the death and not the last error (see the `pm_restart_failed`
+/// events for those). Pure.
+pub fn restart_failing_reason(
+    died_at: chrono::DateTime<chrono::Utc>,
+    now: chrono::DateTime<chrono::Utc>,
+    task: &str,
+) -> Option<String> {
+    let down = (now - died_at).to_std().ok()?;
+    (down >= RESTART_FAILING_FOR).then(|| {
+        format!(
+            "the PM died at {} and every restart since has failed (see the pm_restart_failed events in `task log {task}`); the supervisor keeps trying: fix what they say, or start it with `task start {task}`",
+            crate::core::clock::local_time(died_at)
+        )
+    })
+}
+
 /// The escalation after the PM died once more than it may be restarted: every restart
 /// followed a death, and this death is the one not restarted. Pure.
 pub fn give_up_reason(
@@ -161,6 +192,33 @@ mod tests {
         assert_eq!(restart_decision(&[s(1), s(12), s(24)], s(30), s(30)), Restart::GiveUp);
         // Old restarts fall out of the window.
         assert_eq!(restart_decision(&[s(1), s(12), s(24)], s(700), s(701)), Restart::Now);
+    }
+
+    #[test]
+    fn a_failed_restart_is_tried_again_less_often_and_calls_a_human_after_five_minutes() {
+        let t0: chrono::DateTime<chrono::Utc> = "2025-11-27T09:00:00Z".parse().unwrap();
+        let s = |secs: i64| t0 + chrono::Duration::seconds(secs);
+        let retry = |at: i64| retry_failed_restart(s(0), s(at));
+        assert_eq!(retry(1), Duration::from_secs(1), "at least a second");
+        assert_eq!(retry(6), Duration::from_secs(3));
+        assert_eq!(retry(600), Duration::from_secs(60), "at most a minute");
+        assert_eq!(
+            retry_failed_restart(s(5), s(0)),
+            Duration::from_secs(1),
+            "a clock step back"
+        );
+        assert_eq!(restart_failing_reason(s(0), s(299), "t1"), None);
+        let said = restart_failing_reason(s(0), s(300), "t1").unwrap();
+        assert!(said.contains("every restart since has failed"), "{said}");
+        assert!(
+            said.contains("`task log t1`") && said.contains("`task start t1`"),
+            "{said}"
+        );
+        assert_eq!(
+            restart_failing_reason(s(0), s(900), "t1").as_deref(),
+            Some(said.as_str()),
+            "one reason for the death, however long it lasts: raised once"
+        );
     }
 
     #[test]
