@@ -232,9 +232,18 @@ pub async fn rotate(
 
 /// How often the daemon reads the PM's fill again when no check-in happened since.
 const LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
-/// After a failed rotation, the next try waits this long (the PM, if it died in it, is
-/// restarted into its old conversation by the death path meanwhile).
-const RETRY_AFTER_FAILURE: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long after its `failures`-th failure in a row a rotation is tried again: 5 s, then
+/// twice as long each time, at most a minute. A rotation fails before it ends the old
+/// session (say the disk is full), so the PM works on in its full conversation meanwhile:
+/// a short wait first, since that conversation keeps growing; a longer one as it lasts, so
+/// a failure that stays is not retried at every look (a PM that died in a rotation is
+/// restarted into its old conversation by the death path). Pure.
+fn retry_after_failure(failures: u32) -> std::time::Duration {
+    let first = std::time::Duration::from_secs(5);
+    first
+        .saturating_mul(1 << failures.saturating_sub(1).min(8))
+        .min(std::time::Duration::from_secs(60))
+}
 
 /// The daemon's rotation watch over one task, ticked with its liveness look: the fill is
 /// read again after each check-in (the PM grows when it answers) or every 30 s, and a due
@@ -243,14 +252,15 @@ const RETRY_AFTER_FAILURE: std::time::Duration = std::time::Duration::from_secs(
 pub struct Watch {
     wanted: Option<Why>,
     looked: Option<(Option<DateTime<Utc>>, std::time::Instant)>,
-    failed: Option<std::time::Instant>,
+    /// When the last rotation failed, and how many in a row had.
+    failed: Option<(std::time::Instant, u32)>,
 }
 
 impl Watch {
-    /// Whether a rotation failed less than [`RETRY_AFTER_FAILURE`] ago: nothing is tried
-    /// until then, whatever asks.
+    /// Whether the last rotation failed less than [`retry_after_failure`] ago: nothing is
+    /// tried until then, whatever asks.
     fn resting(&self) -> bool {
-        self.failed.is_some_and(|t| t.elapsed() < RETRY_AFTER_FAILURE)
+        self.failed.is_some_and(|(t, n)| t.elapsed() < retry_after_failure(n))
     }
 
     /// Right before a check-in: a PM already past its rotation point (by the fill its last
@@ -296,12 +306,13 @@ impl Watch {
     }
 
     /// Rotate now for `why`: done (forget it), not now (a check-in holds the lock: keep it
-    /// wanted), or failed (try again in a minute).
+    /// wanted), or failed (try again after [`retry_after_failure`]).
     async fn attempt(&mut self, ctx: &crate::app::session::Ctx, task: &Task, why: Why) -> Option<Rotated> {
         match rotate(ctx, task, why.clone(), crate::core::clock::now()).await {
             Ok(Some(r)) => {
                 self.wanted = None;
                 self.looked = None;
+                self.failed = None;
                 Some(r)
             }
             Ok(None) => {
@@ -309,8 +320,10 @@ impl Watch {
                 None
             }
             Err(e) => {
-                tracing::warn!(task = %task.name, error = %e, "PM rotation failed; trying again in a minute");
-                self.failed = Some(std::time::Instant::now());
+                let failures = self.failed.map_or(0, |(_, n)| n) + 1;
+                let retry = retry_after_failure(failures);
+                tracing::warn!(task = %task.name, error = %e, failures, retry_secs = retry.as_secs(), "PM rotation failed; trying again later");
+                self.failed = Some((std::time::Instant::now(), failures));
                 self.wanted = None;
                 None
             }
@@ -575,4 +588,15 @@ fn last_said(task: &Task, a: &crate::core::model::AgentState) -> Option<String> 
     let from = bytes.len().saturating_sub(256 * 1024);
     let text = String::from_utf8_lossy(&bytes[from..]);
     Some(rotation::assistant_tail(&text, 3000))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_rotation_is_tried_again_soon_then_less_often() {
+        let secs = |n| retry_after_failure(n).as_secs();
+        assert_eq!([1, 2, 3, 4, 5, 6, 40].map(secs), [5, 10, 20, 40, 60, 60, 60]);
+    }
 }
