@@ -847,11 +847,14 @@ fn intent_of(text: &str, task_hint: &str) -> Option<Intent> {
             Some(_) if rejected => Some("dev".to_string()),
             Some(i) => ROUTE.get(i + 1).map(|s| s.to_string()),
         };
-        // An agent still running is waited for, not started again.
-        let running = |a: &str| text.contains(&format!("- {a}: running since"));
-        return Some(match next {
-            Some(a) if running(&a) => Intent::Wait,
-            to => Intent::Delegate { task, to },
+        // While any spoke is still running its step, the last handoffs listed are not the
+        // whole story: that spoke's handoff will decide what comes next, so the PM waits for
+        // it (acting now on an older rejection would start dev beside a running review).
+        let running = ROUTE.iter().any(|a| text.contains(&format!("- {a}: running since")));
+        return Some(if running {
+            Intent::Wait
+        } else {
+            Intent::Delegate { task, to: next }
         });
     }
     Some(if agent == "pm" {
@@ -1277,6 +1280,30 @@ mod tests {
         );
         assert!(
             matches!(script(&[pre, assistant(), ci], &Style::default()).unwrap(), Reply::Tool(c) if c.contains("--status COMPLETE"))
+        );
+    }
+
+    #[test]
+    fn a_pm_taking_over_waits_while_any_spoke_runs_then_acts_on_the_last_handoffs() {
+        let takeover = |agents_now: &str| {
+            format!(
+                "# Agent: pm\n**Task:** t1\n\n## You are taking over\nPhase: REVIEW\n\n### Agents now\n{agents_now}\n\n### Each agent's last handoff\n- dev: dev-20251127-090000.md COMPLETE, next: review — done\n- review: review-20251127-085000.md COMPLETE — Rejected: the tests fail\n\n### Waiting on you or a human\n- none\n"
+            )
+        };
+        // The told rejection is older than the review now running: its handoff decides.
+        let r = intent_of(
+            &takeover("- review: running since 09:01 on pm-20251127-090100.md"),
+            "t1",
+        );
+        assert_eq!(r, Some(Intent::Wait));
+        // Nothing running: the rejection sends dev again.
+        let r = intent_of(&takeover("- none"), "t1");
+        assert_eq!(
+            r,
+            Some(Intent::Delegate {
+                task: "t1".into(),
+                to: Some("dev".into())
+            })
         );
     }
 
