@@ -502,14 +502,20 @@ mod tests {
             .count()
     }
 
+    /// A task folder of its own, made now; the folder goes with the first value.
+    fn new_task() -> (tempfile::TempDir, Task, chrono::DateTime<chrono::Utc>) {
+        let d = tempfile::tempdir().unwrap();
+        let task = Task::new(d.path(), "t1".parse().unwrap()).unwrap();
+        let now = chrono::Utc::now();
+        crate::store::task::create_or_repair(&task, now).unwrap();
+        (d, task, now)
+    }
+
     /// A restart that started no PM is taken back from the restarts that count, so a full
     /// disk for a few seconds cannot use up the budget meant for a PM that keeps dying.
     #[test]
     fn a_failed_restart_is_not_counted_and_is_tried_again() {
-        let d = tempfile::tempdir().unwrap();
-        let task = Task::new(d.path(), "t1".parse().unwrap()).unwrap();
-        let died = chrono::Utc::now();
-        crate::store::task::create_or_repair(&task, died).unwrap();
+        let (_d, task, died) = new_task();
         let (earlier, tried) = (
             died - chrono::Duration::seconds(90),
             died + chrono::Duration::seconds(4),
@@ -538,10 +544,7 @@ mod tests {
     /// record: the look neither reports the death again nor marks the new run dead.
     #[test]
     fn a_death_is_reported_once_and_never_marks_the_run_that_replaced_it() {
-        let d = tempfile::tempdir().unwrap();
-        let task = Task::new(d.path(), "t1".parse().unwrap()).unwrap();
-        let now = chrono::Utc::now();
-        crate::store::task::create_or_repair(&task, now).unwrap();
+        let (_d, task, now) = new_task();
         let seen = running("%3");
         task.update_state(now, |st| {
             st.agents.insert("dev".into(), running("%4"));

@@ -73,23 +73,7 @@ pub async fn restart_pm(ctx: &Ctx, task: &Task, now: DateTime<Utc>) -> Result<St
     // A roster that no longer loads fails here as it would a moment later in the launch
     // (which asks the roster what the PM may run): either way before anything starts.
     let text = pm_preamble(task, now)?;
-    end_renamed_session(ctx, task, &pm).await?;
-    let s = start_agent(
-        ctx,
-        task,
-        "pm",
-        "hub",
-        &rt,
-        &text,
-        &task.project,
-        now,
-        Begin::Replace {
-            resume: resume.as_deref(),
-        },
-    )
-    .await?;
-    spawn_event(task, "pm", "SPAWN_OK", &s, now)?;
-    Ok(s)
+    replace_pm(ctx, task, &pm, &rt, &text, resume.as_deref(), now).await
 }
 
 /// Replace the PM's conversation by a fresh one (a rotation, see [`crate::core::rotation`]):
@@ -102,28 +86,28 @@ pub async fn rotate_pm(ctx: &Ctx, task: &Task, resume_block: &str, now: DateTime
     let pm = st.agents.get("pm").cloned().unwrap_or_default();
     let rt = runtime::resolve(pm.runtime.as_deref().unwrap_or("claude"))?;
     let text = crate::core::rotation::resume_preamble(&pm_preamble(task, now)?, resume_block);
-    end_renamed_session(ctx, task, &pm).await?;
-    let s = start_agent(
-        ctx,
-        task,
-        "pm",
-        "hub",
-        &rt,
-        &text,
-        &task.project,
-        now,
-        Begin::Replace { resume: None },
-    )
-    .await?;
-    spawn_event(task, "pm", "SPAWN_OK", &s, now)?;
+    let s = replace_pm(ctx, task, &pm, &rt, &text, None, now).await?;
     Ok((s, text.len()))
 }
 
-/// End the PM's session when it was recorded under another name than the one its new start
-/// takes (another session prefix): the start replaces only a session of its own name.
-async fn end_renamed_session(ctx: &Ctx, task: &Task, pm: &crate::core::model::AgentState) -> Result<()> {
-    match &pm.session {
-        Some(old) if *old != ctx.session_name(task, "pm") => ctx.tmux.kill_session(old).await.map(drop),
-        _ => Ok(()),
+/// Start the PM in place of its session (`resume` its conversation, or a new one), and
+/// record the spawn. A session recorded under another name than the one the start takes
+/// (another session prefix) is ended first: the start itself replaces only its own name,
+/// once the new prompt is saved.
+async fn replace_pm(
+    ctx: &Ctx,
+    task: &Task,
+    pm: &crate::core::model::AgentState,
+    rt: &runtime::Runtime,
+    text: &str,
+    resume: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<Started> {
+    if let Some(old) = pm.session.as_deref().filter(|o| *o != ctx.session_name(task, "pm")) {
+        ctx.tmux.kill_session(old).await?;
     }
+    let begin = Begin::Replace { resume };
+    let s = start_agent(ctx, task, "pm", "hub", rt, text, &task.project, now, begin).await?;
+    spawn_event(task, "pm", "SPAWN_OK", &s, now)?;
+    Ok(s)
 }
