@@ -26,7 +26,11 @@ fn a_long_run_with_every_fault_loses_nothing_tells_nothing_twice_and_keeps_the_p
     assert!(f.twice.is_empty(), "told twice: {:?}", f.twice);
     // Eleven loops of five handoffs, after explore's and plan's.
     assert!(f.handoffs >= 55, "{} handoffs", f.handoffs);
-    assert!(f.checkins >= 25, "{} check-ins", f.checkins);
+    // Explore's, plan's, and each loop's dev and review handoff must reach the PM before
+    // the next step starts: 24 check-ins at least. Dev's progress reports may share one
+    // with its final handoff (they do when the daemon is down as both are written), so
+    // no more is certain.
+    assert!(f.checkins >= 24, "{} check-ins", f.checkins);
     assert!(f.rotations >= 3, "{} rotations", f.rotations);
     assert!(f.ratio() <= 1.5, "PM context per check-in grew: {:?}", f.contexts);
     assert!(
