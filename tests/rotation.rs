@@ -263,6 +263,62 @@ fn a_rotation_that_cannot_save_the_new_prompt_leaves_the_old_pm_running() {
     assert!(w.events_of("t1", "pm_restart").is_empty());
 }
 
+/// A rotation whose new session tmux refuses after the old one ended (here a session of
+/// the PM's name appears in that window, so tmux answers "duplicate session") leaves no PM
+/// behind it: the PM is started again at once, with no death in the record, and the
+/// rotation's error says so.
+#[test]
+fn a_rotation_whose_new_session_is_refused_starts_the_pm_again_without_a_death() {
+    let w = World::new();
+    let gate = w.dir.path().join("start-replaced");
+    w.start_idle_pm("t1")
+        .new_task("")
+        .env("AO_TEST_PAUSE_START_REPLACED", gate.to_str().unwrap())
+        .run();
+    let (session_name, pane) = (pm(&w)["session"].as_str().unwrap().to_string(), w.pane("t1", "pm"));
+    // The daemon's actor rotates its task: it waits in the window with the old session ended.
+    let rotating = w
+        .task()
+        .args(["rotate", "t1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mark = w.dir.path().join("start-replaced.reached");
+    wait_for("the rotation to end the old session", 20, || {
+        mark.exists().then_some(())
+    });
+    let taken = w.tmux(&["new-session", "-d", "-s", &session_name, "sleep 600"]);
+    assert!(taken.status.success(), "{}", String::from_utf8_lossy(&taken.stderr));
+    std::fs::write(&gate, "").unwrap();
+    let o = rotating.wait_with_output().unwrap();
+    assert_ne!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stderr(&o).contains("duplicate session"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("the PM was started again"), "{}", stderr(&o));
+
+    let now = w.pane("t1", "pm");
+    assert_ne!(now, pane, "a new pane holds the PM");
+    let alive = w.tmux(&[
+        "display-message",
+        "-p",
+        "-t",
+        &now,
+        "#{pane_dead} #{pane_current_command}",
+    ]);
+    let alive = String::from_utf8_lossy(&alive.stdout).trim().to_string();
+    assert!(
+        alive.starts_with("0 ") && !alive.ends_with("sleep"),
+        "the PM runs in it: {alive}"
+    );
+    assert!(w.events_of("t1", "pm_rotated").is_empty());
+    assert!(w.events_of("t1", "agent_died").is_empty());
+    assert_eq!(
+        w.state("t1")["pm_restarts"],
+        serde_json::json!([]),
+        "no death was counted"
+    );
+}
+
 fn newest_preamble(w: &World) -> String {
     let dir = w.project.join("tasks/t1/scratchpad/pm");
     let mut files: Vec<_> = std::fs::read_dir(&dir)

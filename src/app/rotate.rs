@@ -205,10 +205,13 @@ pub async fn rotate(
             task.name
         )));
     }
-    let old_session = pm.session_id.clone();
+    let (old_session, old_pane) = (pm.session_id.clone(), pm.pane.clone());
     let block = rotation::resume_block(&parts(task, &why, now)?);
     let begun = crate::core::clock::now();
-    let (started, preamble_bytes) = crate::app::session::rotate_pm(ctx, task, &block, now).await?;
+    let (started, preamble_bytes) = match crate::app::session::rotate_pm(ctx, task, &block, now).await {
+        Ok(r) => r,
+        Err(e) => return Err(restart_if_ended(ctx, task, old_pane.as_deref(), e, now).await),
+    };
     let new_session = task.state()?.agents.get("pm").and_then(|a| a.session_id.clone());
     turn_over(ctx, task, begun).await;
     let r = Rotated {
@@ -230,14 +233,59 @@ pub async fn rotate(
     Ok(Some(r))
 }
 
+/// A rotation that failed after it ended the old PM's session (tmux refused the new one:
+/// no pty, the session's name taken meanwhile) leaves the task without a PM. The PM is
+/// started again at once, as the death path would do a tick later (its old conversation
+/// resumed where the runtime can), but without a death in the record: none happened. The
+/// rotation's error says what came of it. `old_pane` is the PM's pane before the rotation.
+async fn restart_if_ended(
+    ctx: &crate::app::session::Ctx,
+    task: &Task,
+    old_pane: Option<&str>,
+    e: Error,
+    now: DateTime<Utc>,
+) -> Error {
+    let ended = match old_pane {
+        Some(p) => match ctx.tmux.pane(p).await {
+            Ok(look) => look.is_none_or(|l| l.dead),
+            Err(_) => false,
+        },
+        None => false,
+    };
+    if !ended {
+        return e;
+    }
+    tracing::warn!(task = %task.name, error = %e, "the rotation ended the old PM but could not start the new one; starting the PM again");
+    let after = match crate::app::session::restart_pm(ctx, task, now).await {
+        Ok(s) => format!(
+            "the PM was started again in session {} (its old conversation where the runtime resumes one)",
+            s.session
+        ),
+        Err(again) => {
+            format!("starting the PM again failed too ({again}); the supervisor restarts it at its next look")
+        }
+    };
+    match e {
+        Error::Tmux { what, detail, socket } => Error::Tmux {
+            what,
+            detail: format!("{detail}; {after}"),
+            socket,
+        },
+        Error::BadInput(m) => Error::BadInput(format!("{m}; {after}")),
+        Error::Environment(m) => Error::Environment(format!("{m}; {after}")),
+        other => other,
+    }
+}
+
 /// How often the daemon reads the PM's fill again when no check-in happened since.
 const LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 /// How long after its `failures`-th failure in a row a rotation is tried again: 5 s, then
 /// twice as long each time, at most a minute. A rotation fails before it ends the old
 /// session (say the disk is full), so the PM works on in its full conversation meanwhile:
 /// a short wait first, since that conversation keeps growing; a longer one as it lasts, so
-/// a failure that stays is not retried at every look (a PM that died in a rotation is
-/// restarted into its old conversation by the death path). Pure.
+/// a failure that stays is not retried at every look (a rotation that ended the old
+/// session and could not start the new one starts the PM again, see
+/// [`restart_if_ended`]). Pure.
 fn retry_after_failure(failures: u32) -> std::time::Duration {
     let first = std::time::Duration::from_secs(5);
     first

@@ -18,6 +18,7 @@
 //! | `AO_TEST_PAUSE_WATCHER` | notify's thread, at its first event, so the kernel queue fills (at most 2 min) |
 //! | `AO_TEST_PAUSE_SUPERVISOR` | the daemon's loop, at the first event seen, so the watcher's queue overflows (at most 2 min) |
 //! | `AO_TEST_PAUSE_REMOTE_WATCH` | the remote watch script, on the host: connected, its watch not yet live |
+//! | `AO_TEST_PAUSE_START_REPLACED` | a start that replaces a session (a restart, a rotation): the old one ended, the new one not begun |
 //!
 //! Limits and marks:
 //!
@@ -46,10 +47,11 @@ pub enum Point {
     Watcher,
     Supervisor,
     RemoteWatch,
+    StartReplaced,
 }
 
 impl Point {
-    const ALL: [Point; 8] = [
+    const ALL: [Point; 9] = [
         Point::BeforeDeliver,
         Point::AfterDeliver,
         Point::WorktreeBeforeMerge,
@@ -58,6 +60,7 @@ impl Point {
         Point::Watcher,
         Point::Supervisor,
         Point::RemoteWatch,
+        Point::StartReplaced,
     ];
 
     /// Its name in `AO_TEST_PAUSE_<NAME>`.
@@ -71,6 +74,7 @@ impl Point {
             Point::Watcher => "WATCHER",
             Point::Supervisor => "SUPERVISOR",
             Point::RemoteWatch => "REMOTE_WATCH",
+            Point::StartReplaced => "START_REPLACED",
         }
     }
 }

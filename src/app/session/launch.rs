@@ -111,6 +111,7 @@ pub(crate) async fn start_agent(
     if existing {
         tracing::info!(agent, session = %session, "replacing the agent's previous session");
         ctx.tmux.kill_session(&session).await?;
+        crate::io::hooks::pause(crate::io::hooks::Point::StartReplaced).await;
     }
     let built = launch.argv(ctx, rt, preamble_text, &prompt_file)?;
     let argv = built.argv;
