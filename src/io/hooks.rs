@@ -18,7 +18,7 @@
 //! | `AO_TEST_PAUSE_WATCHER` | notify's thread, at its first event, so the kernel queue fills (at most 2 min) |
 //! | `AO_TEST_PAUSE_SUPERVISOR` | the daemon's loop, at the first event seen, so the watcher's queue overflows (at most 2 min) |
 //! | `AO_TEST_PAUSE_REMOTE_WATCH` | the remote watch script, on the host: connected, its watch not yet live |
-//! | `AO_TEST_PAUSE_START_REPLACED` | a start that replaces a session (a restart, a rotation): the old one ended, the new one not begun |
+//! | `AO_TEST_PAUSE_START_REPLACED` | a start that replaces a session (a restart, a rotation, a spoke's next run): the old one ended, the new one not begun |
 //!
 //! Limits and marks:
 //!
