@@ -246,10 +246,7 @@ async fn restart_if_ended(
     now: DateTime<Utc>,
 ) -> Error {
     let ended = match old_pane {
-        Some(p) => match ctx.tmux.pane(p).await {
-            Ok(look) => look.is_none_or(|l| l.dead),
-            Err(_) => false,
-        },
+        Some(p) => ctx.tmux.pane(p).await.is_ok_and(|look| look.is_none_or(|l| l.dead)),
         None => false,
     };
     if !ended {
